@@ -1,0 +1,185 @@
+//! Running one call of a module: one request line in, optional notification
+//! lines and exactly one response line out, then the module is gone.
+//!
+//! Two transports share this contract: [`native`] (one OS process per call,
+//! its own process group) and `wasm` (one fresh component instance per call).
+//! Everything above this layer (discovery, invoke, conformance, tools) speaks
+//! only [`Exchange`] and [`RunError`], never a transport's details.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use modproto::{Access, ErrorKind, Notification, Response};
+use serde::{Deserialize, Serialize};
+
+pub mod native;
+
+/// How a module's bytes are run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    /// A native executable: one OS process per call.
+    Native,
+    /// A WebAssembly component (`.wasm`): one fresh instance per call.
+    Component,
+}
+
+impl Transport {
+    /// The transport of the module file at `path`: `.wasm` is a component,
+    /// anything else a native executable.
+    pub fn of_path(path: &Path) -> Transport {
+        match path.extension() {
+            Some(ext) if ext == "wasm" => Transport::Component,
+            _ => Transport::Native,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Native => "native",
+            Transport::Component => "component",
+        }
+    }
+
+    /// The path a module of this transport sees a granted root at: the host
+    /// path natively, `/roots/<name>` inside a component.
+    pub fn guest_path(self, name: &str, host: &Path) -> String {
+        match self {
+            Transport::Native => host.to_string_lossy().into_owned(),
+            Transport::Component => format!("/roots/{name}"),
+        }
+    }
+}
+
+/// Where notifications go live while a call runs (an MCP server relays
+/// `progress` from here). They are also collected in [`Exchange`].
+pub type NotificationSink = tokio::sync::mpsc::UnboundedSender<Notification>;
+
+/// Run one call of the module at `module` over its transport.
+///
+/// The single seam between the host and its transports: discovery, invoke and
+/// conformance all come through here.
+pub async fn run(
+    transport: Transport,
+    module: &Path,
+    call: &Call<'_>,
+    notifications: Option<&NotificationSink>,
+) -> Result<Exchange, RunError> {
+    match transport {
+        Transport::Native => native::run(module, call, notifications).await,
+        // The wasm runner (`wasm.rs`, feature `wasm`) plugs in here.
+        Transport::Component => Err(RunError::Spawn {
+            message: format!(
+                "{}: WebAssembly components are not yet supported by this build of modhost",
+                module.display()
+            ),
+        }),
+    }
+}
+
+/// Bounds for one call.
+#[derive(Debug, Clone, Copy)]
+pub struct CallLimits {
+    /// Wall-clock budget, from spawn to reaped.
+    pub deadline: Duration,
+    /// The most bytes of stdout read before the call is killed.
+    pub max_output_bytes: u64,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        CallLimits { deadline: Duration::from_secs(30), max_output_bytes: 1024 * 1024 }
+    }
+}
+
+/// A filesystem grant as the transport must enforce it: the host path, the
+/// path the module will see it at, and the access.
+///
+/// Native modules see host paths (`guest == host`); components see
+/// `/roots/<name>`. Confinement (landlock for native, preopens for wasm) is
+/// built from this list and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub name: String,
+    pub host: PathBuf,
+    pub guest: String,
+    pub access: Access,
+}
+
+/// Everything a transport needs for one call besides the module itself.
+#[derive(Debug, Clone)]
+pub struct Call<'a> {
+    /// The request, serialized, without the trailing newline.
+    pub request_line: &'a str,
+    pub limits: CallLimits,
+    pub grants: &'a [Grant],
+    /// Whether the call may use the network (the capability declared it).
+    pub network: bool,
+}
+
+/// What came back from a call that answered.
+#[derive(Debug, Clone)]
+pub struct Exchange {
+    /// Notifications (`progress`, `log`) received before the response, in order.
+    pub notifications: Vec<Notification>,
+    /// The one response.
+    pub response: Response,
+    /// The bounded tail of the module's stderr.
+    pub stderr_tail: String,
+    /// What the host noticed while running the call (for instance, less than
+    /// full confinement).
+    pub host_warnings: Vec<String>,
+}
+
+/// How much of a module's stderr the host keeps for error reports.
+pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
+
+/// A call that did not produce a usable response. A module failure is data,
+/// never a host panic.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RunError {
+    #[error("the module did not answer within {deadline_ms} ms and was killed")]
+    Timeout { deadline_ms: u64, stderr_tail: String },
+    #[error("the module wrote more than {limit} bytes to stdout and was killed")]
+    OutputLimit { limit: u64, stderr_tail: String },
+    #[error("the module exceeded its memory limit of {limit} bytes")]
+    MemoryLimit { limit: u64, stderr_tail: String },
+    #[error("the module trapped: {trap}")]
+    Trapped { trap: String, stderr_tail: String },
+    #[error("the module exited ({status}) without a response")]
+    Crashed { status: String, stderr_tail: String },
+    #[error("the module's answer is not a valid response: {problem}")]
+    BadResponse { problem: String, stderr_tail: String },
+    #[error("could not start the module: {message}")]
+    Spawn { message: String },
+    #[error("the call was cancelled")]
+    Cancelled,
+}
+
+impl RunError {
+    /// The machine-readable kind ([`ErrorKind`]).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::Timeout { .. } => ErrorKind::TIMEOUT,
+            RunError::OutputLimit { .. } => ErrorKind::OUTPUT_LIMIT,
+            RunError::MemoryLimit { .. } => ErrorKind::MEMORY_LIMIT,
+            RunError::Trapped { .. } => ErrorKind::TRAPPED,
+            RunError::Crashed { .. } => ErrorKind::CRASHED,
+            RunError::BadResponse { .. } => ErrorKind::BAD_RESPONSE,
+            RunError::Spawn { .. } => ErrorKind::SPAWN_FAILED,
+            RunError::Cancelled => ErrorKind::CANCELLED,
+        }
+    }
+
+    pub fn stderr_tail(&self) -> &str {
+        match self {
+            RunError::Timeout { stderr_tail, .. }
+            | RunError::OutputLimit { stderr_tail, .. }
+            | RunError::MemoryLimit { stderr_tail, .. }
+            | RunError::Trapped { stderr_tail, .. }
+            | RunError::Crashed { stderr_tail, .. }
+            | RunError::BadResponse { stderr_tail, .. } => stderr_tail,
+            RunError::Spawn { .. } | RunError::Cancelled => "",
+        }
+    }
+}
