@@ -253,3 +253,67 @@ fn clean_relative_paths() {
         assert!(!clean(bad), "{bad:?}");
     }
 }
+
+/// The JSON lines of the worked examples in PROTOCOL.md, so the document
+/// cannot drift from the types.
+fn protocol_examples() -> Vec<Value> {
+    let doc = include_str!("../PROTOCOL.md");
+    doc.lines()
+        .filter(|l| l.starts_with("{\"jsonrpc\""))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("PROTOCOL.md line {l}: {e}")))
+        .collect()
+}
+
+#[test]
+fn protocol_document_examples_are_valid_messages() {
+    let examples = protocol_examples();
+    assert!(examples.len() >= 8, "found {} examples", examples.len());
+    let schema: Value = serde_json::from_str(include_str!("../descriptor.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut descriptors = 0;
+    let mut invokes = 0;
+    for example in examples {
+        let line = example.to_string();
+        let message = Message::parse(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        match message {
+            Message::Request(r) if r.method == METHOD_INVOKE => {
+                let params: InvokeParams = serde_json::from_value(r.params.unwrap()).unwrap();
+                assert_eq!(params.protocol, PROTOCOL_VERSION);
+                invokes += 1;
+            }
+            Message::Response(Response { outcome: Ok(result), .. }) if result.get("capabilities").is_some() => {
+                let errors: Vec<String> = validator.iter_errors(&result).map(|e| e.to_string()).collect();
+                assert!(errors.is_empty(), "{errors:?}");
+                let d: Descriptor = serde_json::from_value(result).unwrap();
+                assert!(matches!(contract::evaluate(Arc::new(d)), Decision::V2(_)));
+                descriptors += 1;
+            }
+            Message::Response(Response { outcome: Ok(result), .. }) if result.get("output").is_some() => {
+                let _: InvokeResult = serde_json::from_value(result).unwrap();
+            }
+            _ => {}
+        }
+    }
+    assert_eq!((descriptors, invokes), (1, 1));
+}
+
+#[test]
+fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
+    let schema: Value = serde_json::from_str(include_str!("../descriptor.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut d = full_descriptor();
+    for doc in d.knowledge.overlays.iter_mut().chain(d.knowledge.skills.iter_mut()) {
+        doc.sha256 = "0".repeat(64);
+    }
+    let value = serde_json::to_value(&d).unwrap();
+    let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    for bad in [
+        json!({"id": "Bad Id", "version": "1", "capabilities": []}),
+        json!({"id": "m", "version": "1"}),
+        json!({"id": "m", "version": "1", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"cost": "cheap"}}]}),
+        json!({"id": "m", "version": "1", "capabilities": [], "roots": [{"name": "r", "kind": "home"}]}),
+    ] {
+        assert!(!validator.is_valid(&bad), "{bad}");
+    }
+}
