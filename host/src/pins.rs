@@ -1,0 +1,412 @@
+//! Integrity pins: the operator's approval of exact bytes and an exact descriptor.
+//!
+//! `pins.json` in the host home records, per module, the blake3 digest of the
+//! executable or component bytes, the digest of the descriptor (and of each
+//! capability, so a refusal can say *what* changed), the contract version and
+//! when it was pinned. Under `pins = "enforce"` (the default) an unpinned
+//! module can be listed and described but not invoked, and a module whose
+//! bytes or descriptor changed since its pin is refused until the operator
+//! pins it again. This closes the "same name, new behaviour" hole: an update
+//! that silently changes what a tool does is not silently trusted.
+//!
+//! The file is written atomically (temp file in the same directory, fsync,
+//! rename). A corrupt or unreadable `pins.json` is an error naming the file;
+//! it is never silently reset, because resetting would unpin everything.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use modproto::{Capability, Descriptor};
+use serde::{Deserialize, Serialize};
+
+/// The file name inside the host home.
+pub const PINS_FILE: &str = "pins.json";
+
+/// How the host treats pins (`pins = "..."` in `config.toml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PinsMode {
+    /// Unpinned or changed modules are not invoked.
+    #[default]
+    Enforce,
+    /// They are invoked, with a host warning.
+    Warn,
+    /// Pins are not consulted.
+    Off,
+}
+
+/// What the operator approved for one module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinRecord {
+    pub module: String,
+    pub version: String,
+    /// blake3 of the executable or component bytes, hex.
+    pub digest: String,
+    /// blake3 of the descriptor as JSON, hex.
+    pub descriptor_digest: String,
+    /// blake3 of each capability as JSON, by capability id.
+    #[serde(default)]
+    pub capabilities: BTreeMap<String, String>,
+    /// The contract version the module declared (`"1"` when it declared none).
+    pub contract_version: String,
+    /// RFC 3339, seconds.
+    pub pinned_at: String,
+    /// Where the module was installed from, when `modhost install` pinned it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+impl PinRecord {
+    /// A record of `descriptor` served by bytes with digest `digest`, now.
+    pub fn new(descriptor: &Descriptor, digest: &str, source: Option<String>) -> Self {
+        PinRecord {
+            module: descriptor.id.clone(),
+            version: descriptor.version.clone(),
+            digest: digest.to_owned(),
+            descriptor_digest: descriptor_digest(descriptor),
+            capabilities: capability_digests(descriptor),
+            contract_version: descriptor
+                .contract_version
+                .clone()
+                .unwrap_or_else(|| "1".into()),
+            pinned_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+            source,
+        }
+    }
+}
+
+/// The on-disk shape of `pins.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinFile {
+    /// Format version of this file.
+    pub format: u32,
+    #[serde(default)]
+    pub modules: BTreeMap<String, PinRecord>,
+}
+
+/// The pins of one host home.
+#[derive(Debug, Clone)]
+pub struct Pins {
+    path: PathBuf,
+    file: PinFile,
+}
+
+/// Why `pins.json` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PinsError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is corrupt ({message}); fix or remove it by hand (removing it unpins every module), nothing was changed"
+    )]
+    Corrupt { path: PathBuf, message: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+impl Pins {
+    /// Load the pins of the home at `home`. A missing file is an empty set.
+    pub fn load(home: &Path) -> Result<Pins, PinsError> {
+        let path = home.join(PINS_FILE);
+        let file = match std::fs::read(&path) {
+            Ok(bytes) => {
+                serde_json::from_slice::<PinFile>(&bytes).map_err(|e| PinsError::Corrupt {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => PinFile {
+                format: 1,
+                ..PinFile::default()
+            },
+            Err(source) => return Err(PinsError::Read { path, source }),
+        };
+        Ok(Pins { path, file })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn get(&self, module: &str) -> Option<&PinRecord> {
+        self.file.modules.get(module)
+    }
+
+    pub fn records(&self) -> impl Iterator<Item = &PinRecord> {
+        self.file.modules.values()
+    }
+
+    /// Record `record`, replacing any earlier pin of the same module, and save.
+    pub fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
+        self.file.modules.insert(record.module.clone(), record);
+        self.save()
+    }
+
+    /// Remove the pin of `module` and save. Returns whether there was one.
+    pub fn unpin(&mut self, module: &str) -> Result<bool, PinsError> {
+        let had = self.file.modules.remove(module).is_some();
+        if had {
+            self.save()?;
+        }
+        Ok(had)
+    }
+
+    /// Write the file atomically: a reader sees the old pins or the new ones,
+    /// never half of either, even if the host dies mid-write.
+    fn save(&self) -> Result<(), PinsError> {
+        let write_err = |source| PinsError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(write_err)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err)?;
+        let mut bytes = serde_json::to_vec_pretty(&self.file).unwrap_or_default();
+        bytes.push(b'\n');
+        tmp.write_all(&bytes).map_err(write_err)?;
+        tmp.as_file().sync_all().map_err(write_err)?;
+        tmp.persist(&self.path).map_err(|e| write_err(e.error))?;
+        // Make the rename itself durable.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    /// How `descriptor`, served by bytes with digest `digest`, stands against its pin.
+    pub fn standing(&self, descriptor: &Descriptor, digest: &str) -> PinStanding {
+        match self.get(&descriptor.id) {
+            None => PinStanding::Unpinned,
+            Some(record) => {
+                let change = compare(record, descriptor, digest);
+                if change.is_empty() {
+                    PinStanding::Pinned
+                } else {
+                    PinStanding::Changed(change)
+                }
+            }
+        }
+    }
+}
+
+/// A module's standing against `pins.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PinStanding {
+    Pinned,
+    Unpinned,
+    Changed(PinChange),
+}
+
+impl PinStanding {
+    /// `pinned`, `unpinned` or `changed`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            PinStanding::Pinned => "pinned",
+            PinStanding::Unpinned => "unpinned",
+            PinStanding::Changed(_) => "changed",
+        }
+    }
+
+    /// Why a call would be refused under `enforce`, with the command that
+    /// accepts the module; `None` when pinned.
+    pub fn refusal(&self, module: &str) -> Option<String> {
+        match self {
+            PinStanding::Pinned => None,
+            PinStanding::Unpinned => Some(format!(
+                "module {module} is not pinned: the operator has not approved its bytes; run `modhost pin {module}` after reviewing `modhost describe {module}`"
+            )),
+            PinStanding::Changed(change) => Some(format!(
+                "module {module} changed since it was pinned ({change}); review `modhost describe {module}`, then run `modhost pin {module}` to accept it"
+            )),
+        }
+    }
+}
+
+/// What differs between a pin and what is installed now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinChange {
+    pub bytes: bool,
+    pub version: Option<(String, String)>,
+    pub contract_version: Option<(String, String)>,
+    pub capabilities_added: Vec<String>,
+    pub capabilities_removed: Vec<String>,
+    pub capabilities_altered: Vec<String>,
+    /// The descriptor differs in something other than the above (roots,
+    /// knowledge, operations, descriptions of the module itself).
+    pub descriptor_other: bool,
+}
+
+impl PinChange {
+    pub fn is_empty(&self) -> bool {
+        *self == PinChange::default()
+    }
+}
+
+impl fmt::Display for PinChange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.bytes {
+            parts.push("bytes changed".to_owned());
+        }
+        if let Some((old, new)) = &self.version {
+            parts.push(format!("version {old} -> {new}"));
+        }
+        if let Some((old, new)) = &self.contract_version {
+            parts.push(format!("contract {old} -> {new}"));
+        }
+        for (label, ids) in [
+            ("capabilities added", &self.capabilities_added),
+            ("capabilities removed", &self.capabilities_removed),
+            ("capabilities altered", &self.capabilities_altered),
+        ] {
+            if !ids.is_empty() {
+                parts.push(format!("{label}: {}", ids.join(", ")));
+            }
+        }
+        if self.descriptor_other {
+            parts.push("descriptor changed".to_owned());
+        }
+        f.write_str(&parts.join("; "))
+    }
+}
+
+fn compare(record: &PinRecord, descriptor: &Descriptor, digest: &str) -> PinChange {
+    let now = capability_digests(descriptor);
+    let mut change = PinChange {
+        bytes: record.digest != digest,
+        ..PinChange::default()
+    };
+    if record.version != descriptor.version {
+        change.version = Some((record.version.clone(), descriptor.version.clone()));
+    }
+    let contract = descriptor
+        .contract_version
+        .clone()
+        .unwrap_or_else(|| "1".into());
+    if record.contract_version != contract {
+        change.contract_version = Some((record.contract_version.clone(), contract));
+    }
+    for (id, d) in &now {
+        match record.capabilities.get(id) {
+            None => change.capabilities_added.push(id.clone()),
+            Some(old) if old != d => change.capabilities_altered.push(id.clone()),
+            Some(_) => {}
+        }
+    }
+    change.capabilities_removed = record
+        .capabilities
+        .keys()
+        .filter(|id| !now.contains_key(*id))
+        .cloned()
+        .collect();
+    let explained = change.version.is_some()
+        || change.contract_version.is_some()
+        || !change.capabilities_added.is_empty()
+        || !change.capabilities_removed.is_empty()
+        || !change.capabilities_altered.is_empty();
+    change.descriptor_other =
+        !explained && record.descriptor_digest != descriptor_digest(descriptor);
+    change
+}
+
+/// blake3 of the descriptor's JSON.
+pub fn descriptor_digest(descriptor: &Descriptor) -> String {
+    json_digest(descriptor)
+}
+
+fn capability_digests(descriptor: &Descriptor) -> BTreeMap<String, String> {
+    descriptor
+        .capabilities
+        .iter()
+        .map(|c: &Capability| (c.id.clone(), json_digest(c)))
+        .collect()
+}
+
+fn json_digest<T: Serialize>(value: &T) -> String {
+    let bytes = serde_json::to_vec(value).unwrap_or_default();
+    blake3::hash(&bytes).to_hex().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn descriptor(caps: &[(&str, &str)]) -> Descriptor {
+        let caps: Vec<_> = caps
+            .iter()
+            .map(|(id, desc)| json!({"id": id, "description": desc, "input_schema": {"type": "object"}}))
+            .collect();
+        serde_json::from_value(json!({"id": "m", "version": "1.0.0", "capabilities": caps}))
+            .unwrap()
+    }
+
+    #[test]
+    fn pin_then_change_bytes_and_capabilities() {
+        let home = tempfile::tempdir().unwrap();
+        let mut pins = Pins::load(home.path()).unwrap();
+        let d = descriptor(&[("m.a", "A"), ("m.b", "B")]);
+        assert_eq!(pins.standing(&d, "d1"), PinStanding::Unpinned);
+        pins.pin(PinRecord::new(&d, "d1", None)).unwrap();
+
+        let pins = Pins::load(home.path()).unwrap();
+        assert_eq!(pins.standing(&d, "d1"), PinStanding::Pinned);
+
+        let PinStanding::Changed(change) = pins.standing(&d, "d2") else {
+            panic!()
+        };
+        assert!(change.bytes && change.capabilities_altered.is_empty());
+        assert_eq!(change.to_string(), "bytes changed");
+
+        let d2 = descriptor(&[("m.a", "A, but different"), ("m.c", "C")]);
+        let standing = pins.standing(&d2, "d2");
+        let PinStanding::Changed(change) = &standing else {
+            panic!()
+        };
+        assert_eq!(change.capabilities_added, ["m.c"]);
+        assert_eq!(change.capabilities_removed, ["m.b"]);
+        assert_eq!(change.capabilities_altered, ["m.a"]);
+        let refusal = standing.refusal("m").unwrap();
+        assert!(
+            refusal.contains("modhost pin m") && refusal.contains("capabilities added: m.c"),
+            "{refusal}"
+        );
+    }
+
+    #[test]
+    fn unpin_removes_the_record() {
+        let home = tempfile::tempdir().unwrap();
+        let mut pins = Pins::load(home.path()).unwrap();
+        let d = descriptor(&[("m.a", "A")]);
+        pins.pin(PinRecord::new(&d, "d1", None)).unwrap();
+        assert!(pins.unpin("m").unwrap());
+        assert!(!pins.unpin("m").unwrap());
+        assert_eq!(
+            Pins::load(home.path()).unwrap().standing(&d, "d1"),
+            PinStanding::Unpinned
+        );
+    }
+
+    #[test]
+    fn corrupt_file_is_an_error_naming_it_and_is_left_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join(PINS_FILE);
+        std::fs::write(&path, b"{ not json").unwrap();
+        let err = Pins::load(home.path()).unwrap_err();
+        assert!(matches!(err, PinsError::Corrupt { .. }));
+        assert!(
+            err.to_string().contains(&path.display().to_string()),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"{ not json");
+    }
+}

@@ -1,0 +1,221 @@
+//! [`Ctx`]: what a handler gets besides its input.
+//!
+//! Roots are opened lazily, on first use, so a capability that does not
+//! touch a root never fails because it is missing, and a missing one fails
+//! with a message that says which root and how the operator grants it.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Instant;
+
+use modproto::{
+    ArtifactRef, GrantedRoot, InvokeParams, Notification, ProgressParams, RootDecl, RootKind,
+};
+use serde_json::{Map, Value};
+
+use crate::{ModError, Root};
+
+/// The context of one invocation.
+pub struct Ctx {
+    request_id: String,
+    capability: String,
+    deadline: Instant,
+    granted: BTreeMap<String, GrantedRoot>,
+    declared: Vec<RootDecl>,
+    opened: BTreeMap<String, Root>,
+    binaries: BTreeMap<String, PathBuf>,
+    extra: Map<String, Value>,
+    out: Rc<RefCell<dyn Write>>,
+    pub(crate) artifacts: Vec<ArtifactRef>,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) text: Option<String>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("request_id", &self.request_id)
+            .field("capability", &self.capability)
+            .field("granted", &self.granted)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    pub(crate) fn new(
+        params: InvokeParams,
+        declared: &[RootDecl],
+        started: Instant,
+        out: Rc<RefCell<dyn Write>>,
+    ) -> Self {
+        Ctx {
+            request_id: params.request_id,
+            capability: params.capability,
+            deadline: started + std::time::Duration::from_millis(params.deadline_ms),
+            granted: params.roots,
+            declared: declared.to_vec(),
+            opened: BTreeMap::new(),
+            binaries: params
+                .binaries
+                .into_iter()
+                .map(|(k, v)| (k, PathBuf::from(v)))
+                .collect(),
+            extra: params.extra,
+            out,
+            artifacts: Vec::new(),
+            warnings: Vec::new(),
+            text: None,
+        }
+    }
+
+    /// The host's id for this call.
+    pub fn request_id(&self) -> &str {
+        &self.request_id
+    }
+
+    /// The capability being invoked.
+    pub fn capability(&self) -> &str {
+        &self.capability
+    }
+
+    /// When the host stops waiting. Long work should check it and return
+    /// what it has (marked truncated) rather than be killed.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the deadline has passed.
+    pub fn past_deadline(&self) -> bool {
+        Instant::now() >= self.deadline
+    }
+
+    /// The granted root `name`, opened. Fails with `root_missing` when the
+    /// host did not grant it for this call or it cannot be opened.
+    pub fn root(&mut self, name: &str) -> Result<&Root, ModError> {
+        if !self.opened.contains_key(name) {
+            let root = self.open_root(name)?;
+            self.opened.insert(name.to_owned(), root);
+        }
+        Ok(&self.opened[name])
+    }
+
+    /// Whether root `name` was granted for this call (without opening it).
+    pub fn has_root(&self, name: &str) -> bool {
+        self.granted.contains_key(name)
+    }
+
+    /// The path of a granted binary.
+    pub fn binary(&self, name: &str) -> Result<&std::path::Path, ModError> {
+        self.binaries.get(name).map(PathBuf::as_path).ok_or_else(|| {
+            ModError::root_missing(format!("binary `{name}` was not granted for this call"))
+                .with_remedy(format!(
+                    "declare `{name}` in the module's binaries and in the capability's effects.spawns; the operator must make it available to the host"
+                ))
+        })
+    }
+
+    /// Caller keys that passed through at the request root (never reserved keys).
+    pub fn extra(&self) -> &Map<String, Value> {
+        &self.extra
+    }
+
+    /// Send a `progress` notification now (flushed, before the response).
+    pub fn progress(&mut self, done: f64, total: Option<f64>, message: Option<&str>) {
+        let params = ProgressParams {
+            request_id: self.request_id.clone(),
+            progress: done,
+            total,
+            message: message.map(str::to_owned),
+        };
+        let note = Notification::new(modproto::METHOD_PROGRESS, serde_json::to_value(params).ok());
+        let line = modproto::Message::Notification(note).to_line();
+        let mut out = self.out.borrow_mut();
+        // Progress is advisory: a closed pipe here surfaces when the response is written.
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+
+    /// Something the caller should know that did not stop the call.
+    pub fn warn(&mut self, warning: impl Into<String>) {
+        self.warnings.push(warning.into());
+    }
+
+    /// A human/model-readable rendering of the output.
+    pub fn set_text(&mut self, text: impl Into<String>) {
+        self.text = Some(text.into());
+    }
+
+    /// Write `bytes` to `path` in the artifacts root and report it in the result.
+    pub fn write_artifact(
+        &mut self,
+        path: &str,
+        bytes: &[u8],
+        media_type: Option<&str>,
+        title: Option<&str>,
+    ) -> Result<ArtifactRef, ModError> {
+        if !modproto::invoke::is_clean_relative_path(path) {
+            return Err(ModError::path_escape(format!(
+                "artifact path {path:?} must be relative, `/`-separated and stay inside the artifacts root"
+            )));
+        }
+        let root_name = self.artifacts_root_name();
+        self.root(&root_name)?.write(path, bytes)?;
+        let artifact = ArtifactRef {
+            root: root_name,
+            path: path.to_owned(),
+            media_type: media_type.map(str::to_owned),
+            title: title.map(str::to_owned),
+        };
+        self.artifacts.push(artifact.clone());
+        Ok(artifact)
+    }
+
+    /// The declared root of kind `artifacts`, else the conventional name.
+    fn artifacts_root_name(&self) -> String {
+        self.declared
+            .iter()
+            .find(|r| r.kind == RootKind::Artifacts)
+            .map_or_else(|| "artifacts".to_owned(), |r| r.name.clone())
+    }
+
+    fn open_root(&self, name: &str) -> Result<Root, ModError> {
+        let Some(granted) = self.granted.get(name) else {
+            return Err(ModError::root_missing(format!(
+                "root `{name}` was not granted for this call"
+            ))
+            .with_remedy(self.grant_remedy(name)));
+        };
+        Root::open(name, &granted.path, granted.kind, granted.access).map_err(|e| {
+            ModError::root_missing(format!(
+                "root `{name}` was granted as {:?} but cannot be opened: {e}",
+                granted.path
+            ))
+            .with_remedy(self.grant_remedy(name))
+        })
+    }
+
+    /// How the operator grants `name`, by its declared kind.
+    fn grant_remedy(&self, name: &str) -> String {
+        match self
+            .declared
+            .iter()
+            .find(|r| r.name == name)
+            .map(|r| r.kind)
+        {
+            Some(RootKind::Source) => format!(
+                "the operator must grant source root `{name}`: pass `--source-root {name}=PATH` to `modhost invoke`, or set `{name} = \"PATH\"` under `[source_roots]` in config.toml"
+            ),
+            Some(RootKind::Workspace) => format!(
+                "root `{name}` is the workspace: run the host from an existing directory or pass `--workspace DIR`"
+            ),
+            Some(RootKind::State | RootKind::Artifacts) => format!(
+                "the host grants `{name}` only to capabilities that declare it in effects.reads or effects.writes; declare it there"
+            ),
+            None => format!(
+                "root `{name}` is not declared by this module: the module's author must declare it in the descriptor's roots"
+            ),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! [`Module`] and [`Capability`]: what an author declares.
+//!
+//! Design decisions:
+//!
+//! - **The types are the schema.** A capability's input and output are Rust
+//!   types; their JSON Schemas are derived with schemars, so the descriptor
+//!   cannot drift from what the handler actually accepts and returns.
+//! - **Validation happens twice on purpose.** The input is checked against
+//!   the derived schema (every violation listed, as the host does) and then
+//!   deserialized (catching what a schema cannot express); a module run
+//!   without a host gets the same answers.
+//! - Declaration mistakes (an input schema whose root is not an object) are
+//!   programmer errors and panic when the capability is built, so they show
+//!   up on the author's first run, not in an agent's call.
+
+use std::fmt;
+
+use modproto::{
+    Access, BinaryDecl, Descriptor, Effects, Example, KnowledgeDoc, Operation, RootDecl, RootKind,
+    Semantics,
+};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{Ctx, ModError};
+
+type Handler = Box<dyn Fn(&mut Ctx, Value) -> Result<Value, ModError>>;
+
+/// A module: its identity, roots and capabilities. Build it, then [`Module::serve`].
+pub struct Module {
+    descriptor: Descriptor,
+    handlers: Vec<(String, Handler)>,
+}
+
+impl fmt::Debug for Module {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Module")
+            .field("descriptor", &self.descriptor)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Module {
+    /// `id`: lowercase ASCII letters, digits, `-`, `_`; `version`: semver.
+    pub fn new(id: &str, version: &str) -> Self {
+        Module {
+            descriptor: Descriptor {
+                id: id.to_owned(),
+                version: version.to_owned(),
+                contract_version: None,
+                title: String::new(),
+                description: String::new(),
+                roots: Vec::new(),
+                binaries: Vec::new(),
+                capabilities: Vec::new(),
+                operations: Vec::new(),
+                knowledge: Default::default(),
+                warnings: Vec::new(),
+            },
+            handlers: Vec::new(),
+        }
+    }
+
+    pub fn title(mut self, title: &str) -> Self {
+        self.descriptor.title = title.to_owned();
+        self
+    }
+
+    pub fn description(mut self, description: &str) -> Self {
+        self.descriptor.description = description.to_owned();
+        self
+    }
+
+    /// Declare the contract this module was built for (`"2.0.0"` to make
+    /// [`Module::operation`]s binding). Absent means contract 1.
+    pub fn contract_version(mut self, version: &str) -> Self {
+        self.descriptor.contract_version = Some(version.to_owned());
+        self
+    }
+
+    /// Declare a root the module may be granted. The host decides the path.
+    pub fn root(mut self, name: &str, kind: RootKind, access: Access, description: &str) -> Self {
+        self.descriptor.roots.push(RootDecl {
+            name: name.to_owned(),
+            kind,
+            description: description.to_owned(),
+            access: Some(access),
+        });
+        self
+    }
+
+    /// Declare an external program the host may provide.
+    pub fn binary(mut self, name: &str, description: &str) -> Self {
+        self.descriptor.binaries.push(BinaryDecl {
+            name: name.to_owned(),
+            description: description.to_owned(),
+        });
+        self
+    }
+
+    pub fn capability(mut self, capability: Capability) -> Self {
+        self.handlers
+            .push((capability.declaration.id.clone(), capability.handler));
+        self.descriptor.capabilities.push(capability.declaration);
+        self
+    }
+
+    /// Contract 2: a product operation carried out by `capability`.
+    pub fn operation(mut self, id: &str, capability: &str, semantics: Semantics) -> Self {
+        self.descriptor.operations.push(Operation {
+            id: id.to_owned(),
+            capability: capability.to_owned(),
+            semantics,
+        });
+        self
+    }
+
+    /// A knowledge overlay (always relevant), shipped beside the module.
+    pub fn overlay(mut self, doc: KnowledgeDoc) -> Self {
+        self.descriptor.knowledge.overlays.push(doc);
+        self
+    }
+
+    /// A knowledge skill (loaded on demand, referenced by capabilities).
+    pub fn skill(mut self, doc: KnowledgeDoc) -> Self {
+        self.descriptor.knowledge.skills.push(doc);
+        self
+    }
+
+    /// Something the module wants to say about its own health.
+    pub fn warning(mut self, warning: &str) -> Self {
+        self.descriptor.warnings.push(warning.to_owned());
+        self
+    }
+
+    /// The descriptor `describe` answers with.
+    pub fn descriptor(&self) -> &Descriptor {
+        &self.descriptor
+    }
+
+    pub(crate) fn handler(&self, capability: &str) -> Option<&Handler> {
+        self.handlers
+            .iter()
+            .find(|(id, _)| id == capability)
+            .map(|(_, h)| h)
+    }
+
+    /// Answer one request on stdin/stdout and exit with its status.
+    pub fn serve(self) -> ! {
+        std::process::exit(crate::serve::serve(&self))
+    }
+}
+
+/// One capability: declaration plus handler.
+pub struct Capability {
+    declaration: modproto::Capability,
+    handler: Handler,
+}
+
+impl fmt::Debug for Capability {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Capability")
+            .field("declaration", &self.declaration)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Capability {
+    /// A capability whose input `I` and output `O` schemas are derived.
+    ///
+    /// # Panics
+    ///
+    /// When `I`'s schema is not an object schema (the protocol requires one;
+    /// use a struct, or [`NoInput`] for none).
+    pub fn new<I, O, F>(id: &str, handler: F) -> Self
+    where
+        I: DeserializeOwned + JsonSchema,
+        O: Serialize + JsonSchema,
+        F: Fn(&mut Ctx, I) -> Result<O, ModError> + 'static,
+    {
+        let input_schema = schema_of::<I>();
+        assert!(
+            input_schema.get("type").and_then(Value::as_str) == Some("object"),
+            "capability {id}: the input type's JSON Schema must have an object root, got {input_schema}"
+        );
+        let handler: Handler = Box::new(move |ctx, input| {
+            let input: I = serde_json::from_value(input)
+                .map_err(|e| ModError::invalid_input_problems(vec![e.to_string()]))?;
+            let output = handler(ctx, input)?;
+            serde_json::to_value(output)
+                .map_err(|e| ModError::failed(format!("serializing the output: {e}")))
+        });
+        Capability {
+            declaration: modproto::Capability {
+                id: id.to_owned(),
+                title: String::new(),
+                description: String::new(),
+                input_schema,
+                output_schema: Some(schema_of::<O>()),
+                effects: Effects::default(),
+                skills: Vec::new(),
+                examples: Vec::new(),
+            },
+            handler,
+        }
+    }
+
+    pub fn title(mut self, title: &str) -> Self {
+        self.declaration.title = title.to_owned();
+        self
+    }
+
+    /// What it does, when to use it, what it returns: an agent reads this.
+    pub fn description(mut self, description: &str) -> Self {
+        self.declaration.description = description.to_owned();
+        self
+    }
+
+    /// What it may do beyond computing. Declare every root it touches.
+    pub fn effects(mut self, effects: Effects) -> Self {
+        self.declaration.effects = effects;
+        self
+    }
+
+    /// An input that must succeed on any valid grant; conformance runs it.
+    pub fn example(mut self, description: &str, input: Value) -> Self {
+        self.declaration.examples.push(Example {
+            description: description.to_owned(),
+            input,
+        });
+        self
+    }
+
+    /// A knowledge skill relevant to this capability.
+    pub fn skill(mut self, id: &str) -> Self {
+        self.declaration.skills.push(id.to_owned());
+        self
+    }
+}
+
+/// The input of a capability that takes none: `{}`.
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoInput {}
+
+/// Effects that read the named roots and nothing else.
+pub fn reads(roots: &[&str], cost: modproto::Cost) -> Effects {
+    Effects {
+        reads: roots.iter().map(|r| (*r).to_owned()).collect(),
+        cost,
+        ..Effects::default()
+    }
+}
+
+/// The JSON Schema of `T`, without the `$schema` and `title` keys (noise
+/// in a tool definition; the validator defaults to the same draft).
+fn schema_of<T: JsonSchema>() -> Value {
+    let mut schema = schemars::schema_for!(T).to_value();
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    schema
+}
