@@ -59,4 +59,6 @@ pub const METHOD_LOG: &str = "log";
 pub const ARTIFACT_MARKER: &str = "@artifact ";
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;

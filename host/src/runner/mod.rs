@@ -13,6 +13,8 @@ use modproto::{Access, ErrorKind, Notification, Response};
 use serde::{Deserialize, Serialize};
 
 pub mod native;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 
 /// How a module's bytes are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -88,7 +90,10 @@ pub struct CallLimits {
 
 impl Default for CallLimits {
     fn default() -> Self {
-        CallLimits { deadline: Duration::from_secs(30), max_output_bytes: 1024 * 1024 }
+        CallLimits {
+            deadline: Duration::from_secs(30),
+            max_output_bytes: 1024 * 1024,
+        }
     }
 }
 
@@ -139,7 +144,10 @@ pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum RunError {
     #[error("the module did not answer within {deadline_ms} ms and was killed")]
-    Timeout { deadline_ms: u64, stderr_tail: String },
+    Timeout {
+        deadline_ms: u64,
+        stderr_tail: String,
+    },
     #[error("the module wrote more than {limit} bytes to stdout and was killed")]
     OutputLimit { limit: u64, stderr_tail: String },
     #[error("the module exceeded its memory limit of {limit} bytes")]
@@ -149,7 +157,10 @@ pub enum RunError {
     #[error("the module exited ({status}) without a response")]
     Crashed { status: String, stderr_tail: String },
     #[error("the module's answer is not a valid response: {problem}")]
-    BadResponse { problem: String, stderr_tail: String },
+    BadResponse {
+        problem: String,
+        stderr_tail: String,
+    },
     #[error("could not start the module: {message}")]
     Spawn { message: String },
     #[error("the call was cancelled")]

@@ -1,0 +1,189 @@
+//! Wasm runner benchmarks (issue 4). Prints figures; asserts nothing.
+//!
+//! 1. Per-call latency of a trivial capability (the `echo` guest) through the
+//!    host's runner, against a bare pre-instantiated instantiate-and-run of
+//!    the same component measured in the same run (target: p50 ratio <= 2.0).
+//! 2. The first call after a host restart with a warm compiled cache: a fresh
+//!    engine, load, one call (target: <= 5 ms).
+//!
+//! Needs the guests: `cargo build -p modhost-guests --target wasm32-wasip2`.
+//! Run: `cargo bench -p modhost --features wasm --bench wasm`
+//! (`--profile dev` for a quick look; figures are then pessimistic).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use modhost::runner::wasm::WasmEngine;
+use modhost::runner::{Call, CallLimits};
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Engine, Store};
+use wasmtime_wasi::p2::bindings::CommandPre;
+use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+const CALLS: usize = 2000;
+const WARMUP: usize = 100;
+const RESTARTS: usize = 20;
+const REQUEST: &str =
+    r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"capability":"echo","input":{"x":1}}}"#;
+
+fn echo_component() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let exe = std::env::current_exe().expect("the bench binary's path");
+            exe.ancestors()
+                .nth(3)
+                .expect("<target>/<profile>/deps/<bench>")
+                .to_owned()
+        });
+    let path = target.join("wasm32-wasip2/debug/echo.wasm");
+    assert!(
+        path.is_file(),
+        "{} is missing; build the guests first: cargo build -p modhost-guests --target wasm32-wasip2",
+        path.display()
+    );
+    path
+}
+
+struct Bare {
+    ctx: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for Bare {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+fn report(label: &str, samples: &mut [Duration]) -> Duration {
+    samples.sort();
+    let p50 = percentile(samples, 0.5);
+    println!(
+        "{label:<44} p50 {:>9.1} us   p90 {:>9.1} us   p99 {:>9.1} us   (n={})",
+        p50.as_secs_f64() * 1e6,
+        percentile(samples, 0.9).as_secs_f64() * 1e6,
+        percentile(samples, 0.99).as_secs_f64() * 1e6,
+        samples.len()
+    );
+    p50
+}
+
+fn main() {
+    let echo = echo_component();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let cache = home.path().join("cache/components");
+
+    // Through the host's runner.
+    let started = Instant::now();
+    let engine = WasmEngine::new(&cache, 256 << 20).unwrap();
+    let component = engine.load(&echo).unwrap();
+    println!(
+        "cold compile of echo.wasm ({} bytes): {:.1} ms",
+        std::fs::metadata(&echo).unwrap().len(),
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    let call = Call {
+        request_line: REQUEST,
+        limits: CallLimits::default(),
+        grants: &[],
+        network: false,
+    };
+    let mut host = Vec::with_capacity(CALLS);
+    runtime.block_on(async {
+        for i in 0..WARMUP + CALLS {
+            let t = Instant::now();
+            let exchange = engine.run(&component, &call, None).await.unwrap();
+            let elapsed = t.elapsed();
+            assert!(exchange.response.outcome.is_ok());
+            if i >= WARMUP {
+                host.push(elapsed);
+            }
+        }
+    });
+
+    // Bare: the same component, pre-instantiated, instantiate-and-run.
+    let bare_engine = Engine::default();
+    let mut linker = Linker::<Bare>::new(&bare_engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).unwrap();
+    let bare_component = Component::from_file(&bare_engine, &echo).unwrap();
+    let pre = CommandPre::new(linker.instantiate_pre(&bare_component).unwrap()).unwrap();
+    let mut bare = Vec::with_capacity(CALLS);
+    runtime.block_on(async {
+        for i in 0..WARMUP + CALLS {
+            let t = Instant::now();
+            let stdout = MemoryOutputPipe::new(1 << 20);
+            let mut builder = WasiCtxBuilder::new();
+            builder
+                .stdin(MemoryInputPipe::new(format!("{REQUEST}\n")))
+                .stdout(stdout.clone());
+            let mut store = Store::new(
+                &bare_engine,
+                Bare {
+                    ctx: builder.build(),
+                    table: ResourceTable::new(),
+                },
+            );
+            let command = pre.instantiate_async(&mut store).await.unwrap();
+            command
+                .wasi_cli_run()
+                .call_run(&mut store)
+                .await
+                .unwrap()
+                .unwrap();
+            let line = stdout.contents();
+            let elapsed = t.elapsed();
+            assert!(line.starts_with(b"{"));
+            if i >= WARMUP {
+                bare.push(elapsed);
+            }
+        }
+    });
+
+    let host_p50 = report("per call, through the host's wasm runner", &mut host);
+    let bare_p50 = report("per call, bare instantiate-and-run", &mut bare);
+    println!(
+        "p50 ratio host/bare: {:.2} (target <= 2.0)",
+        host_p50.as_secs_f64() / bare_p50.as_secs_f64()
+    );
+
+    // Restart with a warm cache: new engine, load from disk, first call.
+    drop(engine);
+    let mut first_call = Vec::with_capacity(RESTARTS);
+    let mut engine_only = Vec::with_capacity(RESTARTS);
+    for _ in 0..RESTARTS {
+        let t = Instant::now();
+        let engine = WasmEngine::new(&cache, 256 << 20).unwrap();
+        engine_only.push(t.elapsed());
+        let component = engine.load(&echo).unwrap();
+        assert_eq!(
+            component.origin(),
+            modhost::runner::wasm::LoadOrigin::DiskCache
+        );
+        runtime
+            .block_on(engine.run(&component, &call, None))
+            .unwrap();
+        first_call.push(t.elapsed());
+    }
+    report("restart: engine setup only", &mut engine_only);
+    let p50 = report(
+        "restart: engine + cached load + first call",
+        &mut first_call,
+    );
+    println!(
+        "first call after restart, warm cache: {:.2} ms p50 (target <= 5 ms)",
+        p50.as_secs_f64() * 1e3
+    );
+}

@@ -1,0 +1,106 @@
+//! `modhost describe MODULE [--json] [--source-root NAME=PATH]...`: the
+//! descriptor plus the host's findings (what each root would be granted as,
+//! which source roots are missing, warnings).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use modhost::Host;
+use serde_json::json;
+
+use super::invoke::parse_source_root;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Module id.
+    module: String,
+    /// Preview with this source root (as `invoke --source-root`).
+    #[arg(long = "source-root", value_name = "NAME=PATH", value_parser = parse_source_root)]
+    source_roots: Vec<(String, PathBuf)>,
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
+    let module = host.module(&args.module).await?;
+    let overrides: BTreeMap<String, PathBuf> = args.source_roots.iter().cloned().collect();
+    let plan = host.grants(&module, &overrides, false)?;
+    let mut host_warnings = module.host_warnings.clone();
+    host_warnings.extend(plan.warnings());
+    let grants: Vec<_> = plan
+        .roots
+        .iter()
+        .map(|g| {
+            json!({
+                "name": g.name,
+                "kind": plan.kinds.get(&g.name).map(|k| k.as_str()),
+                "access": g.access.as_str(),
+                "path": g.host,
+            })
+        })
+        .collect();
+
+    if args.json {
+        let mut value = serde_json::to_value(module.summary())?;
+        value["host_warnings"] = json!(host_warnings);
+        value["descriptor"] = json!(module.descriptor.as_deref());
+        value["grants"] = json!(grants);
+        value["missing_roots"] = json!(plan.missing);
+        value["binaries"] = json!(plan.binaries);
+        super::print_json(&value)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    println!("{} {}", module.id, module.version.as_deref().unwrap_or("-"));
+    println!("  status:    {}", module.status.as_str());
+    println!("  path:      {}", module.path.display());
+    println!("  transport: {}", module.transport.as_str());
+    if let Some(error) = &module.error {
+        println!("  error:     {} ({})", error.message, error.kind);
+    }
+    if let Some(descriptor) = &module.descriptor {
+        if !descriptor.title.is_empty() {
+            println!("  title:     {}", descriptor.title);
+        }
+        if !descriptor.description.is_empty() {
+            println!("  {}", descriptor.description);
+        }
+        println!("roots:");
+        for decl in &descriptor.roots {
+            let granted = plan.roots.iter().find(|g| g.name == decl.name);
+            match granted {
+                Some(g) => println!(
+                    "  {} ({}, {}) -> {}",
+                    decl.name,
+                    decl.kind.as_str(),
+                    g.access.as_str(),
+                    g.host.display()
+                ),
+                None => println!("  {} ({}) -> NOT GRANTED", decl.name, decl.kind.as_str()),
+            }
+        }
+        println!("capabilities:");
+        for capability in &descriptor.capabilities {
+            let effects = &capability.effects;
+            println!("  {}  {}", capability.id, capability.title);
+            if !capability.description.is_empty() {
+                println!("      {}", capability.description);
+            }
+            println!(
+                "      reads: [{}]  writes: [{}]  network: {}  cost: {}",
+                effects.reads.join(", "),
+                effects.writes.join(", "),
+                effects.network,
+                effects.cost.as_str()
+            );
+        }
+    }
+    for warning in &module.warnings {
+        println!("warning: {warning}");
+    }
+    for warning in &host_warnings {
+        println!("host warning: {warning}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

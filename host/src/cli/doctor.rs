@@ -1,0 +1,103 @@
+//! `modhost doctor [--json]`: what this machine and home support.
+
+use std::process::ExitCode;
+
+use modhost::discovery::ModuleStatus;
+use modhost::home::HomeLayout;
+use modhost::{Host, HostOptions};
+use serde_json::json;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> {
+    let host = Host::open(options.clone());
+    let report = match &host {
+        Ok(host) => {
+            let modules = host.discover().await;
+            let count = |status| modules.iter().filter(|m| m.status == status).count();
+            let layout = host.layout();
+            let dirs = [
+                ("modules", layout.modules_dir()),
+                ("state", layout.root().join("state")),
+                ("artifacts", layout.root().join("artifacts")),
+                ("cache", layout.cache_dir()),
+            ];
+            json!({
+                "ok": true,
+                "home": layout.root(),
+                "workspace": host.workspace(),
+                "config": layout.config_path(),
+                "config_present": layout.config_path().exists(),
+                "layout": dirs.iter().map(|(name, path)| json!({"name": name, "path": path, "present": path.is_dir()})).collect::<Vec<_>>(),
+                "modules": {
+                    "total": modules.len(),
+                    "enabled": count(ModuleStatus::Enabled),
+                    "disabled": count(ModuleStatus::Disabled),
+                    "broken": count(ModuleStatus::Broken),
+                },
+                "confinement": confinement(),
+            })
+        }
+        Err(e) => json!({
+            "ok": false,
+            "home": HomeLayout::resolve(options.home.as_deref()).ok(),
+            "error": e.to_string(),
+            "confinement": confinement(),
+        }),
+    };
+    if args.json {
+        super::print_json(&report)?;
+    } else {
+        print_human(&report);
+    }
+    Ok(if host.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_USAGE) })
+}
+
+fn confinement() -> serde_json::Value {
+    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").ok();
+    let landlock = match &lsm {
+        Some(list) if list.split(',').any(|m| m.trim() == "landlock") => "available",
+        Some(_) => "not enabled in this kernel",
+        None => "unknown",
+    };
+    json!({
+        "process_groups": true,
+        "environment_allowlist": true,
+        "landlock": landlock,
+        "landlock_abi": "unknown",
+    })
+}
+
+fn print_human(report: &serde_json::Value) {
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+    println!("home:        {}", text(&report["home"]));
+    if let Some(error) = report.get("error") {
+        println!("error:       {}", text(error));
+    } else {
+        println!("workspace:   {}", text(&report["workspace"]));
+        println!(
+            "config:      {} ({})",
+            text(&report["config"]),
+            if report["config_present"] == true { "present" } else { "absent, defaults apply" }
+        );
+        for dir in report["layout"].as_array().into_iter().flatten() {
+            println!(
+                "layout:      {:10} {}",
+                text(&dir["name"]),
+                if dir["present"] == true { "present" } else { "absent (created on demand)" }
+            );
+        }
+        let m = &report["modules"];
+        println!(
+            "modules:     {} found ({} enabled, {} disabled, {} broken)",
+            m["total"], m["enabled"], m["disabled"], m["broken"]
+        );
+    }
+    let c = &report["confinement"];
+    println!("confinement: process groups yes, environment allowlist yes, landlock {} (ABI {})",
+        text(&c["landlock"]), text(&c["landlock_abi"]));
+}

@@ -1,0 +1,138 @@
+//! The `modhost` command line: one module per subcommand.
+//!
+//! Exit codes: 0 ok, 1 the invoked capability failed, 2 usage or host error
+//! (clap's own usage errors already exit 2). Logs go to stderr through
+//! `tracing`, quiet by default (warnings), `-v` for info, `-vv` debug,
+//! `-vvv` trace; `RUST_LOG` overrides.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use modhost::{Host, HostOptions};
+
+mod describe;
+mod doctor;
+mod enable;
+mod install;
+mod invoke;
+mod knowledge;
+mod list;
+mod mcp;
+mod remove;
+mod tools;
+
+/// Exit code: the invoked capability failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: usage or host error.
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Parser)]
+#[command(name = "modhost", version, about = "A plugin host for AI agents")]
+pub struct Cli {
+    /// The host home (default: $MODHOST_HOME, else the XDG data dir).
+    #[arg(long, global = true, value_name = "DIR")]
+    home: Option<PathBuf>,
+    /// The workspace granted as the `workspace` root (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// More logging on stderr (-v info, -vv debug, -vvv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List installed modules.
+    List(list::Args),
+    /// Show a module's descriptor and what the host would grant it.
+    Describe(describe::Args),
+    /// Enable a module.
+    Enable(enable::Args),
+    /// Disable a module (it stays installed).
+    Disable(enable::Args),
+    /// Invoke one capability.
+    Invoke(invoke::Args),
+    /// Install a local executable or component as a module.
+    Install(install::Args),
+    /// Remove a module (its state stays unless --purge).
+    Remove(remove::Args),
+    /// What this machine and home support.
+    Doctor(doctor::Args),
+    /// Print the agent tool definitions (json, openai, anthropic or mcp shape).
+    Tools(tools::Args),
+    /// Print a module's verified knowledge documents.
+    Knowledge(knowledge::Args),
+    /// Serve the tools as an MCP server on stdio.
+    Mcp(mcp::Args),
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: could not start the async runtime: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let options = HostOptions { home: cli.home, workspace: cli.workspace };
+    if let Command::Doctor(args) = &cli.command {
+        // The doctor must report a broken home, not die on it.
+        return doctor::run(options, args).await;
+    }
+    let host = Host::open(options)?;
+    match cli.command {
+        Command::List(args) => list::run(&host, &args).await,
+        Command::Describe(args) => describe::run(&host, &args).await,
+        Command::Enable(args) => enable::run(&host, &args, true).await,
+        Command::Disable(args) => enable::run(&host, &args, false).await,
+        Command::Invoke(args) => invoke::run(&host, args).await,
+        Command::Install(args) => install::run(&host, &args).await,
+        Command::Remove(args) => remove::run(&host, &args).await,
+        Command::Tools(args) => tools::run(&host, &args).await,
+        Command::Knowledge(args) => knowledge::run(&host, &args).await,
+        Command::Mcp(args) => mcp::run(&host, &args).await,
+        Command::Doctor(_) => unreachable!("handled above"),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Print `value` as pretty JSON on stdout. A closed pipe (`| head`) is not
+/// an error worth a panic.
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(value)?;
+    match writeln!(std::io::stdout().lock(), "{text}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,263 @@
+//! These tests spawn real `/bin/sh` children under confinement and check what
+//! the kernel lets them do. Where the running kernel lacks landlock (or the
+//! ABI a check needs), the check says so on stdout and is skipped rather than
+//! passing vacuously.
+
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Stdio;
+
+use super::*;
+
+fn grant(name: &str, host: &Path, access: Access) -> Grant {
+    Grant {
+        name: name.into(),
+        host: host.to_path_buf(),
+        guest: host.to_string_lossy().into_owned(),
+        access,
+    }
+}
+
+/// Run `script` with `program` under confinement; (success, stdout+stderr).
+async fn run_confined(program: &str, script: &str, grants: &[Grant], network: bool) -> (bool, String) {
+    let confinement = prepare(Path::new(program), grants, network, ConfinementMode::BestEffort).unwrap();
+    let mut command = tokio::process::Command::new(program);
+    command
+        .arg("-c")
+        .arg(script)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    confinement.apply_to(&mut command);
+    let output = command.output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+async fn sh(script: &str, grants: &[Grant], network: bool) -> (bool, String) {
+    run_confined("/bin/sh", script, grants, network).await
+}
+
+fn landlock_or_skip(what: &str) -> bool {
+    if probe().abi.is_none() {
+        println!("skipped {what}: landlock is not available in this kernel");
+        return false;
+    }
+    true
+}
+
+#[tokio::test]
+async fn reading_outside_the_grants_is_denied() {
+    if !landlock_or_skip("reading_outside_the_grants_is_denied") {
+        return;
+    }
+    let granted = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(granted.path().join("ok.txt"), "granted-content").unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret-content").unwrap();
+    let grants = [grant("data", granted.path(), Access::Read)];
+
+    let (ok, out) = sh(&format!("cat {}/ok.txt", granted.path().display()), &grants, false).await;
+    assert!(ok && out.contains("granted-content"), "a granted read must work: {out}");
+
+    let (ok, out) = sh(&format!("cat {}/secret.txt", outside.path().display()), &grants, false).await;
+    assert!(!ok, "reading outside the grants succeeded: {out}");
+    assert!(!out.contains("secret-content"), "{out}");
+    assert!(out.contains("Permission denied"), "{out}");
+}
+
+#[tokio::test]
+async fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
+    if !landlock_or_skip("writing_to_a_read_grant_is_denied") {
+        return;
+    }
+    let read_root = tempfile::tempdir().unwrap();
+    let write_root = tempfile::tempdir().unwrap();
+    std::fs::write(read_root.path().join("existing.txt"), "original").unwrap();
+    let grants = [
+        grant("source", read_root.path(), Access::Read),
+        grant("state", write_root.path(), Access::ReadWrite),
+    ];
+
+    let (ok, out) = sh(
+        &format!("echo new > {}/created.txt", read_root.path().display()),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(!ok, "creating a file in a read grant succeeded: {out}");
+    assert!(!read_root.path().join("created.txt").exists());
+
+    let (ok, out) = sh(
+        &format!("echo changed > {}/existing.txt", read_root.path().display()),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(!ok, "overwriting a file in a read grant succeeded: {out}");
+    assert_eq!(std::fs::read_to_string(read_root.path().join("existing.txt")).unwrap(), "original");
+
+    let (ok, out) = sh(
+        &format!(
+            "mkdir {0}/sub && echo written > {0}/sub/file.txt && cat {0}/sub/file.txt",
+            write_root.path().display()
+        ),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(ok && out.contains("written"), "writing to a write grant must work: {out}");
+    assert_eq!(std::fs::read_to_string(write_root.path().join("sub/file.txt")).unwrap(), "written\n");
+}
+
+#[tokio::test]
+async fn a_symlink_in_a_grant_does_not_reach_outside() {
+    if !landlock_or_skip("a_symlink_in_a_grant_does_not_reach_outside") {
+        return;
+    }
+    let granted = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret-content").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), granted.path().join("link")).unwrap();
+    let grants = [grant("data", granted.path(), Access::Read)];
+    let (ok, out) = sh(&format!("cat {}/link", granted.path().display()), &grants, false).await;
+    assert!(!ok && !out.contains("secret-content"), "the planted symlink was followed: {out}");
+}
+
+#[tokio::test]
+async fn executing_from_a_write_grant_is_denied() {
+    if !landlock_or_skip("executing_from_a_write_grant_is_denied") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let tool = state.path().join("tool");
+    std::fs::write(&tool, "#!/bin/sh\necho ran\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let grants = [grant("state", state.path(), Access::ReadWrite)];
+    let (ok, out) = sh(&tool.display().to_string(), &grants, false).await;
+    assert!(!ok && !out.contains("ran"), "a file in a write grant was executed: {out}");
+}
+
+#[tokio::test]
+async fn tcp_connect_is_denied_without_network_and_allowed_with_it() {
+    if !landlock_or_skip("tcp_connect_is_denied_without_network") {
+        return;
+    }
+    if !probe().net {
+        println!(
+            "skipped tcp_connect_is_denied_without_network: landlock ABI {:?} has no network rules (needs 4)",
+            probe().abi
+        );
+        return;
+    }
+    if !Path::new("/bin/bash").exists() {
+        println!("skipped tcp_connect_is_denied_without_network: needs /bin/bash for /dev/tcp");
+        return;
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+
+    let (ok, out) = run_confined("/bin/bash", &script, &[], false).await;
+    assert!(!ok && !out.contains("connected"), "TCP connect without network succeeded: {out}");
+
+    let (ok, out) = run_confined("/bin/bash", &script, &[], true).await;
+    assert!(ok && out.contains("connected"), "TCP connect with network failed: {out}");
+}
+
+#[tokio::test]
+async fn signalling_the_host_is_denied() {
+    if !probe().scopes {
+        println!("skipped signalling_the_host_is_denied: landlock ABI {:?} has no scopes (needs 6)", probe().abi);
+        return;
+    }
+    // The test process is outside the module's domain: kill -0 must fail.
+    let (ok, out) = sh(&format!("kill -0 {}", std::process::id()), &[], false).await;
+    assert!(!ok, "the module could signal the host: {out}");
+}
+
+#[tokio::test]
+async fn resource_limits_apply() {
+    let (ok, out) = sh("ulimit -c; ulimit -f", &[], false).await;
+    assert!(ok, "{out}");
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some("0"), "core dumps must be off: {out}");
+    // `ulimit -f` reports 512-byte blocks.
+    assert_eq!(lines.next(), Some((MAX_FILE_SIZE / 512).to_string().as_str()), "{out}");
+}
+
+#[tokio::test]
+async fn off_applies_nothing_and_says_so() {
+    let confinement = prepare(Path::new("/bin/sh"), &[], false, ConfinementMode::Off).unwrap();
+    assert!(!confinement.is_landlocked());
+    assert!(confinement.warning().unwrap().contains("off"));
+}
+
+#[test]
+fn required_refuses_exactly_when_the_kernel_falls_short() {
+    let result = prepare(Path::new("/bin/sh"), &[], false, ConfinementMode::Required);
+    match probe().shortfall(false) {
+        None => assert!(result.is_ok_and(|c| c.warning().is_none() && c.is_landlocked())),
+        Some(_) => {
+            let err = result.unwrap_err();
+            assert_eq!(err.kind(), "unconfined");
+            assert!(err.remedy().contains("best-effort"));
+        }
+    }
+}
+
+#[test]
+fn support_by_abi() {
+    let none = ConfinementSupport::from_abi(None);
+    assert_eq!(none.fs, Enforcement::None);
+    assert!(none.shortfall(true).unwrap().contains("not available"));
+
+    let v3 = ConfinementSupport::from_abi(Some(3));
+    assert_eq!(v3.fs, Enforcement::Partial);
+    assert!(!v3.net);
+    let why = v3.shortfall(false).unwrap();
+    assert!(why.contains("TCP") && why.contains("ABI 3"), "{why}");
+    // With network declared, TCP not being denied is no shortfall.
+    assert!(!v3.shortfall(true).unwrap().contains("TCP"));
+
+    let v7 = ConfinementSupport::from_abi(Some(7));
+    assert_eq!(v7.fs, Enforcement::Full);
+    assert!(v7.net && v7.scopes && !v7.unix_sockets);
+    assert_eq!(v7.shortfall(false), None);
+    assert!(v7.summary().contains("ABI 7"));
+}
+
+#[test]
+fn rules_follow_the_grants_and_nothing_else() {
+    let grants = [
+        grant("src", Path::new("/data/src"), Access::Read),
+        grant("state", Path::new("/home/h/state/m"), Access::ReadWrite),
+    ];
+    let rules = path_rules(Path::new("/home/h/modules/m/m"), &grants, false);
+    let find = |p: &str| rules.iter().find(|r| r.path == Path::new(p)).map(|r| r.access);
+    assert_eq!(find("/data/src"), Some(PathAccess::Read));
+    assert_eq!(find("/home/h/state/m"), Some(PathAccess::ReadWrite));
+    assert_eq!(find("/home/h/modules/m"), Some(PathAccess::ReadExecute));
+    assert_eq!(find("/dev/null"), Some(PathAccess::ReadWrite));
+    assert_eq!(find("/etc/resolv.conf"), None, "resolver config only with network");
+    assert!(rules.iter().all(|r| r.path != Path::new("/etc") && r.path != Path::new("/")));
+    assert!(rules.iter().all(|r| r.access != PathAccess::ReadWrite
+        || r.path == Path::new("/dev/null")
+        || r.path == Path::new("/home/h/state/m")));
+
+    let with_network = path_rules(Path::new("/m/m"), &[], true);
+    assert!(with_network.iter().any(|r| r.path == Path::new("/etc/resolv.conf")));
+}
+
+#[test]
+fn a_bare_module_gets_only_itself() {
+    assert_eq!(module_root(Path::new("/h/modules/tool")), Path::new("/h/modules/tool"));
+    assert_eq!(module_root(Path::new("/h/modules/tool/tool")), Path::new("/h/modules/tool"));
+}

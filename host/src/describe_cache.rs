@@ -1,0 +1,226 @@
+//! The describe cache: an unchanged module is neither hashed nor run again.
+//!
+//! Two levels, both under `cache/describe/`:
+//!
+//! - `<blake3-hex>.json`: the describe result (the raw `result` value) of the
+//!   executable whose bytes have that digest. Content-addressed, so a module
+//!   moved to another path (enable/disable of a bare executable, install)
+//!   still hits.
+//! - `index.json`: path -> size, mtime, inode and digest. When those still
+//!   match the file on disk, the digest is taken from here without reading
+//!   the executable, which is what makes `list` of a hundred cached modules a
+//!   matter of a hundred `stat` calls.
+//!
+//! Only successful describes are cached: a failure may be transient (a slow
+//! machine, a missing library), and re-running a broken module is cheap
+//! except when it hangs, which the describe timeout bounds.
+//!
+//! The cache is disposable: a missing or corrupt index or entry is a miss,
+//! never an error, and writes go through a temp file and a rename so a
+//! concurrent `modhost` sees the old file or the new one, never half of one.
+
+use std::collections::BTreeMap;
+use std::fs::Metadata;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+const INDEX_FILE: &str = "index.json";
+
+/// The cheap identity of a file: changes whenever its bytes plausibly did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub inode: u64,
+}
+
+impl Fingerprint {
+    pub fn of(meta: &Metadata) -> Self {
+        Fingerprint {
+            size: meta.size(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            inode: meta.ino(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct IndexEntry {
+    fingerprint: Fingerprint,
+    digest: String,
+}
+
+/// The describe cache of one home.
+#[derive(Debug)]
+pub struct DescribeCache {
+    dir: PathBuf,
+    index: BTreeMap<PathBuf, IndexEntry>,
+    dirty: bool,
+}
+
+impl DescribeCache {
+    /// Open the cache in `dir` (which need not exist yet).
+    pub fn load(dir: &Path) -> Self {
+        let index = std::fs::read(dir.join(INDEX_FILE))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        DescribeCache { dir: dir.to_path_buf(), index, dirty: false }
+    }
+
+    /// The digest of the file at `path` if the index still vouches for it.
+    pub fn indexed_digest(&self, path: &Path, fingerprint: Fingerprint) -> Option<&str> {
+        self.index
+            .get(path)
+            .filter(|entry| entry.fingerprint == fingerprint)
+            .map(|entry| entry.digest.as_str())
+    }
+
+    /// Remember that the file at `path`, as it is now, has `digest`.
+    pub fn record_digest(&mut self, path: &Path, fingerprint: Fingerprint, digest: &str) {
+        let entry = IndexEntry { fingerprint, digest: digest.to_owned() };
+        self.index.insert(path.to_path_buf(), entry);
+        self.dirty = true;
+    }
+
+    /// The cached describe result of the bytes with `digest`.
+    pub fn result(&self, digest: &str) -> Option<Value> {
+        if !is_hex_digest(digest) {
+            return None;
+        }
+        let bytes = std::fs::read(self.entry_path(digest)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Store the describe result of the bytes with `digest`.
+    pub fn store_result(&self, digest: &str, result: &Value) -> std::io::Result<()> {
+        if !is_hex_digest(digest) {
+            return Err(std::io::Error::other(format!("not a digest: {digest:?}")));
+        }
+        let bytes = serde_json::to_vec(result).map_err(std::io::Error::other)?;
+        write_atomically(&self.entry_path(digest), &bytes)
+    }
+
+    /// Drop index entries for paths not in `live` (when given) and write the
+    /// index if it changed. Failing to write only costs speed next time.
+    pub fn save(&mut self, live: Option<&[PathBuf]>) {
+        let before = self.index.len();
+        if let Some(live) = live {
+            self.index.retain(|path, _| live.contains(path));
+        }
+        if !self.dirty && self.index.len() == before {
+            return;
+        }
+        match serde_json::to_vec(&self.index) {
+            Ok(bytes) => {
+                if let Err(e) = write_atomically(&self.dir.join(INDEX_FILE), &bytes) {
+                    tracing::warn!("could not write {}: {e}", self.dir.join(INDEX_FILE).display());
+                }
+            }
+            Err(e) => tracing::warn!("could not serialize the describe index: {e}"),
+        }
+        self.dirty = false;
+    }
+
+    fn entry_path(&self, digest: &str) -> PathBuf {
+        self.dir.join(format!("{digest}.json"))
+    }
+}
+
+/// The blake3 digest (hex) of the file at `path`.
+pub fn digest_file(path: &Path) -> std::io::Result<String> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(std::fs::File::open(path)?)?;
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+fn is_hex_digest(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Write `bytes` to `path` through a temp file in the same directory, fsync
+/// and rename, creating the directory when needed.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hit_after_store_and_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("m");
+        std::fs::write(&module, b"bytes v1").unwrap();
+        let meta = std::fs::metadata(&module).unwrap();
+        let digest = digest_file(&module).unwrap();
+
+        let mut cache = DescribeCache::load(&dir.path().join("cache"));
+        assert!(cache.indexed_digest(&module, Fingerprint::of(&meta)).is_none());
+        assert!(cache.result(&digest).is_none());
+        cache.record_digest(&module, Fingerprint::of(&meta), &digest);
+        cache.store_result(&digest, &json!({"id": "m"})).unwrap();
+        cache.save(Some(std::slice::from_ref(&module)));
+
+        let cache = DescribeCache::load(&dir.path().join("cache"));
+        assert_eq!(cache.indexed_digest(&module, Fingerprint::of(&meta)), Some(digest.as_str()));
+        assert_eq!(cache.result(&digest).unwrap()["id"], "m");
+    }
+
+    #[test]
+    fn changed_file_misses_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("m");
+        std::fs::write(&module, b"bytes v1").unwrap();
+        let before = Fingerprint::of(&std::fs::metadata(&module).unwrap());
+        let mut cache = DescribeCache::load(dir.path());
+        cache.record_digest(&module, before, &digest_file(&module).unwrap());
+        std::fs::write(&module, b"bytes v2, longer").unwrap();
+        let after = Fingerprint::of(&std::fs::metadata(&module).unwrap());
+        assert!(cache.indexed_digest(&module, after).is_none());
+    }
+
+    #[test]
+    fn corrupt_index_and_entry_are_misses() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(INDEX_FILE), b"{not json").unwrap();
+        let digest = "a".repeat(64);
+        std::fs::write(dir.path().join(format!("{digest}.json")), b"[garbage").unwrap();
+        let cache = DescribeCache::load(dir.path());
+        assert!(cache.index.is_empty());
+        assert!(cache.result(&digest).is_none());
+        assert!(cache.result("../../etc/passwd").is_none());
+    }
+
+    #[test]
+    fn save_drops_entries_of_vanished_modules() {
+        let dir = tempfile::tempdir().unwrap();
+        let fp = Fingerprint { size: 1, mtime_ns: 1, inode: 1 };
+        let mut cache = DescribeCache::load(dir.path());
+        cache.record_digest(Path::new("/gone"), fp, &"b".repeat(64));
+        cache.record_digest(Path::new("/kept"), fp, &"c".repeat(64));
+        cache.save(Some(&[PathBuf::from("/kept")]));
+        let cache = DescribeCache::load(dir.path());
+        assert!(cache.indexed_digest(Path::new("/gone"), fp).is_none());
+        assert!(cache.indexed_digest(Path::new("/kept"), fp).is_some());
+    }
+}

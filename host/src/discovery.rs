@@ -1,0 +1,699 @@
+//! Discovery: what is installed, and what each module says about itself.
+//!
+//! Installation is files on disk plus a successful `describe`; there is no
+//! registry to drift out of sync with the executables. Under `modules/`:
+//!
+//! - `modules/<id>/` is a module with its own folder. Its executable is the
+//!   file named `<id>` (or `<id>.wasm`), else the only executable (or `.wasm`)
+//!   in the folder. `.disabled` in the folder disables it.
+//! - `modules/<name>` (an executable or `.wasm` file) is a bare module.
+//!   A bare module cannot be disabled in place; enable/disable first move it
+//!   into its own folder ([`crate::manage`]).
+//!
+//! Design decisions:
+//!
+//! - **A broken module is data.** A module that crashes, hangs, answers
+//!   garbage, describes something that does not parse, or claims an id other
+//!   than its folder's is listed as [`ModuleStatus::Broken`] with the reason,
+//!   and never hides the others.
+//! - **Bounded and parallel.** Modules are described a few at a time
+//!   (`describe_concurrency`), each with its own timeout, so one hung module
+//!   costs one timeout, not one per module after it.
+//! - **Cached by content.** See [`crate::describe_cache`]: an unchanged module
+//!   is neither hashed nor run.
+//! - **Disabled is still discovered** (and described), so `list` can show
+//!   what there is to turn back on; it just contributes nothing invocable.
+//! - **The host's findings stay apart** from the module's: `host_warnings`
+//!   versus `warnings` (the descriptor's own).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use modproto::{Descriptor, Request};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::config::Limits;
+use crate::describe_cache::{DescribeCache, Fingerprint, digest_file};
+use crate::home::HomeLayout;
+use crate::runner::{self, Call, RunError, Transport};
+
+/// The marker file that disables a module with its own folder.
+pub const DISABLED_MARKER: &str = ".disabled";
+
+/// A module's standing in `list`.
+///
+/// Issue 3 adds `unpinned` and `changed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModuleStatus {
+    Enabled,
+    Disabled,
+    Broken,
+}
+
+impl ModuleStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModuleStatus::Enabled => "enabled",
+            ModuleStatus::Disabled => "disabled",
+            ModuleStatus::Broken => "broken",
+        }
+    }
+}
+
+/// Why a module is broken.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModuleError {
+    /// Machine-readable: a [`RunError::kind`] (`timeout`, `crashed`,
+    /// `bad_response`, ...) or one of `describe_failed`, `bad_descriptor`,
+    /// `id_mismatch`, `duplicate_id`, `no_executable`, `ambiguous_executable`.
+    pub kind: String,
+    pub message: String,
+}
+
+/// One discovered module.
+#[derive(Debug, Clone)]
+pub struct InstalledModule {
+    /// The descriptor's id; for a broken module the folder name or the bare
+    /// file's stem.
+    pub id: String,
+    /// The descriptor's version, when it described itself.
+    pub version: Option<String>,
+    /// The executable or component (for a folder without one: the folder).
+    pub path: PathBuf,
+    /// `modules/<id>/` when the module has its own folder; `None` when bare.
+    pub folder: Option<PathBuf>,
+    pub transport: Transport,
+    pub status: ModuleStatus,
+    /// Whether the `.disabled` marker is present (also for a broken module).
+    pub disabled: bool,
+    pub descriptor: Option<Arc<Descriptor>>,
+    /// blake3 (hex) of the executable's bytes, when it could be read.
+    pub digest: Option<String>,
+    /// What the module says about itself (the descriptor's `warnings`).
+    pub warnings: Vec<String>,
+    /// What the host found.
+    pub host_warnings: Vec<String>,
+    pub error: Option<ModuleError>,
+}
+
+/// The serializable face of an [`InstalledModule`]: one entry of
+/// `modhost list --json`. Field names are a public contract (scripts and the
+/// integration tests read them).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleSummary {
+    pub id: String,
+    pub version: Option<String>,
+    pub status: ModuleStatus,
+    pub capabilities: Vec<String>,
+    pub warnings: Vec<String>,
+    pub host_warnings: Vec<String>,
+    pub path: PathBuf,
+    pub transport: Transport,
+    /// The reason a broken module is broken.
+    pub error: Option<String>,
+    /// Its machine-readable kind.
+    pub error_kind: Option<String>,
+    pub digest: Option<String>,
+}
+
+impl InstalledModule {
+    pub fn summary(&self) -> ModuleSummary {
+        ModuleSummary {
+            id: self.id.clone(),
+            version: self.version.clone(),
+            status: self.status,
+            capabilities: self.capability_ids(),
+            warnings: self.warnings.clone(),
+            host_warnings: self.host_warnings.clone(),
+            path: self.path.clone(),
+            transport: self.transport,
+            error: self.error.as_ref().map(|e| e.message.clone()),
+            error_kind: self.error.as_ref().map(|e| e.kind.clone()),
+            digest: self.digest.clone(),
+        }
+    }
+
+    /// The ids of its capabilities (empty when it did not describe itself).
+    pub fn capability_ids(&self) -> Vec<String> {
+        self.descriptor
+            .as_ref()
+            .map(|d| d.capabilities.iter().map(|c| c.id.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether its capabilities may be invoked (enabled and described).
+    pub fn is_invocable(&self) -> bool {
+        self.status == ModuleStatus::Enabled && self.descriptor.is_some()
+    }
+}
+
+/// Whether `id` is a valid module id: lowercase ASCII letters, digits, `-`
+/// and `_`, starting with a letter, at most 64 characters.
+pub fn is_module_id(id: &str) -> bool {
+    id.len() <= 64
+        && id.starts_with(|c: char| c.is_ascii_lowercase())
+        && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+}
+
+/// Something under `modules/` that looks like a module, before describe.
+#[derive(Debug)]
+struct Candidate {
+    /// Folder name, or the bare file's stem.
+    name: String,
+    executable: Option<PathBuf>,
+    folder: Option<PathBuf>,
+    disabled: bool,
+    host_warnings: Vec<String>,
+    error: Option<ModuleError>,
+}
+
+/// Find and describe every module under `layout`'s `modules/`.
+///
+/// Always the whole folder: whether an id is claimed twice can only be known
+/// by looking at every module, and the cache makes looking cheap.
+pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModule> {
+    let candidates = scan(&layout.modules_dir());
+    let mut cache = DescribeCache::load(&layout.describe_cache_dir());
+
+    // Phase 1 (filesystem only): digest and cached result of each candidate.
+    let mut prepared = Vec::with_capacity(candidates.len());
+    for candidate in candidates {
+        prepared.push(prepare(candidate, &mut cache));
+    }
+
+    // Phase 2: describe the cache misses, a few at a time.
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(limits.describe_concurrency.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, item) in prepared.iter().enumerate() {
+        if item.result.is_some() || item.candidate.error.is_some() {
+            continue;
+        }
+        let Some(executable) = item.candidate.executable.clone() else { continue };
+        let semaphore = Arc::clone(&semaphore);
+        let call_limits = limits.describe();
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire_owned().await;
+            (index, describe(&executable, call_limits).await)
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((index, outcome)) => prepared[index].described = Some(outcome),
+            Err(e) => tracing::error!("a describe task failed: {e}"),
+        }
+    }
+
+    // Phase 3: parse, check, cache.
+    let mut modules: Vec<InstalledModule> =
+        prepared.into_iter().map(|item| finish(item, &cache)).collect();
+    check_duplicate_ids(&mut modules);
+    let live: Vec<PathBuf> = modules.iter().map(|m| m.path.clone()).collect();
+    cache.save(Some(&live));
+    modules
+}
+
+/// Ask the executable at `path` to describe itself, uncached: the raw
+/// `result` value, or why there is none.
+pub async fn describe(path: &Path, limits: runner::CallLimits) -> Result<Value, ModuleError> {
+    let request = Request::new(1, modproto::METHOD_DESCRIBE, None);
+    let line = serde_json::to_string(&request).unwrap_or_default();
+    let call = Call { request_line: &line, limits, grants: &[], network: false };
+    match runner::run(Transport::of_path(path), path, &call, None).await {
+        Ok(exchange) => match exchange.response.outcome {
+            Ok(value) => Ok(value),
+            Err(rpc) => Err(ModuleError {
+                kind: "describe_failed".into(),
+                message: format!("describe was answered with an error: {rpc}"),
+            }),
+        },
+        Err(run) => Err(run_error(&run)),
+    }
+}
+
+fn run_error(err: &RunError) -> ModuleError {
+    let mut message = format!("describe: {err}");
+    let tail = err.stderr_tail().trim();
+    if !tail.is_empty() {
+        message.push_str(&format!("; stderr: {}", last_line(tail)));
+    }
+    ModuleError { kind: err.kind().to_owned(), message }
+}
+
+fn last_line(text: &str) -> &str {
+    text.lines().next_back().unwrap_or(text)
+}
+
+/// Parse a describe result into a descriptor.
+pub fn parse_descriptor(value: Value) -> Result<Descriptor, ModuleError> {
+    serde_json::from_value(value).map_err(|e| ModuleError {
+        kind: "bad_descriptor".into(),
+        message: format!("the descriptor does not parse: {e}"),
+    })
+}
+
+struct Prepared {
+    candidate: Candidate,
+    digest: Option<String>,
+    /// From the cache.
+    result: Option<Value>,
+    /// From running describe.
+    described: Option<Result<Value, ModuleError>>,
+}
+
+fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
+    let prepared = |candidate, digest, result| Prepared { candidate, digest, result, described: None };
+    let Some(executable) = candidate.executable.clone() else {
+        return prepared(candidate, None, None);
+    };
+    if candidate.error.is_some() {
+        return prepared(candidate, None, None);
+    }
+    let meta = match std::fs::metadata(&executable) {
+        Ok(meta) => meta,
+        Err(e) => {
+            candidate.error = Some(ModuleError {
+                kind: "no_executable".into(),
+                message: format!("{}: {e}", executable.display()),
+            });
+            return prepared(candidate, None, None);
+        }
+    };
+    let fingerprint = Fingerprint::of(&meta);
+    let digest = match cache.indexed_digest(&executable, fingerprint) {
+        Some(digest) => digest.to_owned(),
+        None => match digest_file(&executable) {
+            Ok(digest) => {
+                cache.record_digest(&executable, fingerprint, &digest);
+                digest
+            }
+            Err(e) => {
+                candidate.error = Some(ModuleError {
+                    kind: "unreadable".into(),
+                    message: format!("could not read {}: {e}", executable.display()),
+                });
+                return prepared(candidate, None, None);
+            }
+        },
+    };
+    let result = cache.result(&digest);
+    if result.is_some() {
+        tracing::debug!("describe cache hit: {}", executable.display());
+    }
+    prepared(candidate, Some(digest), result)
+}
+
+fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
+    let Prepared { candidate, digest, result, described } = item;
+    let transport = candidate
+        .executable
+        .as_deref()
+        .map(Transport::of_path)
+        .unwrap_or(Transport::Native);
+    let path = candidate
+        .executable
+        .clone()
+        .or_else(|| candidate.folder.clone())
+        .unwrap_or_default();
+    let mut module = InstalledModule {
+        id: candidate.name.clone(),
+        version: None,
+        path,
+        folder: candidate.folder.clone(),
+        transport,
+        status: ModuleStatus::Broken,
+        disabled: candidate.disabled,
+        descriptor: None,
+        digest: digest.clone(),
+        warnings: Vec::new(),
+        host_warnings: candidate.host_warnings,
+        error: candidate.error,
+    };
+    if module.error.is_some() {
+        return module;
+    }
+    let (value, fresh) = match (result, described) {
+        (Some(value), _) => (value, false),
+        (None, Some(Ok(value))) => (value, true),
+        (None, Some(Err(error))) => {
+            module.error = Some(error);
+            return module;
+        }
+        (None, None) => {
+            module.error = Some(ModuleError {
+                kind: "describe_failed".into(),
+                message: "the module was not described".into(),
+            });
+            return module;
+        }
+    };
+    let descriptor = match parse_descriptor(value.clone()) {
+        Ok(descriptor) => descriptor,
+        Err(error) => {
+            module.error = Some(error);
+            return module;
+        }
+    };
+    if fresh && let Some(digest) = &digest {
+        if let Err(e) = cache.store_result(digest, &value) {
+            tracing::warn!("could not cache the describe result of {}: {e}", module.path.display());
+        }
+    }
+    if candidate.folder.is_some() && descriptor.id != candidate.name {
+        module.error = Some(ModuleError {
+            kind: "id_mismatch".into(),
+            message: format!(
+                "the module describes itself as {:?} but is installed in the folder {:?}; rename the folder to modules/{} or reinstall it",
+                descriptor.id, candidate.name, descriptor.id
+            ),
+        });
+    } else if !is_module_id(&descriptor.id) {
+        module.error = Some(ModuleError {
+            kind: "bad_descriptor".into(),
+            message: format!(
+                "{:?} is not a valid module id (lowercase letters, digits, '-' and '_', starting with a letter)",
+                descriptor.id
+            ),
+        });
+    }
+    module.id = descriptor.id.clone();
+    module.version = Some(descriptor.version.clone());
+    module.warnings = descriptor.warnings.clone();
+    module.descriptor = Some(Arc::new(descriptor));
+    if module.error.is_none() {
+        module.status = if module.disabled { ModuleStatus::Disabled } else { ModuleStatus::Enabled };
+    }
+    module
+}
+
+/// Two modules claiming one id are both broken: which one a call would reach
+/// must never depend on directory order.
+fn check_duplicate_ids(modules: &mut [InstalledModule]) {
+    let paths_of = |id: &str, modules: &[InstalledModule]| -> Vec<String> {
+        modules
+            .iter()
+            .filter(|m| m.id == id && m.descriptor.is_some())
+            .map(|m| m.path.display().to_string())
+            .collect()
+    };
+    let duplicates: Vec<(usize, Vec<String>)> = modules
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.descriptor.is_some())
+        .map(|(i, m)| (i, paths_of(&m.id, modules)))
+        .filter(|(_, paths)| paths.len() > 1)
+        .collect();
+    for (index, paths) in duplicates {
+        let module = &mut modules[index];
+        module.status = ModuleStatus::Broken;
+        module.error = Some(ModuleError {
+            kind: "duplicate_id".into(),
+            message: format!(
+                "the id {:?} is claimed by several modules ({}); remove all but one",
+                module.id,
+                paths.join(", ")
+            ),
+        });
+    }
+}
+
+/// List the candidates under `modules_dir`, sorted by name.
+fn scan(modules_dir: &Path) -> Vec<Candidate> {
+    let Ok(entries) = std::fs::read_dir(modules_dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<(String, PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+        .filter(|(name, _)| !name.starts_with('.'))
+        .collect();
+    names.sort();
+    let mut candidates = Vec::new();
+    for (name, path) in names {
+        // Follow symlinks: linking a freshly built module in is a normal
+        // development setup.
+        let Ok(meta) = std::fs::metadata(&path) else {
+            tracing::debug!("skipping {}: dangling or unreadable", path.display());
+            continue;
+        };
+        if meta.is_dir() {
+            candidates.push(scan_folder(name, path));
+        } else if is_module_file(&path, &meta) {
+            let stem = name.strip_suffix(".wasm").unwrap_or(&name).to_owned();
+            candidates.push(Candidate {
+                name: stem,
+                executable: Some(path),
+                folder: None,
+                disabled: false,
+                host_warnings: Vec::new(),
+                error: None,
+            });
+        } else {
+            tracing::debug!("skipping {}: not an executable or component", path.display());
+        }
+    }
+    candidates
+}
+
+fn scan_folder(name: String, folder: PathBuf) -> Candidate {
+    let mut host_warnings = Vec::new();
+    let disabled = match std::fs::symlink_metadata(folder.join(DISABLED_MARKER)) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            // Refusing a module because a marker could not be checked would
+            // be a silent capability loss; say so instead.
+            host_warnings.push(format!(
+                "could not check {}: {e}; treating the module as enabled",
+                folder.join(DISABLED_MARKER).display()
+            ));
+            false
+        }
+    };
+    let preferred = [folder.join(&name), folder.join(format!("{name}.wasm"))];
+    let (executable, error) = match std::fs::read_dir(&folder) {
+        Ok(entries) => {
+            let mut found: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .filter(|p| std::fs::metadata(p).is_ok_and(|m| is_module_file(p, &m)))
+                .collect();
+            found.sort();
+            if let Some(p) = preferred.iter().find(|p| found.contains(p)) {
+                (Some(p.clone()), None)
+            } else if found.len() == 1 {
+                (found.pop(), None)
+            } else if found.is_empty() {
+                (None, Some(ModuleError {
+                    kind: "no_executable".into(),
+                    message: format!(
+                        "{} holds no executable or .wasm component; reinstall the module or remove the folder",
+                        folder.display()
+                    ),
+                }))
+            } else {
+                let names: Vec<String> = found
+                    .iter()
+                    .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect();
+                (None, Some(ModuleError {
+                    kind: "ambiguous_executable".into(),
+                    message: format!(
+                        "{} holds several executables ({}); name the module's executable {name:?}",
+                        folder.display(),
+                        names.join(", ")
+                    ),
+                }))
+            }
+        }
+        Err(e) => {
+            host_warnings.push(format!(
+                "could not read the module folder {}: {e}; treating the module as enabled",
+                folder.display()
+            ));
+            match preferred.iter().find(|p| std::fs::metadata(p).is_ok_and(|m| is_module_file(p, &m))) {
+                Some(p) => (Some(p.clone()), None),
+                None => (None, Some(ModuleError {
+                    kind: "no_executable".into(),
+                    message: format!(
+                        "{} cannot be listed and has no file named {name:?}: {e}",
+                        folder.display()
+                    ),
+                })),
+            }
+        }
+    };
+    Candidate { name, executable, folder: Some(folder), disabled, host_warnings, error }
+}
+
+/// An executable regular file, or a `.wasm` component. Documentation and
+/// data files beside a module are never mistaken for it.
+fn is_module_file(path: &Path, meta: &std::fs::Metadata) -> bool {
+    if !meta.is_file() {
+        return false;
+    }
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("wasm") => true,
+        Some("md" | "txt" | "json" | "toml" | "yaml" | "yml" | "sha256" | "disabled") => false,
+        _ => meta.permissions().mode() & 0o111 != 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn write_exec(path: &Path, body: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    #[test]
+    fn module_ids() {
+        assert!(is_module_id("files"));
+        assert!(is_module_id("my-mod_2"));
+        assert!(!is_module_id("Files"));
+        assert!(!is_module_id("2files"));
+        assert!(!is_module_id("a.b"));
+        assert!(!is_module_id(""));
+    }
+
+    #[test]
+    fn scan_finds_folder_and_bare_modules_and_skips_docs() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path();
+        write_exec(&modules.join("files/files"), "#!/bin/sh\n");
+        std::fs::write(modules.join("files/README.md"), "doc").unwrap();
+        write_exec(&modules.join("bare"), "#!/bin/sh\n");
+        std::fs::write(modules.join("notes.txt"), "x").unwrap();
+        std::fs::write(modules.join("plain"), "not executable").unwrap();
+        write_exec(&modules.join(".hidden"), "#!/bin/sh\n");
+        std::fs::write(modules.join("comp.wasm"), b"\0asm").unwrap();
+        write_exec(&modules.join("off/off"), "#!/bin/sh\n");
+        std::fs::write(modules.join("off/.disabled"), "").unwrap();
+
+        let candidates = scan(modules);
+        let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["bare", "comp", "files", "off"]);
+        let files = candidates.iter().find(|c| c.name == "files").unwrap();
+        assert_eq!(files.executable.as_deref(), Some(modules.join("files/files").as_path()));
+        assert!(!files.disabled);
+        assert!(candidates.iter().find(|c| c.name == "off").unwrap().disabled);
+        assert!(candidates.iter().find(|c| c.name == "bare").unwrap().folder.is_none());
+    }
+
+    #[test]
+    fn folder_with_two_executables_and_no_preferred_one_is_ambiguous() {
+        let dir = tempfile::tempdir().unwrap();
+        write_exec(&dir.path().join("m/a"), "#!/bin/sh\n");
+        write_exec(&dir.path().join("m/b"), "#!/bin/sh\n");
+        let candidates = scan(dir.path());
+        assert_eq!(candidates[0].error.as_ref().unwrap().kind, "ambiguous_executable");
+    }
+
+    #[test]
+    fn empty_folder_has_no_executable() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("gone")).unwrap();
+        let candidates = scan(dir.path());
+        assert_eq!(candidates[0].error.as_ref().unwrap().kind, "no_executable");
+    }
+}
+
+#[cfg(test)]
+mod discover_tests {
+    use super::*;
+    use crate::test_modules::{describes, install, write_executable};
+
+    fn limits() -> Limits {
+        Limits { describe_timeout_ms: 1000, ..Limits::default() }
+    }
+
+    #[tokio::test]
+    async fn unchanged_module_is_not_described_again_and_changed_one_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = HomeLayout::new(dir.path());
+        let (path, counter) = install(dir.path(), "alpha", false);
+
+        let first = discover(&layout, &limits()).await;
+        assert_eq!(first[0].status, ModuleStatus::Enabled, "{:?}", first[0].error);
+        assert_eq!(first[0].version.as_deref(), Some("1.2.3"));
+        assert_eq!(describes(&counter), 1);
+
+        let second = discover(&layout, &limits()).await;
+        assert_eq!(second[0].status, ModuleStatus::Enabled);
+        assert_eq!(describes(&counter), 1, "a cache hit must not run the module");
+
+        // New bytes: a miss, described again.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("# changed\n");
+        write_executable(&path, &text);
+        discover(&layout, &limits()).await;
+        assert_eq!(describes(&counter), 2);
+    }
+
+    #[tokio::test]
+    async fn broken_modules_are_listed_beside_good_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = HomeLayout::new(dir.path());
+        install(dir.path(), "good", false);
+        let modules_dir = dir.path().join("modules");
+        write_executable(&modules_dir.join("crash"), "#!/bin/sh\necho dying >&2\nexit 7\n");
+        write_executable(&modules_dir.join("hang"), "#!/bin/sh\nread line\nsleep 30\n");
+        write_executable(&modules_dir.join("garbage"), "#!/bin/sh\nread line\necho hello\n");
+        write_executable(
+            &modules_dir.join("shapeless"),
+            "#!/bin/sh\nread line\necho '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"name\":\"x\"}}'\n",
+        );
+        install(dir.path(), "other", false);
+        std::fs::rename(modules_dir.join("other"), modules_dir.join("renamed")).unwrap();
+
+        let modules = discover(&layout, &limits()).await;
+        let kind = |id: &str| {
+            let m = modules.iter().find(|m| m.id == id).unwrap_or_else(|| panic!("{id} not listed"));
+            m.error.as_ref().map(|e| e.kind.clone())
+        };
+        assert_eq!(kind("good"), None);
+        assert_eq!(kind("crash").as_deref(), Some("crashed"));
+        assert_eq!(kind("hang").as_deref(), Some("timeout"));
+        assert_eq!(kind("garbage").as_deref(), Some("bad_response"));
+        assert_eq!(kind("shapeless").as_deref(), Some("bad_descriptor"));
+        // The folder says "renamed", the module says "other".
+        assert_eq!(kind("other").as_deref(), Some("id_mismatch"));
+        let crash = modules.iter().find(|m| m.id == "crash").unwrap();
+        assert!(crash.error.as_ref().unwrap().message.contains("dying"));
+    }
+
+    #[tokio::test]
+    async fn disabled_module_is_listed_but_not_invocable() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = HomeLayout::new(dir.path());
+        install(dir.path(), "sleepy", false);
+        std::fs::write(dir.path().join("modules/sleepy/.disabled"), "").unwrap();
+        let modules = discover(&layout, &limits()).await;
+        assert_eq!(modules[0].status, ModuleStatus::Disabled);
+        assert_eq!(modules[0].capability_ids(), ["sleepy.run"]);
+        assert!(!modules[0].is_invocable());
+    }
+
+    #[tokio::test]
+    async fn duplicate_ids_break_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = HomeLayout::new(dir.path());
+        install(dir.path(), "twin", false);
+        // A bare copy under another file name claims the same id.
+        let modules_dir = dir.path().join("modules");
+        let text = std::fs::read_to_string(modules_dir.join("twin/twin")).unwrap();
+        write_executable(&modules_dir.join("twin-copy"), &text);
+        let modules = discover(&layout, &limits()).await;
+        let twins: Vec<_> = modules.iter().filter(|m| m.id == "twin").collect();
+        assert_eq!(twins.len(), 2);
+        assert!(twins.iter().all(|m| m.status == ModuleStatus::Broken));
+        assert!(twins.iter().all(|m| m.error.as_ref().unwrap().kind == "duplicate_id"));
+    }
+}

@@ -1,0 +1,121 @@
+//! The host home: where modules, their state and the host's caches live.
+//!
+//! Resolution order: an explicit directory (`--home`), else `$MODHOST_HOME`,
+//! else the XDG data directory (`$XDG_DATA_HOME/modhost`, falling back to
+//! `~/.local/share/modhost`). The layout is fixed by DESIGN.md; this module is
+//! the only place that spells its paths, so no other code joins path
+//! fragments onto the home by hand.
+
+use std::path::{Path, PathBuf};
+
+use crate::host::HostError;
+
+/// Environment variable naming the home when `--home` is not given.
+pub const HOME_ENV: &str = "MODHOST_HOME";
+
+/// The resolved host home and the paths of its layout.
+#[derive(Debug, Clone)]
+pub struct HomeLayout {
+    root: PathBuf,
+}
+
+impl HomeLayout {
+    /// A layout rooted at `root` (not created, not canonicalized).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        HomeLayout { root: root.into() }
+    }
+
+    /// Decide where the home is, from the explicit choice or the environment.
+    pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, HostError> {
+        if let Some(dir) = explicit {
+            return Ok(dir.to_path_buf());
+        }
+        if let Some(dir) = std::env::var_os(HOME_ENV).filter(|v| !v.is_empty()) {
+            return Ok(PathBuf::from(dir));
+        }
+        if let Some(data) = std::env::var_os("XDG_DATA_HOME").filter(|v| !v.is_empty()) {
+            let data = PathBuf::from(data);
+            // The XDG spec says a relative value is invalid and must be ignored.
+            if data.is_absolute() {
+                return Ok(data.join("modhost"));
+            }
+        }
+        match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            Some(home) => Ok(PathBuf::from(home).join(".local/share/modhost")),
+            None => Err(HostError::NoHome),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `modules/`: one folder (or bare executable) per installed module.
+    pub fn modules_dir(&self) -> PathBuf {
+        self.root.join("modules")
+    }
+
+    /// `modules/<id>/`.
+    pub fn module_dir(&self, id: &str) -> PathBuf {
+        self.modules_dir().join(id)
+    }
+
+    /// `state/<id>/`: the module's private, persistent state root.
+    pub fn state_dir(&self, id: &str) -> PathBuf {
+        self.root.join("state").join(id)
+    }
+
+    /// `artifacts/<id>/`: where the module's artifacts land.
+    pub fn artifacts_dir(&self, id: &str) -> PathBuf {
+        self.root.join("artifacts").join(id)
+    }
+
+    /// `cache/`: disposable, keyed by content digest.
+    pub fn cache_dir(&self) -> PathBuf {
+        self.root.join("cache")
+    }
+
+    /// `cache/describe/`: describe results by executable digest, plus the
+    /// size-and-mtime index in front of them.
+    pub fn describe_cache_dir(&self) -> PathBuf {
+        self.cache_dir().join("describe")
+    }
+
+    /// `staging/`: where `install` prepares a module before the atomic
+    /// rename into `modules/`. Inside the home so the rename never crosses a
+    /// filesystem.
+    pub fn staging_dir(&self) -> PathBuf {
+        self.root.join("staging")
+    }
+
+    /// `config.toml`.
+    pub fn config_path(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+
+    /// `pins.json`.
+    pub fn pins_path(&self) -> PathBuf {
+        self.root.join("pins.json")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn explicit_home_wins() {
+        let dir = Path::new("/tmp/explicit-home");
+        assert_eq!(HomeLayout::resolve(Some(dir)).unwrap(), dir);
+    }
+
+    #[test]
+    fn layout_paths_follow_design() {
+        let home = HomeLayout::new("/h");
+        assert_eq!(home.module_dir("files"), Path::new("/h/modules/files"));
+        assert_eq!(home.state_dir("files"), Path::new("/h/state/files"));
+        assert_eq!(home.artifacts_dir("files"), Path::new("/h/artifacts/files"));
+        assert_eq!(home.describe_cache_dir(), Path::new("/h/cache/describe"));
+        assert_eq!(home.config_path(), Path::new("/h/config.toml"));
+    }
+}

@@ -1,0 +1,174 @@
+//! [`Host`]: one opened host home, and the operations on it.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! use modhost::{Host, HostOptions, InvokeRequest};
+//!
+//! let host = Host::open(HostOptions::default())?;
+//! for module in host.discover().await {
+//!     println!("{} {:?} {}", module.id, module.version, module.status.as_str());
+//! }
+//! let outcome = host
+//!     .invoke(InvokeRequest::new("files", "files.search", serde_json::json!({"pattern": "TODO"})))
+//!     .await?;
+//! println!("{}", outcome.result.output);
+//! # Ok(()) }
+//! ```
+//!
+//! Design decisions: a `Host` is a cheap, cloneable value (paths and the
+//! parsed config); it holds no processes and no open files, so it can be
+//! shared across tasks. Every call re-reads `modules/` (cheaply, through the
+//! describe cache), so what is on disk is always the truth; a long-running
+//! caller (the MCP server) may still discover once and call
+//! [`Host::invoke_module`] with what it found.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::config::{Config, ConfigError};
+use crate::discovery::{self, InstalledModule};
+use crate::grants::{self, GrantContext, GrantPlan};
+use crate::home::HomeLayout;
+
+/// How to open a host.
+#[derive(Debug, Clone, Default)]
+pub struct HostOptions {
+    /// The home; `None` resolves `$MODHOST_HOME`, then the XDG data dir.
+    pub home: Option<PathBuf>,
+    /// The workspace granted as the `workspace` root; `None` is the current
+    /// directory.
+    pub workspace: Option<PathBuf>,
+}
+
+/// A failure of the host itself (as opposed to a module's).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    #[error("no host home: pass --home, set $MODHOST_HOME, or set $HOME")]
+    NoHome,
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("could not {action} {path}: {source}")]
+    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("the workspace {path} is not usable: {reason}")]
+    Workspace { path: PathBuf, reason: String },
+    #[error("no module {id:?} is installed{}", known_suffix(.known))]
+    UnknownModule { id: String, known: Vec<String> },
+    #[error("{id:?} is not a valid module id: lowercase letters, digits, '-' and '_', starting with a letter")]
+    InvalidId { id: String },
+    #[error("a module {id:?} is already installed at {}", .path.display())]
+    ModuleExists { id: String, path: PathBuf },
+    #[error("sha256 mismatch for {}: expected {expected}, got {actual}; nothing was installed", .path.display())]
+    Sha256Mismatch { path: PathBuf, expected: String, actual: String },
+    #[error("{} is not a working module: {reason}; nothing was installed", .path.display())]
+    NotAModule { path: PathBuf, reason: String },
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn known_suffix(known: &[String]) -> String {
+    if known.is_empty() {
+        " (no modules are installed)".to_owned()
+    } else {
+        format!(" (installed: {})", known.join(", "))
+    }
+}
+
+impl HostError {
+    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        HostError::Io { action, path: path.to_path_buf(), source }
+    }
+}
+
+/// An opened host home.
+#[derive(Debug, Clone)]
+pub struct Host {
+    layout: HomeLayout,
+    workspace: PathBuf,
+    config: Config,
+}
+
+impl Host {
+    /// Resolve and open the home (created if missing), read `config.toml`,
+    /// and resolve the workspace.
+    pub fn open(options: HostOptions) -> Result<Host, HostError> {
+        let home = HomeLayout::resolve(options.home.as_deref())?;
+        std::fs::create_dir_all(&home).map_err(|e| HostError::io("create the home", &home, e))?;
+        let home = std::fs::canonicalize(&home).map_err(|e| HostError::io("resolve the home", &home, e))?;
+        let layout = HomeLayout::new(home);
+        let config = Config::load(&layout.config_path())?;
+        let workspace = match options.workspace {
+            Some(dir) => dir,
+            None => std::env::current_dir()
+                .map_err(|e| HostError::io("read the current directory", Path::new("."), e))?,
+        };
+        let workspace = std::fs::canonicalize(&workspace).map_err(|e| HostError::Workspace {
+            path: workspace.clone(),
+            reason: e.to_string(),
+        })?;
+        if !workspace.is_dir() {
+            return Err(HostError::Workspace { path: workspace, reason: "not a directory".into() });
+        }
+        Ok(Host { layout, workspace, config })
+    }
+
+    pub fn layout(&self) -> &HomeLayout {
+        &self.layout
+    }
+
+    pub fn home(&self) -> &Path {
+        self.layout.root()
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Every installed module, described (from cache where unchanged), sorted
+    /// by folder or file name. Broken modules are included, with the reason.
+    pub async fn discover(&self) -> Vec<InstalledModule> {
+        discovery::discover(&self.layout, &self.config.limits).await
+    }
+
+    /// The installed module `id` (any status, broken included).
+    ///
+    /// Discovers everything (cheap when cached): a duplicate id elsewhere
+    /// makes this module broken, and only a full look can tell.
+    pub async fn module(&self, id: &str) -> Result<InstalledModule, HostError> {
+        let all = self.discover().await;
+        let known = all.iter().map(|m| m.id.clone()).collect();
+        // Two entries can share an id only when both are broken duplicates;
+        // either describes the problem.
+        all.into_iter()
+            .find(|m| m.id == id)
+            .ok_or_else(|| HostError::UnknownModule { id: id.to_owned(), known })
+    }
+
+    /// The grants `module` would get (or gets) for one call: source roots
+    /// from the config, overridden by `source_roots`. With `create`, writable
+    /// private directories are created; without, the disk is not touched.
+    ///
+    /// A module that did not describe itself gets nothing.
+    pub fn grants(
+        &self,
+        module: &InstalledModule,
+        source_roots: &BTreeMap<String, PathBuf>,
+        create: bool,
+    ) -> Result<GrantPlan, HostError> {
+        let Some(descriptor) = &module.descriptor else {
+            return Ok(GrantPlan::default());
+        };
+        let sources = grants::merge_source_roots(&self.config.source_roots, source_roots);
+        let context = GrantContext {
+            layout: &self.layout,
+            workspace: &self.workspace,
+            source_roots: &sources,
+            binaries: &self.config.binaries,
+        };
+        grants::plan(descriptor, &module.id, module.transport, context, create)
+            .map_err(|e| HostError::io("prepare the roots of", &self.layout.root().join(&module.id), e))
+    }
+}

@@ -1,0 +1,544 @@
+//! Invoking one capability: the host's main job.
+//!
+//! In order, and nothing is spawned before step 4:
+//!
+//! 1. find the module; it must be enabled, described, and its contract
+//!    accepted ([`modproto::contract::evaluate`]);
+//! 2. place the caller's arguments ([`crate::request`]) and validate `input`
+//!    against `input_schema`, listing every violation;
+//! 3. decide the grants for this call ([`crate::grants`]); a source root that
+//!    does not resolve is left out and becomes a host warning;
+//! 4. run the one call over the module's transport ([`crate::runner::run`]);
+//! 5. check the answer: a module error becomes [`InvokeError::Module`] with
+//!    the module's kind and remedy; a result must parse, its `output` must
+//!    validate against `output_schema` when declared (else `invalid_output`,
+//!    and the output is not passed on), and each artifact must lie inside a
+//!    granted root (else dropped with a host warning).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use modproto::contract::{self, Decision};
+use modproto::{
+    Approval, ErrorCode, ErrorKind, InvokeParams, InvokeResult, Notification, Request, RpcError,
+};
+use serde::Serialize;
+
+use crate::artifacts::{CheckedArtifact, check_artifacts};
+use crate::discovery::{InstalledModule, ModuleStatus};
+use crate::host::{Host, HostError};
+use crate::request::{new_request_id, place_arguments};
+use crate::runner::{self, Call, CallLimits, NotificationSink, RunError};
+use crate::validate::{SchemaFailure, check};
+
+/// One call, as a caller asks for it.
+#[derive(Debug, Clone, Default)]
+pub struct InvokeRequest {
+    /// Module id.
+    pub module: String,
+    /// Capability id (`files.search`); a short form (`search`) is accepted
+    /// when `<module>.<short>` names a capability.
+    pub capability: String,
+    /// The caller's arguments (see [`crate::request`] for placement).
+    pub args: serde_json::Value,
+    /// Source roots for this call; they win over `[source_roots]`.
+    pub source_roots: BTreeMap<String, PathBuf>,
+    /// Overrides `[limits] deadline_ms`.
+    pub deadline: Option<Duration>,
+    /// Overrides `[limits] max_output_bytes`.
+    pub max_output_bytes: Option<u64>,
+    /// The approval decision, when the call was approved (written into the
+    /// request by the host; a caller's `approval` argument never is).
+    pub approval: Option<Approval>,
+    /// Receives `progress`/`log` notifications live.
+    pub progress: Option<NotificationSink>,
+}
+
+impl InvokeRequest {
+    pub fn new(module: impl Into<String>, capability: impl Into<String>, args: serde_json::Value) -> Self {
+        InvokeRequest {
+            module: module.into(),
+            capability: capability.into(),
+            args,
+            ..InvokeRequest::default()
+        }
+    }
+}
+
+/// A call that succeeded.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvokeOutcome {
+    pub module: String,
+    pub capability: String,
+    pub request_id: String,
+    /// The module's result; `artifacts` holds only the ones that passed the checks.
+    #[serde(flatten)]
+    pub result: InvokeResult,
+    /// The checked artifacts with their host paths (same order as `result.artifacts`).
+    #[serde(skip)]
+    pub artifacts: Vec<CheckedArtifact>,
+    /// What the host noticed (missing roots, dropped artifacts, dropped keys).
+    pub host_warnings: Vec<String>,
+    #[serde(skip)]
+    pub notifications: Vec<Notification>,
+    #[serde(skip)]
+    pub stderr_tail: String,
+    #[serde(skip)]
+    pub elapsed: Duration,
+}
+
+/// A call that did not succeed. [`InvokeError::kind`] is machine-readable,
+/// [`InvokeError::remedy`] a sentence a person can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum InvokeError {
+    /// The host could not do its part (unknown module, unreadable home, ...).
+    #[error(transparent)]
+    Host(#[from] HostError),
+    #[error("module {id:?} is broken: {reason}")]
+    ModuleBroken { id: String, reason: String },
+    #[error("module {id:?} is disabled")]
+    ModuleDisabled { id: String },
+    #[error("module {id:?} is refused by the contract pin: {reason}")]
+    ContractRefused { id: String, reason: String, remedy: String },
+    #[error("module {module:?} has no capability {capability:?} (it has: {})", .available.join(", "))]
+    UnknownCapability { module: String, capability: String, available: Vec<String> },
+    #[error("the input does not fit the schema of {capability}: {}", .problems.join("; "))]
+    InvalidInput { capability: String, problems: Vec<String> },
+    #[error("the {which} schema of {capability} does not compile: {message}")]
+    BadSchema { capability: String, which: &'static str, message: String },
+    /// The call did not produce a usable response (timeout, crash, ...).
+    #[error("{module}: {source}")]
+    Run { module: String, source: RunError },
+    /// The module answered with an error.
+    #[error("{capability} failed: {}", .error.message)]
+    Module { capability: String, error: RpcError, stderr_tail: String },
+    #[error("{capability} returned a result that does not parse: {problem}")]
+    BadResult { capability: String, problem: String, stderr_tail: String },
+    #[error("{capability} returned output that does not fit its output_schema: {}", .problems.join("; "))]
+    InvalidOutput { capability: String, problems: Vec<String> },
+}
+
+impl InvokeError {
+    /// The machine-readable kind ([`ErrorKind`] vocabulary, plus
+    /// `unknown_module`, `module_broken`, `module_disabled`,
+    /// `contract_refused`, `bad_schema`, `host`).
+    pub fn kind(&self) -> &str {
+        match self {
+            InvokeError::Host(HostError::UnknownModule { .. }) => "unknown_module",
+            InvokeError::Host(_) => "host",
+            InvokeError::ModuleBroken { .. } => "module_broken",
+            InvokeError::ModuleDisabled { .. } => "module_disabled",
+            InvokeError::ContractRefused { .. } => "contract_refused",
+            InvokeError::UnknownCapability { .. } => ErrorKind::UNKNOWN_CAPABILITY,
+            InvokeError::InvalidInput { .. } => ErrorKind::INVALID_INPUT,
+            InvokeError::BadSchema { .. } => "bad_schema",
+            InvokeError::Run { source, .. } => source.kind(),
+            InvokeError::Module { error, .. } => module_error_kind(error),
+            InvokeError::BadResult { .. } => ErrorKind::BAD_RESPONSE,
+            InvokeError::InvalidOutput { .. } => ErrorKind::INVALID_OUTPUT,
+        }
+    }
+
+    /// What a person can do about it.
+    pub fn remedy(&self) -> String {
+        match self {
+            InvokeError::Host(HostError::UnknownModule { .. }) => {
+                "run `modhost list` to see the installed modules".into()
+            }
+            InvokeError::Host(_) => "check the host home and its config.toml".into(),
+            InvokeError::ModuleBroken { id, .. } => {
+                format!("run `modhost describe {id}` for details, then reinstall or fix the module")
+            }
+            InvokeError::ModuleDisabled { id } => format!("enable it with `modhost enable {id}`"),
+            InvokeError::ContractRefused { remedy, .. } => remedy.clone(),
+            InvokeError::UnknownCapability { module, .. } => {
+                format!("run `modhost describe {module}` to see its capabilities")
+            }
+            InvokeError::InvalidInput { .. } => {
+                "fix the arguments so they match the capability's input_schema".into()
+            }
+            InvokeError::BadSchema { .. } => {
+                "the module declares an invalid JSON Schema; report it to its author".into()
+            }
+            InvokeError::Run { source, .. } => match source {
+                RunError::Timeout { .. } => "raise --deadline-ms (or [limits] deadline_ms) or narrow the request".into(),
+                RunError::OutputLimit { .. } => {
+                    "raise --max-output-bytes (or [limits] max_output_bytes) or narrow the request".into()
+                }
+                RunError::Spawn { .. } => "check that the module's executable exists and is runnable".into(),
+                _ => "the module misbehaved; see its stderr tail and report it to its author".into(),
+            },
+            InvokeError::Module { error, .. } => {
+                error.data.as_ref().and_then(|d| d.remedy.clone()).unwrap_or_else(|| {
+                    "see the message; the module gave no remedy".into()
+                })
+            }
+            InvokeError::BadResult { .. } | InvokeError::InvalidOutput { .. } => {
+                "the module broke its contract; report it to its author".into()
+            }
+        }
+    }
+
+    /// Individual problems (schema violations), when there are several.
+    pub fn problems(&self) -> Vec<String> {
+        match self {
+            InvokeError::InvalidInput { problems, .. } | InvokeError::InvalidOutput { problems, .. } => {
+                problems.clone()
+            }
+            InvokeError::Module { error, .. } => {
+                error.data.as_ref().map(|d| d.problems.clone()).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The module's stderr tail, when it ran.
+    pub fn stderr_tail(&self) -> &str {
+        match self {
+            InvokeError::Run { source, .. } => source.stderr_tail(),
+            InvokeError::Module { stderr_tail, .. } | InvokeError::BadResult { stderr_tail, .. } => {
+                stderr_tail
+            }
+            _ => "",
+        }
+    }
+
+    /// Whether this is the caller's or the host's problem (exit 2) rather
+    /// than the capability failing (exit 1).
+    pub fn is_usage_error(&self) -> bool {
+        matches!(self, InvokeError::Host(_) | InvokeError::UnknownCapability { .. })
+    }
+
+    /// `{"kind", "message", "remedy"}` (plus `problems` and `stderr_tail`
+    /// when present), as `invoke --json` prints it under `"error"`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut value = serde_json::json!({
+            "kind": self.kind(),
+            "message": self.to_string(),
+            "remedy": self.remedy(),
+        });
+        let problems = self.problems();
+        if !problems.is_empty() {
+            value["problems"] = serde_json::json!(problems);
+        }
+        if !self.stderr_tail().is_empty() {
+            value["stderr_tail"] = serde_json::json!(self.stderr_tail());
+        }
+        value
+    }
+}
+
+/// The kind of a module's error: its own `data.kind`, else one derived from the code.
+fn module_error_kind(error: &RpcError) -> &str {
+    if let Some(kind) = error.kind() {
+        return kind;
+    }
+    match ErrorCode::from_code(error.code) {
+        ErrorCode::ParseError => ErrorKind::PARSE,
+        ErrorCode::InvalidRequest => ErrorKind::INVALID_REQUEST,
+        ErrorCode::MethodNotFound => ErrorKind::UNKNOWN_METHOD,
+        ErrorCode::InvalidParams => ErrorKind::INVALID_INPUT,
+        ErrorCode::InternalError => ErrorKind::INTERNAL,
+        ErrorCode::RootMissing => ErrorKind::ROOT_MISSING,
+        ErrorCode::Denied => ErrorKind::DENIED,
+        ErrorCode::UnknownCapability => ErrorKind::UNKNOWN_CAPABILITY,
+        ErrorCode::CapabilityFailed | ErrorCode::Other(_) => ErrorKind::FAILED,
+    }
+}
+
+impl Host {
+    /// Invoke one capability (finds the module first).
+    pub async fn invoke(&self, request: InvokeRequest) -> Result<InvokeOutcome, InvokeError> {
+        let module = self.module(&request.module).await?;
+        self.invoke_module(&module, request).await
+    }
+
+    /// Invoke one capability of an already discovered module. `request.module`
+    /// is ignored.
+    pub async fn invoke_module(
+        &self,
+        module: &InstalledModule,
+        request: InvokeRequest,
+    ) -> Result<InvokeOutcome, InvokeError> {
+        let started = Instant::now();
+        let descriptor = match (&module.status, &module.descriptor) {
+            (ModuleStatus::Disabled, _) => {
+                return Err(InvokeError::ModuleDisabled { id: module.id.clone() });
+            }
+            (ModuleStatus::Enabled, Some(descriptor)) => descriptor,
+            _ => {
+                return Err(InvokeError::ModuleBroken {
+                    id: module.id.clone(),
+                    reason: module
+                        .error
+                        .as_ref()
+                        .map_or_else(|| "it did not describe itself".into(), |e| e.message.clone()),
+                });
+            }
+        };
+        let contract_version = match contract::evaluate(descriptor.clone()) {
+            Decision::Refused(pin) => {
+                return Err(InvokeError::ContractRefused {
+                    id: module.id.clone(),
+                    reason: pin.reason,
+                    remedy: pin.remedy,
+                });
+            }
+            decision => decision.pin().effective.clone().unwrap_or_else(|| "1.0".into()),
+        };
+        let capability = descriptor
+            .capability(&request.capability)
+            .or_else(|| descriptor.capability(&format!("{}.{}", module.id, request.capability)))
+            .ok_or_else(|| InvokeError::UnknownCapability {
+                module: module.id.clone(),
+                capability: request.capability.clone(),
+                available: module.capability_ids(),
+            })?;
+
+        let mut host_warnings = module.host_warnings.clone();
+        let placed = place_arguments(request.args);
+        if !placed.dropped.is_empty() {
+            host_warnings.push(format!(
+                "ignored host-owned keys in the arguments: {}",
+                placed.dropped.join(", ")
+            ));
+        }
+        check(&capability.input_schema, &placed.input).map_err(|failure| match failure {
+            SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
+                capability: capability.id.clone(),
+                which: "input",
+                message,
+            },
+            SchemaFailure::Violations(problems) => {
+                InvokeError::InvalidInput { capability: capability.id.clone(), problems }
+            }
+        })?;
+
+        let plan = self.grants(module, &request.source_roots, true)?;
+        host_warnings.extend(plan.warnings());
+
+        let configured = self.config().limits.invoke();
+        let limits = CallLimits {
+            deadline: request.deadline.unwrap_or(configured.deadline),
+            max_output_bytes: request.max_output_bytes.unwrap_or(configured.max_output_bytes),
+        };
+        let request_id = new_request_id();
+        let params = InvokeParams {
+            protocol: modproto::PROTOCOL_VERSION.to_owned(),
+            contract_version,
+            request_id: request_id.clone(),
+            capability: capability.id.clone(),
+            input: placed.input,
+            roots: plan.request_roots(),
+            binaries: plan.request_binaries(),
+            deadline_ms: limits.deadline.as_millis() as u64,
+            max_output_bytes: limits.max_output_bytes,
+            approval: request.approval,
+            extra: placed.extra,
+        };
+        let params = serde_json::to_value(&params).map_err(|e| {
+            InvokeError::Host(HostError::Refused(format!("could not encode the request: {e}")))
+        })?;
+        let line = serde_json::to_string(&Request::new(
+            runner::native::REQUEST_ID,
+            modproto::METHOD_INVOKE,
+            Some(params),
+        ))
+        .unwrap_or_default();
+        let call = Call {
+            request_line: &line,
+            limits,
+            grants: &plan.roots,
+            network: capability.effects.network,
+        };
+        let exchange = runner::run(module.transport, &module.path, &call, request.progress.as_ref())
+            .await
+            .map_err(|source| InvokeError::Run { module: module.id.clone(), source })?;
+        host_warnings.extend(exchange.host_warnings);
+
+        let value = match exchange.response.outcome {
+            Ok(value) => value,
+            Err(error) => {
+                return Err(InvokeError::Module {
+                    capability: capability.id.clone(),
+                    error,
+                    stderr_tail: exchange.stderr_tail,
+                });
+            }
+        };
+        let mut result: InvokeResult = serde_json::from_value(value).map_err(|e| InvokeError::BadResult {
+            capability: capability.id.clone(),
+            problem: e.to_string(),
+            stderr_tail: exchange.stderr_tail.clone(),
+        })?;
+        if let Some(schema) = &capability.output_schema {
+            check(schema, &result.output).map_err(|failure| match failure {
+                SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
+                    capability: capability.id.clone(),
+                    which: "output",
+                    message,
+                },
+                SchemaFailure::Violations(problems) => {
+                    InvokeError::InvalidOutput { capability: capability.id.clone(), problems }
+                }
+            })?;
+        }
+        let (artifacts, dropped) = check_artifacts(&result.artifacts, &plan.roots);
+        host_warnings.extend(dropped);
+        result.artifacts = artifacts.iter().map(|a| a.artifact.clone()).collect();
+
+        Ok(InvokeOutcome {
+            module: module.id.clone(),
+            capability: capability.id.clone(),
+            request_id,
+            result,
+            artifacts,
+            host_warnings,
+            notifications: exchange.notifications,
+            stderr_tail: exchange.stderr_tail,
+            elapsed: started.elapsed(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::HostOptions;
+    use crate::test_modules::{descriptor, install, script, write_executable};
+    use serde_json::json;
+
+    fn open(home: &std::path::Path) -> Host {
+        Host::open(HostOptions { home: Some(home.to_path_buf()), workspace: Some(home.to_path_buf()) })
+            .unwrap()
+    }
+
+    /// A module whose invoke answer is `answer`, at `modules/<id>/<id>`.
+    fn module_answering(home: &std::path::Path, id: &str, answer: serde_json::Value) {
+        let counter = home.join(format!("{id}.describes"));
+        write_executable(
+            &home.join("modules").join(id).join(id),
+            &script(&descriptor(id), &answer, &counter),
+        );
+    }
+
+    #[tokio::test]
+    async fn reserved_keys_are_written_by_the_host_only() {
+        let dir = tempfile::tempdir().unwrap();
+        install(dir.path(), "echo", false);
+        let host = open(dir.path());
+        let outcome = host
+            .invoke(InvokeRequest::new(
+                "echo",
+                "echo.run",
+                json!({
+                    "input": {"msg": "hi"},
+                    "request_id": "forged",
+                    "roots": {"state": {"path": "/", "kind": "state", "access": "read-write"}},
+                    "deadline_ms": 99999999,
+                    "mode": "fast"
+                }),
+            ))
+            .await
+            .unwrap();
+        assert_eq!(outcome.result.output, json!({"ok": true}));
+        // The module echoed its request line to stderr.
+        let line = outcome.stderr_tail.lines().find(|l| l.contains("\"invoke\"")).unwrap();
+        let request: serde_json::Value = serde_json::from_str(line).unwrap();
+        let params = &request["params"];
+        assert_eq!(params["request_id"], json!(outcome.request_id));
+        assert_eq!(params["input"], json!({"msg": "hi"}));
+        assert_eq!(params["mode"], "fast");
+        assert_eq!(params["deadline_ms"], 30_000);
+        let state = params["roots"]["state"]["path"].as_str().unwrap();
+        assert!(state.ends_with("/state/echo"), "{state}");
+        assert!(params["roots"].get("data").is_none(), "an unset source root is not granted");
+        assert!(outcome.host_warnings.iter().any(|w| w.contains("\"data\"")), "{:?}", outcome.host_warnings);
+        assert!(outcome.host_warnings.iter().any(|w| w.contains("request_id")));
+    }
+
+    #[tokio::test]
+    async fn invalid_input_is_refused_before_spawning() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        // The module would write a marker if it ever ran for invoke.
+        let marker = home.join("ran");
+        let text = format!(
+            "#!/bin/sh\nread line\ncase \"$line\" in *'\"describe\"'*) printf '%s\\n' '{}' ;; *) touch '{}' ;; esac\n",
+            json!({"jsonrpc": "2.0", "id": 1, "result": descriptor("strict")}),
+            marker.display()
+        );
+        write_executable(&home.join("modules/strict/strict"), &text);
+        let host = open(home);
+        let err = host
+            .invoke(InvokeRequest::new("strict", "run", json!({"msg": 5, "other": 1})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "invalid_input");
+        assert_eq!(err.problems().len(), 1, "{:?}", err.problems());
+        assert!(!marker.exists());
+    }
+
+    #[tokio::test]
+    async fn output_violating_its_schema_is_not_passed_on() {
+        let dir = tempfile::tempdir().unwrap();
+        module_answering(dir.path(), "liar", json!({"result": {"output": {"nope": 1}}}));
+        let err = open(dir.path())
+            .invoke(InvokeRequest::new("liar", "liar.run", json!({"msg": "x"})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "invalid_output");
+    }
+
+    #[tokio::test]
+    async fn module_error_keeps_its_kind_and_remedy() {
+        let dir = tempfile::tempdir().unwrap();
+        module_answering(
+            dir.path(),
+            "picky",
+            json!({"error": {"code": -32001, "message": "root data missing",
+                   "data": {"kind": "root_missing", "remedy": "pass --source-root data=PATH"}}}),
+        );
+        let err = open(dir.path())
+            .invoke(InvokeRequest::new("picky", "picky.run", json!({"msg": "x"})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "root_missing");
+        assert_eq!(err.remedy(), "pass --source-root data=PATH");
+        assert!(!err.is_usage_error());
+    }
+
+    #[tokio::test]
+    async fn source_root_override_is_granted_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        install(dir.path(), "reader", false);
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let mut request = InvokeRequest::new("reader", "reader.run", json!({"msg": "x"}));
+        request.source_roots.insert("data".into(), data.clone());
+        let outcome = open(dir.path()).invoke(request).await.unwrap();
+        let line = outcome.stderr_tail.lines().find(|l| l.contains("\"invoke\"")).unwrap();
+        let request: serde_json::Value = serde_json::from_str(line).unwrap();
+        let granted = &request["params"]["roots"]["data"];
+        assert_eq!(granted["access"], "read");
+        assert_eq!(granted["path"], json!(std::fs::canonicalize(&data).unwrap()));
+    }
+
+    #[tokio::test]
+    async fn disabled_unknown_and_missing_capability() {
+        let dir = tempfile::tempdir().unwrap();
+        install(dir.path(), "off", false);
+        std::fs::write(dir.path().join("modules/off/.disabled"), "").unwrap();
+        install(dir.path(), "on", false);
+        let host = open(dir.path());
+        let args = json!({"msg": "x"});
+        let err = host.invoke(InvokeRequest::new("off", "off.run", args.clone())).await.unwrap_err();
+        assert_eq!(err.kind(), "module_disabled");
+        let err = host.invoke(InvokeRequest::new("nope", "x", args.clone())).await.unwrap_err();
+        assert_eq!(err.kind(), "unknown_module");
+        assert!(err.is_usage_error());
+        let err = host.invoke(InvokeRequest::new("on", "fly", args)).await.unwrap_err();
+        assert_eq!(err.kind(), "unknown_capability");
+    }
+}

@@ -1,0 +1,7 @@
+//! The `modhost` command. Everything happens in [`cli`].
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,308 @@
+//! Changing what is installed: enable, disable, install, remove.
+//!
+//! - **Disable never uninstalls.** It drops a `.disabled` marker in the
+//!   module's folder; executable, state and knowledge stay, so enabling
+//!   restores exactly what was there. A bare executable has no folder to mark,
+//!   so enable and disable first move it into `modules/<id>/` (the describe
+//!   cache is content-addressed, so the move costs no re-describe).
+//! - **Install is all or nothing.** The executable is copied into a staging
+//!   folder inside the home, checked against `--sha256`, described there, and
+//!   only a working module whose id is free is renamed into `modules/<id>/`
+//!   (one `rename`, same filesystem). Any failure removes the staging folder.
+//! - **Remove keeps state** unless `purge` is asked for.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::describe_cache::{DescribeCache, digest_file};
+use crate::discovery::{self, DISABLED_MARKER, InstalledModule, is_module_id};
+use crate::host::{Host, HostError};
+use crate::runner::Transport;
+
+/// What `install` is asked to do.
+#[derive(Debug, Clone, Default)]
+pub struct InstallRequest {
+    /// A local native executable or `.wasm` component.
+    pub source: PathBuf,
+    /// The module id; default the file's stem.
+    pub id: Option<String>,
+    /// Expected sha256 (hex) of the file; nothing is installed on mismatch.
+    pub sha256: Option<String>,
+}
+
+/// What `remove` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RemoveReport {
+    pub id: String,
+    pub removed: PathBuf,
+    /// The state and artifacts folders removed (with `purge`).
+    pub purged: Vec<PathBuf>,
+    /// The state folder kept (without `purge`), when it exists.
+    pub kept_state: Option<PathBuf>,
+}
+
+impl Host {
+    /// Disable `id`: it stays installed and listed, and contributes nothing
+    /// invocable.
+    pub async fn disable(&self, id: &str) -> Result<InstalledModule, HostError> {
+        let folder = self.own_folder(id).await?;
+        let marker = folder.join(DISABLED_MARKER);
+        std::fs::write(&marker, b"").map_err(|e| HostError::io("create", &marker, e))?;
+        self.module(id).await
+    }
+
+    /// Enable `id` (remove its `.disabled` marker).
+    pub async fn enable(&self, id: &str) -> Result<InstalledModule, HostError> {
+        let folder = self.own_folder(id).await?;
+        let marker = folder.join(DISABLED_MARKER);
+        match std::fs::remove_file(&marker) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(HostError::io("remove", &marker, e)),
+        }
+        self.module(id).await
+    }
+
+    /// The module's own folder, moving a bare executable into `modules/<id>/` first.
+    async fn own_folder(&self, id: &str) -> Result<PathBuf, HostError> {
+        let module = self.module(id).await?;
+        if let Some(folder) = module.folder {
+            return Ok(folder);
+        }
+        if !is_module_id(&module.id) {
+            return Err(HostError::InvalidId { id: module.id });
+        }
+        let folder = self.layout().module_dir(&module.id);
+        let name = module.path.file_name().map(PathBuf::from).unwrap_or_else(|| module.id.clone().into());
+        // A bare `modules/<id>` occupies the very name its folder needs:
+        // step aside to a hidden name first (discovery skips dotfiles).
+        let source = if module.path == folder {
+            let aside = self.layout().modules_dir().join(format!(".{}.moving", module.id));
+            std::fs::rename(&module.path, &aside)
+                .map_err(|e| HostError::io("move the bare module", &module.path, e))?;
+            aside
+        } else if folder.exists() {
+            return Err(HostError::ModuleExists { id: module.id, path: folder });
+        } else {
+            module.path.clone()
+        };
+        let target = folder.join(name);
+        let moved = std::fs::create_dir(&folder).and_then(|()| std::fs::rename(&source, &target));
+        if let Err(e) = moved {
+            // Put it back where it was; the module must not vanish.
+            let _ = std::fs::remove_dir(&folder);
+            let _ = std::fs::rename(&source, &module.path);
+            return Err(HostError::io("move the bare module into", &folder, e));
+        }
+        Ok(folder)
+    }
+
+    /// Install a local executable or component as `modules/<id>/<id>`.
+    pub async fn install(&self, request: InstallRequest) -> Result<InstalledModule, HostError> {
+        let source = &request.source;
+        let meta = std::fs::metadata(source).map_err(|e| HostError::io("read", source, e))?;
+        if !meta.is_file() {
+            return Err(HostError::NotAModule { path: source.clone(), reason: "not a regular file".into() });
+        }
+        let transport = Transport::of_path(source);
+        let stem = source
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let id = request.id.clone().unwrap_or(stem);
+        if !is_module_id(&id) {
+            return Err(HostError::InvalidId { id });
+        }
+        let bytes = std::fs::read(source).map_err(|e| HostError::io("read", source, e))?;
+        if let Some(expected) = &request.sha256 {
+            let actual = hex(&Sha256::digest(&bytes));
+            if !actual.eq_ignore_ascii_case(expected.trim()) {
+                return Err(HostError::Sha256Mismatch {
+                    path: source.clone(),
+                    expected: expected.trim().to_lowercase(),
+                    actual,
+                });
+            }
+        }
+        let target = self.layout().module_dir(&id);
+        self.refuse_taken_id(&id, &target).await?;
+
+        let staging_root = self.layout().staging_dir();
+        std::fs::create_dir_all(&staging_root).map_err(|e| HostError::io("create", &staging_root, e))?;
+        let staging = staging_root.join(format!("{}", crate::request::new_request_id()));
+        let result = self.stage_and_move(&bytes, &id, transport, &staging, &target).await;
+        let _ = std::fs::remove_dir_all(&staging);
+        result?;
+        self.module(&id).await
+    }
+
+    async fn refuse_taken_id(&self, id: &str, target: &Path) -> Result<(), HostError> {
+        if std::fs::symlink_metadata(target).is_ok() {
+            return Err(HostError::ModuleExists { id: id.to_owned(), path: target.to_path_buf() });
+        }
+        if let Some(other) = self.discover().await.into_iter().find(|m| m.id == id) {
+            return Err(HostError::ModuleExists { id: id.to_owned(), path: other.path });
+        }
+        Ok(())
+    }
+
+    async fn stage_and_move(
+        &self,
+        bytes: &[u8],
+        id: &str,
+        transport: Transport,
+        staging: &Path,
+        target: &Path,
+    ) -> Result<(), HostError> {
+        let folder = staging.join(id);
+        std::fs::create_dir_all(&folder).map_err(|e| HostError::io("create", &folder, e))?;
+        let file_name = match transport {
+            Transport::Native => id.to_owned(),
+            Transport::Component => format!("{id}.wasm"),
+        };
+        let executable = folder.join(file_name);
+        std::fs::write(&executable, bytes).map_err(|e| HostError::io("write", &executable, e))?;
+        std::fs::set_permissions(&executable, std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| HostError::io("make executable", &executable, e))?;
+
+        let not_a_module = |reason: String| HostError::NotAModule { path: executable.clone(), reason };
+        let value = discovery::describe(&executable, self.config().limits.describe())
+            .await
+            .map_err(|e| not_a_module(e.message))?;
+        let descriptor = discovery::parse_descriptor(value.clone()).map_err(|e| not_a_module(e.message))?;
+        if descriptor.id != id {
+            return Err(HostError::Refused(format!(
+                "{} describes itself as {:?}, not {id:?}; install it with --id {} (nothing was installed)",
+                executable.display(),
+                descriptor.id,
+                descriptor.id
+            )));
+        }
+        // Seed the describe cache so the first `list` does not run it again.
+        let cache = DescribeCache::load(&self.layout().describe_cache_dir());
+        if let Ok(digest) = digest_file(&executable) {
+            let _ = cache.store_result(&digest, &value);
+        }
+        let modules = self.layout().modules_dir();
+        std::fs::create_dir_all(&modules).map_err(|e| HostError::io("create", &modules, e))?;
+        // rename(2) onto an existing non-empty directory fails, so a racing
+        // install of the same id cannot be overwritten.
+        std::fs::rename(&folder, target).map_err(|e| HostError::io("move the staged module to", target, e))
+    }
+
+    /// Remove `id`; its state stays unless `purge`.
+    pub async fn remove(&self, id: &str, purge: bool) -> Result<RemoveReport, HostError> {
+        let module = self.module(id).await?;
+        let removed = match &module.folder {
+            Some(folder) => {
+                std::fs::remove_dir_all(folder).map_err(|e| HostError::io("remove", folder, e))?;
+                folder.clone()
+            }
+            None => {
+                std::fs::remove_file(&module.path).map_err(|e| HostError::io("remove", &module.path, e))?;
+                module.path.clone()
+            }
+        };
+        let state = self.layout().state_dir(&module.id);
+        let artifacts = self.layout().artifacts_dir(&module.id);
+        let mut purged = Vec::new();
+        if purge {
+            for dir in [state.clone(), artifacts] {
+                if dir.exists() {
+                    std::fs::remove_dir_all(&dir).map_err(|e| HostError::io("remove", &dir, e))?;
+                    purged.push(dir);
+                }
+            }
+        }
+        let kept_state = (!purge && state.exists()).then_some(state);
+        Ok(RemoveReport { id: module.id, removed, purged, kept_state })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::HostOptions;
+    use crate::discovery::ModuleStatus;
+    use crate::test_modules::{describes, install, write_executable};
+
+    fn open(home: &Path) -> Host {
+        Host::open(HostOptions { home: Some(home.to_path_buf()), workspace: Some(home.to_path_buf()) })
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn disabling_a_bare_module_moves_it_into_its_folder_and_enabling_restores() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, counter) = install(dir.path(), "loose", true);
+        let host = open(dir.path());
+        assert!(host.module("loose").await.unwrap().folder.is_none());
+        let module = host.disable("loose").await.unwrap();
+        assert_eq!(module.status, ModuleStatus::Disabled);
+        assert!(dir.path().join("modules/loose/.disabled").exists());
+        assert!(dir.path().join("modules/loose/loose").is_file());
+        let module = host.enable("loose").await.unwrap();
+        assert_eq!(module.status, ModuleStatus::Enabled);
+        assert_eq!(describes(&counter), 1, "moving the module must not cost a describe");
+    }
+
+    #[tokio::test]
+    async fn install_checks_sha256_and_describes_before_moving() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let host = Host::open(HostOptions { home: Some(home.clone()), workspace: Some(dir.path().into()) }).unwrap();
+        let (source, _) = install(&dir.path().join("src"), "tool", true);
+
+        let err = host
+            .install(InstallRequest { source: source.clone(), id: None, sha256: Some("00".repeat(32)) })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HostError::Sha256Mismatch { .. }), "{err}");
+        assert!(!home.join("modules/tool").exists());
+
+        let good = hex(&Sha256::digest(std::fs::read(&source).unwrap()));
+        let module = host
+            .install(InstallRequest { source: source.clone(), id: None, sha256: Some(good) })
+            .await
+            .unwrap();
+        assert_eq!(module.status, ModuleStatus::Enabled);
+        assert_eq!(module.path, std::fs::canonicalize(&home).unwrap().join("modules/tool/tool"));
+
+        let err = host
+            .install(InstallRequest { source: source.clone(), id: None, sha256: None })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, HostError::ModuleExists { .. }), "{err}");
+
+        let broken = dir.path().join("broken");
+        write_executable(&broken, "#!/bin/sh\nexit 1\n");
+        let err = host.install(InstallRequest { source: broken, id: None, sha256: None }).await.unwrap_err();
+        assert!(matches!(err, HostError::NotAModule { .. }), "{err}");
+        assert!(!home.join("modules/broken").exists());
+        let staged: Vec<_> = std::fs::read_dir(home.join("staging")).unwrap().collect();
+        assert!(staged.is_empty(), "staging must be left empty");
+    }
+
+    #[tokio::test]
+    async fn remove_keeps_state_unless_purged() {
+        let dir = tempfile::tempdir().unwrap();
+        install(dir.path(), "a", false);
+        install(dir.path(), "b", false);
+        std::fs::create_dir_all(dir.path().join("state/a")).unwrap();
+        std::fs::create_dir_all(dir.path().join("state/b")).unwrap();
+        let host = open(dir.path());
+        let report = host.remove("a", false).await.unwrap();
+        assert!(report.kept_state.is_some());
+        assert!(dir.path().join("state/a").exists());
+        host.remove("b", true).await.unwrap();
+        assert!(!dir.path().join("state/b").exists());
+        assert!(host.discover().await.is_empty());
+    }
+}

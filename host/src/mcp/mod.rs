@@ -1,0 +1,84 @@
+//! `modhost mcp`: the tools as an MCP server (revisions 2025-06-18 and 2025-11-25).
+//!
+//! Design decisions:
+//!
+//! - **Transport-agnostic.** [`serve`] reads newline-delimited JSON-RPC from
+//!   any `AsyncBufRead` and writes to any `AsyncWrite`; `modhost mcp` hands it
+//!   stdin and stdout (the MCP stdio transport), the tests hand it in-memory
+//!   pipes. What the tools are and how they run is behind [`Backend`].
+//! - **Calls run concurrently.** Each `tools/call` is its own task, so the
+//!   reader keeps reading while a call runs: a `notifications/cancelled` is
+//!   seen at once and aborts that task. Aborting drops the invocation future,
+//!   and the native runner kills the module's process group on drop; the
+//!   cancelled request gets no response, as the spec asks.
+//! - **EOF ends everything.** When stdin closes, every running call is
+//!   aborted and awaited before [`serve`] returns, so no module process
+//!   outlives the server.
+//! - **Policy stays the host's.** Denied tools are never listed and cannot be
+//!   called; tools whose verdict is `ask` are listed only when approval is
+//!   delegated to the client (`--delegate-approval`), and then every call
+//!   carries the approval record `by: "client"`.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::approval::ApprovedBy;
+use crate::tools::{CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, export};
+
+pub mod protocol;
+mod server;
+
+pub use server::serve;
+
+/// What the server needs from the host: the tool list and a way to call one.
+pub trait Backend: Send + Sync + 'static {
+    /// MCP `Tool` objects, already filtered by policy.
+    fn list_tools(&self) -> Vec<Value>;
+
+    /// Run one tool. Dropping the future must stop the call.
+    fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+    ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send;
+}
+
+/// The host's tools as an MCP backend.
+#[derive(Debug)]
+pub struct ToolboxBackend<I> {
+    pub toolbox: Toolbox<I>,
+    /// `--delegate-approval`: `ask` tools are offered and the client answers for them.
+    pub delegate_approval: bool,
+}
+
+impl<I: Invoker> Backend for ToolboxBackend<I> {
+    fn list_tools(&self) -> Vec<Value> {
+        self.toolbox
+            .tools()
+            .iter()
+            .filter(|t| t.is_offered(self.delegate_approval))
+            .map(export::mcp_tool)
+            .collect()
+    }
+
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutcome, CallError> {
+        // A tool that is not offered does not exist for this client; without
+        // delegation an `ask` is refused by the gate itself (no approver).
+        let approver = self.delegate_approval.then_some(ApprovedBy::Client);
+        self.toolbox.call(name, arguments, approver, progress).await
+    }
+}
+
+/// Serve `backend` on this process's stdin and stdout until stdin closes.
+pub async fn serve_stdio<B: Backend>(backend: Arc<B>) -> std::io::Result<()> {
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    serve(stdin, tokio::io::stdout(), backend).await
+}

@@ -1,0 +1,466 @@
+//! The server loop: one reader, one writer task, one task per `tools/call`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use modproto::jsonrpc::decode_error_response;
+use modproto::{ErrorCode, Id, Message, Notification, Request, Response, RpcError};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio::task::{AbortHandle, JoinSet};
+
+use super::{Backend, protocol};
+use crate::tools::{CallError, Progress};
+
+type Outbox = mpsc::UnboundedSender<String>;
+
+/// Serve MCP over `reader`/`writer` until `reader` reaches EOF. Every call
+/// still running then is aborted, and awaited, before this returns.
+pub async fn serve<R, W, B>(reader: R, writer: W, backend: Arc<B>) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+    B: Backend,
+{
+    let (outbox, mut queue) = mpsc::unbounded_channel::<String>();
+    // One writer keeps lines whole: responses and notifications from
+    // concurrent calls never interleave mid-line.
+    let writer_task = tokio::spawn(async move {
+        let mut writer = writer;
+        while let Some(line) = queue.recv().await {
+            writer.write_all(line.as_bytes()).await?;
+            writer.write_all(b"\n").await?;
+            writer.flush().await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+
+    let mut running: HashMap<Id, AbortHandle> = HashMap::new();
+    let mut calls = JoinSet::new();
+    let mut lines = reader.lines();
+    let read_result = loop {
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        };
+        while calls.try_join_next().is_some() {}
+        running.retain(|_, handle| !handle.is_finished());
+        if line.trim().is_empty() {
+            continue;
+        }
+        match Message::parse(&line) {
+            Err(e) => send(&outbox, &Message::Response(decode_error_response(&e))),
+            Ok(Message::Request(request)) => {
+                if request.method == "tools/call" {
+                    start_call(request, &backend, &outbox, &mut calls, &mut running);
+                } else {
+                    send(
+                        &outbox,
+                        &Message::Response(answer(&request, backend.as_ref())),
+                    );
+                }
+            }
+            Ok(Message::Notification(n)) => notification(&n, &mut running),
+            // We send no requests, so a response is nobody's; ignore it.
+            Ok(Message::Response(_)) => {}
+        }
+    };
+    // EOF (or a broken stdin): stop every call, and wait until each one's
+    // future is dropped, so its module process is gone before we return.
+    calls.shutdown().await;
+    drop(outbox);
+    let write_result = writer_task.await.unwrap_or(Ok(()));
+    read_result.and(write_result)
+}
+
+fn send(outbox: &Outbox, message: &Message) {
+    // A closed outbox means the writer died (the client went away); the
+    // reader will see EOF next.
+    let _ = outbox.send(message.to_line());
+}
+
+/// Every request but `tools/call`, answered at once.
+fn answer<B: Backend>(request: &Request, backend: &B) -> Response {
+    let id = request.id.clone();
+    match request.method.as_str() {
+        "initialize" => {
+            let requested = request
+                .params
+                .as_ref()
+                .and_then(|p| p.get("protocolVersion"))
+                .and_then(Value::as_str);
+            Response::ok(
+                id,
+                protocol::initialize_result(protocol::negotiate(requested)),
+            )
+        }
+        "ping" => Response::ok(id, json!({})),
+        "tools/list" => Response::ok(id, json!({"tools": backend.list_tools()})),
+        other => Response::err(
+            id,
+            RpcError::new(
+                ErrorCode::MethodNotFound,
+                format!("method not found: {other}"),
+            ),
+        ),
+    }
+}
+
+fn notification(n: &Notification, running: &mut HashMap<Id, AbortHandle>) {
+    if n.method != "notifications/cancelled" {
+        // `notifications/initialized` and anything else need no action.
+        return;
+    }
+    let Some(request_id) = n.params.as_ref().and_then(|p| p.get("requestId")) else {
+        return;
+    };
+    let id = match request_id {
+        Value::String(s) => Id::Str(s.clone()),
+        Value::Number(num) => match num.as_i64() {
+            Some(i) => Id::Num(i),
+            None => return,
+        },
+        _ => return,
+    };
+    // Unknown or finished ids are ignored, as the spec allows: the call may
+    // have completed while the cancellation was in flight.
+    if let Some(handle) = running.remove(&id) {
+        handle.abort();
+    }
+}
+
+/// Validate a `tools/call` and run it as its own task.
+fn start_call<B: Backend>(
+    request: Request,
+    backend: &Arc<B>,
+    outbox: &Outbox,
+    calls: &mut JoinSet<()>,
+    running: &mut HashMap<Id, AbortHandle>,
+) {
+    let id = request.id.clone();
+    let params = request.params.unwrap_or(Value::Null);
+    let Some(name) = params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+    else {
+        let error = RpcError::new(
+            ErrorCode::InvalidParams,
+            "tools/call needs params.name (a string)",
+        );
+        send(outbox, &Message::Response(Response::err(id, error)));
+        return;
+    };
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(v) => v.clone(),
+    };
+    let token = params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .cloned();
+    let backend = Arc::clone(backend);
+    let outbox = outbox.clone();
+    let task_id = id.clone();
+    let handle = calls.spawn(async move {
+        let response = run_call(backend.as_ref(), &name, arguments, token, &outbox).await;
+        let message = match response {
+            Ok(outcome) => Response::ok(task_id, protocol::call_result(&outcome)),
+            Err(e) => Response::err(task_id, call_error(&e)),
+        };
+        send(&outbox, &Message::Response(message));
+    });
+    running.insert(id, handle);
+}
+
+/// Run the call, forwarding progress as `notifications/progress` when the
+/// client asked for it. Every progress line is sent before the response.
+async fn run_call<B: Backend>(
+    backend: &B,
+    name: &str,
+    arguments: Value,
+    token: Option<Value>,
+    outbox: &Outbox,
+) -> Result<crate::tools::ToolOutcome, CallError> {
+    let Some(token) = token else {
+        return backend.call_tool(name, arguments, None).await;
+    };
+    let (sink, mut reports) = mpsc::unbounded_channel::<Progress>();
+    let call = backend.call_tool(name, arguments, Some(sink));
+    tokio::pin!(call);
+    let mut last: Option<f64> = None;
+    let mut forward = |p: Progress| {
+        // The spec requires progress to increase; a module that repeats or
+        // goes backwards is not forwarded rather than forwarded wrong.
+        if last.is_some_and(|l| p.progress <= l) {
+            return;
+        }
+        last = Some(p.progress);
+        let mut params = json!({"progressToken": token, "progress": p.progress});
+        if let Some(total) = p.total {
+            params["total"] = json!(total);
+        }
+        if let Some(message) = p.message {
+            params["message"] = json!(message);
+        }
+        send(
+            outbox,
+            &Message::Notification(Notification::new("notifications/progress", Some(params))),
+        );
+    };
+    loop {
+        tokio::select! {
+            biased;
+            Some(report) = reports.recv() => forward(report),
+            result = &mut call => {
+                while let Ok(report) = reports.try_recv() {
+                    forward(report);
+                }
+                return result;
+            }
+        }
+    }
+}
+
+fn call_error(e: &CallError) -> RpcError {
+    let remedy = match e {
+        CallError::UnknownTool(_) => "call tools/list for the tools this server offers".to_owned(),
+        CallError::Refused(r) => r.remedy().to_owned(),
+    };
+    let kind = match e {
+        CallError::UnknownTool(_) => modproto::ErrorKind::NOT_FOUND,
+        CallError::Refused(_) => modproto::ErrorKind::DENIED,
+    };
+    RpcError::new(ErrorCode::InvalidParams, e.to_string())
+        .with_data(modproto::ErrorData::new(kind, remedy))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::ToolOutcome;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+
+    /// A backend with three tools: `echo` answers at once, `slow` reports
+    /// progress then waits forever, `bad` rejects its input.
+    #[derive(Default)]
+    struct Fake {
+        /// How many `slow` calls were dropped (the cancellation path).
+        dropped: Arc<AtomicUsize>,
+    }
+
+    struct DropCounter(Arc<AtomicUsize>);
+    impl Drop for DropCounter {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    impl Backend for Fake {
+        fn list_tools(&self) -> Vec<Value> {
+            vec![json!({"name": "echo", "inputSchema": {"type": "object"}})]
+        }
+
+        async fn call_tool(
+            &self,
+            name: &str,
+            arguments: Value,
+            progress: Option<crate::tools::ProgressSink>,
+        ) -> Result<ToolOutcome, CallError> {
+            match name {
+                "echo" => Ok(ToolOutcome {
+                    is_error: false,
+                    text: arguments.to_string(),
+                    structured: Some(arguments),
+                    artifacts: vec![],
+                }),
+                "bad" => Ok(ToolOutcome::failure(
+                    "bad failed (invalid_input)\nProblems:\n- /x: required",
+                )),
+                "slow" => {
+                    let _guard = DropCounter(Arc::clone(&self.dropped));
+                    if let Some(p) = progress {
+                        for i in [1.0, 1.0, 2.0] {
+                            let _ = p.send(Progress {
+                                progress: i,
+                                total: Some(10.0),
+                                message: None,
+                            });
+                        }
+                    }
+                    std::future::pending::<()>().await;
+                    unreachable!()
+                }
+                other => Err(CallError::UnknownTool(other.to_owned())),
+            }
+        }
+    }
+
+    struct Client {
+        to_server: Option<DuplexStream>,
+        from_server: Lines<BufReader<DuplexStream>>,
+        server: tokio::task::JoinHandle<std::io::Result<()>>,
+    }
+
+    impl Client {
+        fn start(backend: Arc<Fake>) -> Client {
+            let (client_w, server_r) = tokio::io::duplex(64 * 1024);
+            let (server_w, client_r) = tokio::io::duplex(64 * 1024);
+            let server = tokio::spawn(serve(BufReader::new(server_r), server_w, backend));
+            Client {
+                to_server: Some(client_w),
+                from_server: BufReader::new(client_r).lines(),
+                server,
+            }
+        }
+
+        async fn send(&mut self, v: Value) {
+            let w = self.to_server.as_mut().unwrap();
+            w.write_all(format!("{v}\n").as_bytes()).await.unwrap();
+        }
+
+        async fn recv(&mut self) -> Value {
+            let line = tokio::time::timeout(Duration::from_secs(5), self.from_server.next_line())
+                .await
+                .expect("the server answers")
+                .unwrap()
+                .expect("a line");
+            serde_json::from_str(&line).unwrap()
+        }
+    }
+
+    #[tokio::test]
+    async fn lifecycle_list_call_and_unknown_method() {
+        let mut c = Client::start(Arc::new(Fake::default()));
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}))
+            .await;
+        let init = c.recv().await;
+        assert_eq!(init["id"], json!(1));
+        assert_eq!(init["result"]["protocolVersion"], json!("2025-06-18"));
+        assert_eq!(
+            init["result"]["capabilities"]["tools"],
+            json!({"listChanged": false})
+        );
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        c.send(json!({"jsonrpc": "2.0", "id": "p", "method": "ping"}))
+            .await;
+        assert_eq!(
+            c.recv().await,
+            json!({"jsonrpc": "2.0", "id": "p", "result": {}})
+        );
+        c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}))
+            .await;
+        assert_eq!(c.recv().await["result"]["tools"][0]["name"], json!("echo"));
+        c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "echo", "arguments": {"a": 1}}}))
+            .await;
+        let r = c.recv().await;
+        assert_eq!(r["result"]["structuredContent"], json!({"a": 1}));
+        assert_eq!(
+            r["result"]["content"][0],
+            json!({"type": "text", "text": "{\"a\":1}"})
+        );
+        assert_eq!(r["result"]["isError"], json!(false));
+        c.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "bad", "arguments": {}}})).await;
+        let r = c.recv().await;
+        assert_eq!(r["result"]["isError"], json!(true));
+        assert!(
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("/x: required")
+        );
+        c.send(
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope"}}),
+        )
+        .await;
+        assert_eq!(c.recv().await["error"]["code"], json!(-32602));
+        c.send(json!({"jsonrpc": "2.0", "id": 6, "method": "resources/list"}))
+            .await;
+        assert_eq!(c.recv().await["error"]["code"], json!(-32601));
+        c.send(json!([1, 2])).await;
+        assert_eq!(c.recv().await["error"]["code"], json!(-32600));
+        c.to_server.take();
+        c.server.await.unwrap().unwrap();
+    }
+
+    #[tokio::test]
+    async fn unsupported_version_gets_the_latest() {
+        let mut c = Client::start(Arc::new(Fake::default()));
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05"}})).await;
+        assert_eq!(
+            c.recv().await["result"]["protocolVersion"],
+            json!(protocol::LATEST_VERSION)
+        );
+    }
+
+    #[tokio::test]
+    async fn progress_is_forwarded_increasing_and_cancel_drops_the_call_without_a_response() {
+        let fake = Arc::new(Fake::default());
+        let dropped = Arc::clone(&fake.dropped);
+        let mut c = Client::start(fake);
+        c.send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "tok"}}}))
+            .await;
+        let first = c.recv().await;
+        assert_eq!(first["method"], json!("notifications/progress"));
+        assert_eq!(
+            first["params"],
+            json!({"progressToken": "tok", "progress": 1.0, "total": 10.0})
+        );
+        // The repeated 1.0 is not forwarded; 2.0 is.
+        assert_eq!(c.recv().await["params"]["progress"], json!(2.0));
+        // While `slow` runs, the server still reads and answers.
+        c.send(json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+            .await;
+        assert_eq!(c.recv().await["id"], json!(8));
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "user"}}))
+            .await;
+        c.send(json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}))
+            .await;
+        // The next line is the ping's answer: the cancelled call gets none.
+        assert_eq!(c.recv().await["id"], json!(9));
+        for _ in 0..100 {
+            if dropped.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "the call's future was dropped"
+        );
+        c.to_server.take();
+        c.server.await.unwrap().unwrap();
+        assert!(
+            c.from_server.next_line().await.unwrap().is_none(),
+            "nothing after EOF"
+        );
+    }
+
+    #[tokio::test]
+    async fn eof_stops_running_calls_before_returning() {
+        let fake = Arc::new(Fake::default());
+        let dropped = Arc::clone(&fake.dropped);
+        let mut c = Client::start(fake);
+        for id in [1, 2] {
+            c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "slow"}})).await;
+        }
+        c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+            .await;
+        assert_eq!(c.recv().await["id"], json!(3));
+        c.to_server.take();
+        tokio::time::timeout(Duration::from_secs(5), c.server)
+            .await
+            .expect("prompt exit")
+            .unwrap()
+            .unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), 2);
+    }
+}

@@ -1,0 +1,209 @@
+//! Operator overrides per capability (`[capabilities."<tool or module.capability>"]` in `config.toml`).
+//!
+//! ```toml
+//! [capabilities."files.files.search"]   # <module id>.<capability id>
+//! description = "Search the workspace. Prefer this over reading files one by one."
+//!
+//! [capabilities.git__git_push]          # or the tool name
+//! enabled = false
+//! ```
+//!
+//! Design decisions:
+//!
+//! - **An override that names nothing is an error at startup**
+//!   ([`validate_overrides`]), never silently ignored: a typo in a key would
+//!   otherwise leave a capability the operator meant to disable enabled.
+//! - Both spellings are accepted because operators meet both: the dotted form
+//!   in `describe`, the tool name in an agent's transcript. A module id
+//!   cannot contain `.`, so the dotted key splits unambiguously at its first
+//!   dot even though capability ids contain dots themselves.
+//! - Two keys naming the same capability are an error too: which one wins
+//!   would otherwise depend on spelling.
+//! - Unknown fields inside an entry are refused by the parser (`enabeld`).
+
+use std::collections::BTreeMap;
+
+use modproto::Descriptor;
+use serde::Deserialize;
+
+/// One override entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilityOverride {
+    /// `false` removes the tool: the agent is never told it exists.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Replaces the capability's own description (the effect summary the host
+    /// appends stays: it is the host's statement, not the module's).
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl CapabilityOverride {
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(true)
+    }
+}
+
+/// Overrides that name no installed capability, or name one twice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("config.toml [capabilities]: {}", problems.join("; "))]
+pub struct OverrideError {
+    pub problems: Vec<String>,
+}
+
+/// The override for a capability, by either spelling of its key.
+pub fn find_override<'a>(
+    overrides: &'a BTreeMap<String, CapabilityOverride>,
+    module_id: &str,
+    capability_id: &str,
+) -> Option<&'a CapabilityOverride> {
+    overrides
+        .get(&format!("{module_id}.{capability_id}"))
+        .or_else(|| overrides.get(&modconform::tool_name(module_id, capability_id)))
+}
+
+/// Check that every override key names a capability of a discovered module,
+/// and that no capability is named twice. Pass every module that described
+/// itself, enabled or not: a disabled module's overrides are still valid.
+pub fn validate_overrides<'a>(
+    overrides: &BTreeMap<String, CapabilityOverride>,
+    modules: impl IntoIterator<Item = &'a Descriptor>,
+) -> Result<(), OverrideError> {
+    let modules: Vec<&Descriptor> = modules.into_iter().collect();
+    let mut problems = Vec::new();
+    // key -> the capability it resolves to, to spot two keys for one capability.
+    let mut resolved: BTreeMap<(String, String), &str> = BTreeMap::new();
+    for key in overrides.keys() {
+        match resolve_key(key, &modules) {
+            Ok((module, capability)) => {
+                if let Some(first) = resolved.insert((module.clone(), capability.clone()), key) {
+                    problems.push(format!(
+                        "{first:?} and {key:?} both name capability {capability} of module {module}; keep one"
+                    ));
+                }
+            }
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(OverrideError { problems })
+    }
+}
+
+/// Which (module, capability) a key names, or a problem a person can act on.
+fn resolve_key(key: &str, modules: &[&Descriptor]) -> Result<(String, String), String> {
+    for d in modules {
+        for c in &d.capabilities {
+            if key == modconform::tool_name(&d.id, &c.id) {
+                return Ok((d.id.clone(), c.id.clone()));
+            }
+        }
+    }
+    let Some((module_id, capability_id)) = key.split_once('.') else {
+        return Err(format!(
+            "{key:?} is neither a tool name nor <module>.<capability>; `modhost tools` lists the names"
+        ));
+    };
+    let Some(d) = modules.iter().find(|d| d.id == module_id) else {
+        return Err(format!(
+            "{key:?} names module {module_id:?}, which is not installed"
+        ));
+    };
+    if d.capability(capability_id).is_none() {
+        let known: Vec<&str> = d.capabilities.iter().map(|c| c.id.as_str()).collect();
+        return Err(format!(
+            "{key:?}: module {module_id} has no capability {capability_id:?} (it has: {})",
+            known.join(", ")
+        ));
+    }
+    Ok((module_id.to_owned(), capability_id.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn files() -> Descriptor {
+        serde_json::from_value(json!({
+            "id": "files", "version": "0.1.0",
+            "capabilities": [
+                {"id": "files.search", "description": "d", "input_schema": {"type": "object"}},
+                {"id": "files.list", "description": "d", "input_schema": {"type": "object"}}
+            ]
+        }))
+        .unwrap()
+    }
+
+    fn parse(text: &str) -> BTreeMap<String, CapabilityOverride> {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            capabilities: BTreeMap<String, CapabilityOverride>,
+        }
+        toml::from_str::<Wrapper>(text).unwrap().capabilities
+    }
+
+    #[test]
+    fn both_spellings_resolve() {
+        let o = parse(
+            "[capabilities.\"files.files.search\"]\nenabled = false\n[capabilities.files__files_list]\ndescription = \"x\"\n",
+        );
+        validate_overrides(&o, [&files()]).unwrap();
+        assert_eq!(
+            find_override(&o, "files", "files.search").unwrap().enabled,
+            Some(false)
+        );
+        assert_eq!(
+            find_override(&o, "files", "files.list")
+                .unwrap()
+                .description
+                .as_deref(),
+            Some("x")
+        );
+        assert!(find_override(&o, "git", "git.log").is_none());
+    }
+
+    #[test]
+    fn unknown_module_or_capability_is_an_error_naming_it() {
+        let o = parse("[capabilities.\"fils.files.search\"]\nenabled = false\n");
+        let err = validate_overrides(&o, [&files()]).unwrap_err();
+        assert!(
+            err.to_string().contains("\"fils\", which is not installed"),
+            "{err}"
+        );
+        let o = parse("[capabilities.\"files.files.serch\"]\nenabled = false\n");
+        let err = validate_overrides(&o, [&files()]).unwrap_err();
+        assert!(
+            err.to_string().contains("files.search, files.list"),
+            "{err}"
+        );
+        let o = parse("[capabilities.files__nothing]\nenabled = false\n");
+        assert!(validate_overrides(&o, [&files()]).is_err());
+    }
+
+    #[test]
+    fn two_keys_for_one_capability_are_an_error() {
+        let o = parse(
+            "[capabilities.\"files.files.search\"]\nenabled = false\n[capabilities.files__files_search]\nenabled = true\n",
+        );
+        let err = validate_overrides(&o, [&files()]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("both name capability files.search"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn misspelled_fields_are_refused() {
+        #[derive(Debug, Deserialize)]
+        struct Wrapper {
+            #[allow(dead_code)]
+            capabilities: BTreeMap<String, CapabilityOverride>,
+        }
+        assert!(toml::from_str::<Wrapper>("[capabilities.x]\nenabeld = false\n").is_err());
+    }
+}

@@ -1,0 +1,622 @@
+//! The native transport: one OS process per call.
+//!
+//! Lifecycle of a call:
+//!
+//! 1. Spawn the executable in its own process group, with a cleared
+//!    environment (only [`is_allowed_env`] passes: PATH, LANG, LC_*, TZ and the
+//!    host's own `MODHOST_*`; never the caller's secrets), working directory
+//!    the module's folder.
+//! 2. Write the request line and `\n`, close stdin.
+//! 3. Read stdout incrementally, counting every byte against the output cap;
+//!    collect `progress`/`log` notifications (and forward them live), stop at
+//!    the first response. stderr is drained concurrently into a bounded tail.
+//! 4. Give the process a short grace to exit, then SIGKILL the whole group
+//!    (grandchildren included) and reap.
+//!
+//! Design decisions:
+//!
+//! - **The group, not the pid, is the unit of cleanup.** A module may fork
+//!   helpers; killing only the leader would leave them holding our pipes or
+//!   running on. Every exit path (response, timeout, output cap, crash,
+//!   cancellation by dropping the future) ends with SIGKILL to `-pgid`;
+//!   cancellation goes through [`GroupGuard`]'s `Drop`.
+//! - **A response ends the read.** We never wait for stdout EOF after the
+//!   response: a grandchild holding stdout open must not hang the host.
+//! - **Strict framing.** Anything on stdout that is not a JSON-RPC message, a
+//!   notification other than `progress`/`log` or with malformed params, a
+//!   request, or a response with the wrong id is `bad_response`, named.
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use modproto::{Id, LogParams, Message, Notification, ProgressParams, Response};
+use rustix::process::{Pid, Signal, kill_process_group};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, ChildStdout, Command};
+
+use super::{Call, Exchange, NotificationSink, RunError, STDERR_TAIL_BYTES};
+
+/// The JSON-RPC id the host uses for the one request of a call.
+pub const REQUEST_ID: i64 = 1;
+
+/// How long a process that answered may take to exit before its group is killed.
+const EXIT_GRACE: Duration = Duration::from_millis(250);
+
+/// How long the stderr drain may run on once the group is dead.
+const STDERR_DRAIN: Duration = Duration::from_millis(100);
+
+/// Whether an environment variable of the host passes to a module.
+pub fn is_allowed_env(name: &str) -> bool {
+    matches!(name, "PATH" | "LANG" | "TZ")
+        || name.starts_with("LC_")
+        || name.starts_with("MODHOST_")
+}
+
+/// Run one call of the native executable at `program`.
+pub async fn run(
+    program: &Path,
+    call: &Call<'_>,
+    notifications: Option<&NotificationSink>,
+) -> Result<Exchange, RunError> {
+    let mut command = Command::new(program);
+    command
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(dir) = program.parent().filter(|d| !d.as_os_str().is_empty()) {
+        command.current_dir(dir);
+    }
+    let mut child = command.spawn().map_err(|e| RunError::Spawn {
+        message: format!("{}: {e}", program.display()),
+    })?;
+    // The child is its own group leader, so its pid is the group id.
+    let mut guard = GroupGuard::new(child.id());
+
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(RunError::Spawn {
+            message: "the module's pipes were not set up".into(),
+        });
+    };
+    let tail = Arc::new(Mutex::new(TailBuffer::default()));
+    let stderr_task = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
+
+    let limits = call.limits;
+    let converse = async {
+        write_request(stdin, call.request_line).await;
+        converse(
+            &mut child,
+            &guard,
+            stdout,
+            limits.max_output_bytes,
+            notifications,
+        )
+        .await
+    };
+    let outcome = match tokio::time::timeout(limits.deadline, converse).await {
+        Ok(outcome) => outcome,
+        Err(_) => Err(Failure::Timeout),
+    };
+
+    // Whatever happened, the group goes now. After a response the leader
+    // gets a short grace to exit on its own first (a clean exit is the norm).
+    if outcome.is_ok() {
+        let _ = tokio::time::timeout(EXIT_GRACE, child.wait()).await;
+    }
+    guard.kill();
+    let status = child.wait().await.ok();
+    guard.disarm();
+    let _ = tokio::time::timeout(STDERR_DRAIN, stderr_task).await;
+    let stderr_tail = tail.lock().map(|t| t.text()).unwrap_or_default();
+
+    match outcome {
+        Ok((response, notifications)) => Ok(Exchange {
+            notifications,
+            response,
+            stderr_tail,
+            host_warnings: Vec::new(),
+        }),
+        Err(Failure::Timeout) => Err(RunError::Timeout {
+            deadline_ms: limits.deadline.as_millis() as u64,
+            stderr_tail,
+        }),
+        Err(Failure::OutputLimit) => Err(RunError::OutputLimit {
+            limit: limits.max_output_bytes,
+            stderr_tail,
+        }),
+        Err(Failure::Bad(problem)) => Err(RunError::BadResponse {
+            problem,
+            stderr_tail,
+        }),
+        Err(Failure::NoResponse(exit)) => Err(RunError::Crashed {
+            status: describe_status(exit.or(status)),
+            stderr_tail,
+        }),
+    }
+}
+
+/// Why a conversation ended without a response.
+pub(super) enum Failure {
+    Timeout,
+    OutputLimit,
+    Bad(String),
+    /// stdout closed before a response; the exit status if already known.
+    NoResponse(Option<ExitStatus>),
+}
+
+async fn write_request(mut stdin: tokio::process::ChildStdin, line: &str) {
+    // A module may exit (or close stdin) without reading: a broken pipe here is
+    // not the error to report; what it wrote, or did not, is.
+    let mut bytes = Vec::with_capacity(line.len() + 1);
+    bytes.extend_from_slice(line.as_bytes());
+    bytes.push(b'\n');
+    if let Err(e) = stdin.write_all(&bytes).await {
+        tracing::debug!("writing the request: {e}");
+    }
+    drop(stdin);
+}
+
+/// Read stdout until the response, the cap, or EOF.
+async fn converse(
+    child: &mut Child,
+    guard: &GroupGuard,
+    mut stdout: ChildStdout,
+    max_output_bytes: u64,
+    sink: Option<&NotificationSink>,
+) -> Result<(Response, Vec<Notification>), Failure> {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 16 * 1024];
+    let mut total: u64 = 0;
+    let mut line_number = 0usize;
+    let mut notifications = Vec::new();
+    let mut exited: Option<ExitStatus> = None;
+    loop {
+        tokio::select! {
+            read = stdout.read(&mut chunk) => {
+                let n = match read {
+                    Ok(n) => n,
+                    Err(e) => return Err(Failure::Bad(format!("reading stdout failed: {e}"))),
+                };
+                if n == 0 {
+                    // EOF: a last line without its newline still counts.
+                    if !pending.is_empty() {
+                        line_number += 1;
+                        let line = std::mem::take(&mut pending);
+                        if let Some(response) =
+                            classify_line(&line, line_number, &mut notifications, sink)?
+                        {
+                            return Ok((response, notifications));
+                        }
+                    }
+                    return Err(Failure::NoResponse(exited));
+                }
+                total += n as u64;
+                if total > max_output_bytes {
+                    return Err(Failure::OutputLimit);
+                }
+                let mut start = pending.len();
+                pending.extend_from_slice(&chunk[..n]);
+                while let Some(offset) = pending[start..].iter().position(|b| *b == b'\n') {
+                    let end = start + offset;
+                    line_number += 1;
+                    if let Some(response) =
+                        classify_line(&pending[..end], line_number, &mut notifications, sink)?
+                    {
+                        return Ok((response, notifications));
+                    }
+                    pending.drain(..=end);
+                    start = 0;
+                }
+            }
+            status = child.wait(), if exited.is_none() => {
+                // The leader is gone; helpers it left in the group must not
+                // keep stdout open, so the group goes too. Reading continues:
+                // the response may still sit in the pipe.
+                exited = status.ok();
+                guard.kill();
+            }
+        }
+    }
+}
+
+/// Classify one stdout line: `Some` for the response, `None` for a
+/// notification (collected) or a blank line.
+pub(super) fn classify_line(
+    raw: &[u8],
+    line_number: usize,
+    notifications: &mut Vec<Notification>,
+    sink: Option<&NotificationSink>,
+) -> Result<Option<Response>, Failure> {
+    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+    let line = std::str::from_utf8(raw)
+        .map_err(|_| Failure::Bad(format!("stdout line {line_number} is not UTF-8")))?;
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    let message = Message::parse(line)
+        .map_err(|e| Failure::Bad(format!("stdout line {line_number}: {e}: {}", excerpt(line))))?;
+    match message {
+        Message::Response(response) => {
+            // A module that could not read the request answers with a null id.
+            let id_ok = response.id == Id::Num(REQUEST_ID)
+                || (response.id == Id::Null && response.outcome.is_err());
+            if !id_ok {
+                return Err(Failure::Bad(format!(
+                    "stdout line {line_number}: response has id {} but the request had id {REQUEST_ID}",
+                    response.id
+                )));
+            }
+            Ok(Some(response))
+        }
+        Message::Notification(notification) => {
+            check_notification(&notification)
+                .map_err(|problem| Failure::Bad(format!("stdout line {line_number}: {problem}")))?;
+            if let Some(sink) = sink {
+                // A closed receiver only means nobody listens live any more.
+                let _ = sink.send(notification.clone());
+            }
+            notifications.push(notification);
+            Ok(None)
+        }
+        Message::Request(request) => Err(Failure::Bad(format!(
+            "stdout line {line_number}: the module sent a request ({:?}); modules may only send notifications and one response",
+            request.method
+        ))),
+    }
+}
+
+/// A notification must be one the protocol defines, with well-formed params.
+fn check_notification(notification: &Notification) -> Result<(), String> {
+    let params = notification
+        .params
+        .clone()
+        .unwrap_or(serde_json::Value::Null);
+    match notification.method.as_str() {
+        modproto::METHOD_PROGRESS => serde_json::from_value::<ProgressParams>(params)
+            .map(drop)
+            .map_err(|e| format!("malformed progress notification: {e}")),
+        modproto::METHOD_LOG => serde_json::from_value::<LogParams>(params)
+            .map(drop)
+            .map_err(|e| format!("malformed log notification: {e}")),
+        other => Err(format!(
+            "unknown notification {other:?} (only \"progress\" and \"log\" exist)"
+        )),
+    }
+}
+
+fn excerpt(line: &str) -> String {
+    const MAX: usize = 80;
+    if line.len() <= MAX {
+        return format!("{line:?}");
+    }
+    let mut end = MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}...", &line[..end])
+}
+
+fn describe_status(status: Option<ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => s.to_string(),
+        },
+        None => "exit status unknown".into(),
+    }
+}
+
+/// The last [`STDERR_TAIL_BYTES`] of a stream.
+#[derive(Debug, Default)]
+struct TailBuffer {
+    bytes: Vec<u8>,
+}
+
+impl TailBuffer {
+    fn push(&mut self, data: &[u8]) {
+        self.bytes.extend_from_slice(data);
+        // Trim in batches so a flood costs amortized O(1) per byte.
+        if self.bytes.len() > 2 * STDERR_TAIL_BYTES {
+            let cut = self.bytes.len() - STDERR_TAIL_BYTES;
+            self.bytes.drain(..cut);
+        }
+    }
+
+    fn text(&self) -> String {
+        let start = self.bytes.len().saturating_sub(STDERR_TAIL_BYTES);
+        String::from_utf8_lossy(&self.bytes[start..]).into_owned()
+    }
+}
+
+async fn drain_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<TailBuffer>>) {
+    let mut chunk = vec![0u8; 8 * 1024];
+    loop {
+        match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if let Ok(mut tail) = tail.lock() {
+                    tail.push(&chunk[..n]);
+                }
+            }
+        }
+    }
+}
+
+/// Kills the call's process group when the call ends in any way, including
+/// the future being dropped mid-call.
+#[derive(Debug)]
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn new(pid: Option<u32>) -> Self {
+        GroupGuard {
+            pgid: pid.and_then(|p| Pid::from_raw(p as i32)),
+        }
+    }
+
+    fn kill(&self) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH (nobody left in the group) is the expected, good case.
+            let _ = kill_process_group(pgid, Signal::KILL);
+        }
+    }
+
+    /// The call is over and reaped; the pgid must not be signalled again.
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::CallLimits;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    fn call(line: &str, deadline_ms: u64, max: u64) -> Call<'_> {
+        Call {
+            request_line: line,
+            limits: CallLimits {
+                deadline: Duration::from_millis(deadline_ms),
+                max_output_bytes: max,
+            },
+            grants: &[],
+            network: false,
+        }
+    }
+
+    const REQ: &str = r#"{"jsonrpc":"2.0","id":1,"method":"describe"}"#;
+
+    #[tokio::test]
+    async fn answers_with_notifications() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(
+            dir.path(),
+            "ok",
+            r#"read line
+echo '{"jsonrpc":"2.0","method":"progress","params":{"request_id":"r","progress":1}}'
+echo 'oops' >&2
+echo '{"jsonrpc":"2.0","id":1,"result":{"x":1}}'"#,
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let exchange = run(&module, &call(REQ, 5000, 1 << 20), Some(&tx))
+            .await
+            .unwrap();
+        assert_eq!(exchange.response.outcome.unwrap()["x"], 1);
+        assert_eq!(exchange.notifications.len(), 1);
+        assert_eq!(rx.try_recv().unwrap().method, "progress");
+        assert!(exchange.stderr_tail.contains("oops"));
+    }
+
+    #[tokio::test]
+    async fn environment_is_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(
+            dir.path(),
+            "env",
+            r#"read line
+if [ -n "$HOME" ]; then h=leaked; else h=clean; fi
+echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
+        );
+        let exchange = run(&module, &call(REQ, 5000, 1 << 20), None).await.unwrap();
+        assert_eq!(exchange.response.outcome.unwrap(), "clean");
+    }
+
+    #[tokio::test]
+    async fn garbage_is_bad_response() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(dir.path(), "garbage", "read line\necho 'hello there'");
+        let err = run(&module, &call(REQ, 5000, 1 << 20), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "bad_response", "{err}");
+        assert!(err.to_string().contains("not JSON"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn wrong_id_is_bad_response() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(
+            dir.path(),
+            "wrongid",
+            r#"read line; echo '{"jsonrpc":"2.0","id":7,"result":1}'"#,
+        );
+        let err = run(&module, &call(REQ, 5000, 1 << 20), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "bad_response");
+        assert!(err.to_string().contains("id 7"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn crash_reports_status_and_stderr() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(dir.path(), "crash", "echo 'boom' >&2; exit 3");
+        let err = run(&module, &call(REQ, 5000, 1 << 20), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "crashed");
+        assert!(err.to_string().contains("exit status 3"), "{err}");
+        assert!(err.stderr_tail().contains("boom"));
+    }
+
+    #[tokio::test]
+    async fn hang_times_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(dir.path(), "hang", "read line; sleep 30");
+        let err = run(&module, &call(REQ, 300, 1 << 20), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "timeout");
+    }
+
+    #[tokio::test]
+    async fn flood_hits_output_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        // One endless line: no newline ever arrives to end the read.
+        let module = script(dir.path(), "flood", "read line; yes | tr -d '\\n'");
+        let err = run(&module, &call(REQ, 5000, 64 * 1024), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "output_limit");
+    }
+
+    #[tokio::test]
+    async fn grandchild_holding_stdout_does_not_hang_and_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("grandchild.pid");
+        let module = script(
+            dir.path(),
+            "daemon",
+            &format!(
+                r#"read line
+sleep 30 &
+echo $! > {}
+echo '{{"jsonrpc":"2.0","id":1,"result":null}}'
+sleep 30"#,
+                pidfile.display()
+            ),
+        );
+        let started = std::time::Instant::now();
+        run(&module, &call(REQ, 10_000, 1 << 20), None)
+            .await
+            .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let pid: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        // Killed and reaped by init: /proc entry gone or a zombie at most briefly.
+        let mut alive = true;
+        for _ in 0..50 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                alive = false;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!alive, "grandchild {pid} survived the call");
+    }
+
+    /// Whether `pid` is gone (or a zombie about to be reaped).
+    async fn is_dead(pid: i32) -> bool {
+        for _ in 0..100 {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.contains(") Z ") {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_kills_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pids");
+        let module = script(
+            dir.path(),
+            "slow",
+            &format!("read line
+sleep 30 &
+echo $$ $! > {}
+sleep 30", pidfile.display()),
+        );
+        let line = REQ.to_owned();
+        let limits = CallLimits { deadline: Duration::from_secs(60), max_output_bytes: 1024 };
+        let call = Call { request_line: &line, limits, grants: &[], network: false };
+        let cancelled = tokio::time::timeout(Duration::from_millis(500), run(&module, &call, None)).await;
+        assert!(cancelled.is_err(), "the call should still be running when dropped");
+        let pids = std::fs::read_to_string(&pidfile).unwrap();
+        for pid in pids.split_whitespace() {
+            let pid: i32 = pid.parse().unwrap();
+            assert!(is_dead(pid).await, "process {pid} survived cancellation");
+        }
+    }
+
+    #[tokio::test]
+    async fn missing_executable_is_spawn_error() {
+        let err = run(
+            Path::new("/nonexistent/module"),
+            &call(REQ, 1000, 1024),
+            None,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(err.kind(), "spawn_failed");
+    }
+
+    #[test]
+    fn env_allowlist() {
+        for ok in ["PATH", "LANG", "LC_ALL", "TZ", "MODHOST_HOME"] {
+            assert!(is_allowed_env(ok), "{ok}");
+        }
+        for no in [
+            "HOME",
+            "AWS_SECRET_ACCESS_KEY",
+            "OPENAI_API_KEY",
+            "LD_PRELOAD",
+            "USER",
+        ] {
+            assert!(!is_allowed_env(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn tail_keeps_the_end() {
+        let mut tail = TailBuffer::default();
+        for _ in 0..10 {
+            tail.push(&[b'a'; STDERR_TAIL_BYTES]);
+        }
+        tail.push(b"END");
+        let text = tail.text();
+        assert_eq!(text.len(), STDERR_TAIL_BYTES);
+        assert!(text.ends_with("END"));
+    }
+}

@@ -1,0 +1,954 @@
+//! The WebAssembly transport: one fresh component instance per call.
+//!
+//! A module compiled for `wasm32-wasip2` is a component exporting
+//! `wasi:cli/run`. It speaks the same protocol bytes as a native module, over
+//! WASI stdio: the request line and `\n` on stdin (then EOF), notification lines
+//! and one response line on stdout, free-form diagnostics on stderr.
+//!
+//! Design decisions:
+//!
+//! - **One [`WasmEngine`] per host.** It owns the wasmtime `Engine`, the WASI
+//!   linker, the epoch ticker thread and the compiled cache. Each component is
+//!   compiled once into a pre-instantiated form ([`LoadedComponent`], kept in
+//!   memory by blake3 digest of its bytes and on disk by `cache.rs`).
+//! - **A fresh store and instance per call.** Nothing survives a call except
+//!   what the module writes into its granted roots.
+//! - **Only the grants.** Each [`Grant`] is preopened at its guest path
+//!   (`/roots/<name>`) with exactly its access; there is no other filesystem,
+//!   no environment, no network (no sockets, no name lookup), whatever the
+//!   capability declared.
+//! - **Bounds that hold by construction.** The async bindings run the guest
+//!   on a fiber: epoch interruption (a 10 ms ticker) makes a spinning guest
+//!   yield to the executor every tick and traps it at the deadline, and a
+//!   guest blocked in a host call (a sleep, a poll) is a pending future, so
+//!   the deadline timer around the call ends it and drops the instance. Memory
+//!   growth beyond the cap is refused by a [`wasmtime::ResourceLimiter`];
+//!   stdout beyond the output cap traps the guest (`wasm/stdio.rs`). Each
+//!   failure maps to its own [`RunError`] kind.
+//! - **Same framing as native.** Lines are classified by the native runner's
+//!   `classify_line`, so both transports accept and refuse exactly the same
+//!   bytes. The response ends the call: the guest gets a short grace to
+//!   return, then its instance is dropped.
+
+mod cache;
+mod stdio;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use modproto::{Access, Notification, Response};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
+use wasmtime_wasi::p2::bindings::CommandPre;
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use self::cache::ComponentCache;
+use self::stdio::{CappedStdout, StderrTail};
+use super::native::{Failure, classify_line};
+use super::{Call, Exchange, NotificationSink, RunError};
+
+/// The default cap on a guest's linear memory (all memories together).
+pub const DEFAULT_MEMORY_LIMIT: u64 = 256 * 1024 * 1024;
+
+/// How often the engine's epoch advances: the granularity at which a spinning
+/// guest yields and notices its deadline.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// How long a guest that answered may take to return before it is dropped.
+const EXIT_GRACE: Duration = Duration::from_millis(250);
+
+/// Why the engine could not be set up or a component not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum WasmError {
+    #[error("could not set up the WebAssembly engine: {message}")]
+    Engine { message: String },
+    #[error("{path}: could not read the component: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not a valid WebAssembly component: {message}")]
+    Compile { path: PathBuf, message: String },
+    #[error(
+        "{path}: the component cannot run here (it must be a wasm32-wasip2 command exporting wasi:cli/run and import only WASI): {message}"
+    )]
+    Link { path: PathBuf, message: String },
+}
+
+/// How a [`LoadedComponent`] was obtained the first time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadOrigin {
+    /// Compiled from the component's bytes (and written to the cache).
+    Compiled,
+    /// Deserialized from the compiled cache on disk.
+    DiskCache,
+}
+
+/// A component compiled and pre-instantiated, ready for any number of calls.
+pub struct LoadedComponent {
+    digest: blake3::Hash,
+    name: String,
+    origin: LoadOrigin,
+    pre: CommandPre<CallState>,
+}
+
+impl std::fmt::Debug for LoadedComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedComponent")
+            .field("digest", &self.digest.to_hex().as_str())
+            .field("name", &self.name)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoadedComponent {
+    /// The blake3 digest of the component's bytes.
+    pub fn digest(&self) -> &blake3::Hash {
+        &self.digest
+    }
+
+    /// Whether it was compiled or came from the disk cache.
+    pub fn origin(&self) -> LoadOrigin {
+        self.origin
+    }
+}
+
+/// The host's one WebAssembly engine. Cheap to clone (shared inside).
+#[derive(Clone)]
+pub struct WasmEngine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    engine: Engine,
+    linker: Linker<CallState>,
+    cache: ComponentCache,
+    memory_limit: u64,
+    loaded: Mutex<HashMap<blake3::Hash, Arc<LoadedComponent>>>,
+    warnings: Vec<String>,
+    _ticker: EpochTicker,
+}
+
+impl std::fmt::Debug for WasmEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmEngine")
+            .field("cache", &self.inner.cache)
+            .field("memory_limit", &self.inner.memory_limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WasmEngine {
+    /// Set up the engine, with compiled components cached in `cache_dir`
+    /// (normally `<home>/cache/components`, created 0700) and each call's
+    /// memory capped at `memory_limit_bytes`.
+    pub fn new(cache_dir: &Path, memory_limit_bytes: u64) -> Result<WasmEngine, WasmError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|e| WasmError::Engine {
+            message: error_chain(&e),
+        })?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| WasmError::Engine {
+            message: error_chain(&e),
+        })?;
+        let (cache, warning) = ComponentCache::open(cache_dir, &engine);
+        if let Some(warning) = &warning {
+            tracing::warn!("{warning}");
+        }
+        let ticker = EpochTicker::start(engine.clone()).map_err(|e| WasmError::Engine {
+            message: format!("starting the epoch ticker: {e}"),
+        })?;
+        Ok(WasmEngine {
+            inner: Arc::new(EngineInner {
+                engine,
+                linker,
+                cache,
+                memory_limit: memory_limit_bytes,
+                loaded: Mutex::new(HashMap::new()),
+                warnings: warning.into_iter().collect(),
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// What the host should surface about the engine (for instance, a
+    /// disabled compiled cache), for `modhost doctor`.
+    pub fn warnings(&self) -> &[String] {
+        &self.inner.warnings
+    }
+
+    /// Load the component at `path`: from memory if these exact bytes were
+    /// loaded before, else from the compiled cache, else compiled (hundreds of
+    /// milliseconds of CPU: call it from a blocking context, or use
+    /// [`WasmEngine::load_async`]).
+    pub fn load(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
+        let bytes = std::fs::read(path).map_err(|source| WasmError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let digest = blake3::hash(&bytes);
+        if let Some(loaded) = self.lock_loaded().get(&digest) {
+            return Ok(Arc::clone(loaded));
+        }
+        let inner = &*self.inner;
+        let (component, origin) = match inner.cache.get(&inner.engine, &digest) {
+            Some(component) => (component, LoadOrigin::DiskCache),
+            None => {
+                let component =
+                    Component::new(&inner.engine, &bytes).map_err(|e| WasmError::Compile {
+                        path: path.to_owned(),
+                        message: error_chain(&e),
+                    })?;
+                inner.cache.put(&digest, &component);
+                (component, LoadOrigin::Compiled)
+            }
+        };
+        let link_error = |e: wasmtime::Error| WasmError::Link {
+            path: path.to_owned(),
+            message: error_chain(&e),
+        };
+        let instance_pre = inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(link_error)?;
+        let pre = CommandPre::new(instance_pre).map_err(link_error)?;
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let loaded = Arc::new(LoadedComponent {
+            digest,
+            name,
+            origin,
+            pre,
+        });
+        // Two racing loads of the same bytes both succeed; the first one stays.
+        let mut map = self.lock_loaded();
+        Ok(Arc::clone(map.entry(digest).or_insert(loaded)))
+    }
+
+    /// [`WasmEngine::load`] on a blocking thread, so compiling does not stall
+    /// the async workers.
+    pub async fn load_async(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
+        let engine = self.clone();
+        let path_owned = path.to_owned();
+        match tokio::task::spawn_blocking(move || engine.load(&path_owned)).await {
+            Ok(result) => result,
+            Err(e) => Err(WasmError::Engine {
+                message: format!("loading {}: {e}", path.display()),
+            }),
+        }
+    }
+
+    fn lock_loaded(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<blake3::Hash, Arc<LoadedComponent>>> {
+        self.inner
+            .loaded
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Load the component at `module` (see [`WasmEngine::load_async`]) and
+    /// run one call of it: the transport seam's entry point for components.
+    pub async fn run_module(
+        &self,
+        module: &Path,
+        call: &Call<'_>,
+        notifications: Option<&NotificationSink>,
+    ) -> Result<Exchange, RunError> {
+        let component = self.load_async(module).await.map_err(|e| RunError::Spawn {
+            message: e.to_string(),
+        })?;
+        self.run(&component, call, notifications).await
+    }
+
+    /// Run one call of `component` in a fresh store and instance.
+    pub async fn run(
+        &self,
+        component: &LoadedComponent,
+        call: &Call<'_>,
+        notifications: Option<&NotificationSink>,
+    ) -> Result<Exchange, RunError> {
+        let started = Instant::now();
+        let limits = call.limits;
+        let (lines_tx, lines_rx) = unbounded_channel();
+        let stdout = CappedStdout::new(limits.max_output_bytes, lines_tx);
+        let stderr = StderrTail::default();
+        let memory_hit = Arc::new(AtomicBool::new(false));
+
+        let mut wasi = WasiCtxBuilder::new();
+        let mut stdin_bytes = Vec::with_capacity(call.request_line.len() + 1);
+        stdin_bytes.extend_from_slice(call.request_line.as_bytes());
+        stdin_bytes.push(b'\n');
+        wasi.stdin(MemoryInputPipe::new(stdin_bytes))
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .arg(&component.name)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for grant in call.grants {
+            let perms = match grant.access {
+                Access::Read => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            wasi.preopened_dir(&grant.host, &grant.guest, perms)
+                .map_err(|e| RunError::Spawn {
+                    message: format!(
+                        "could not grant root {:?} ({}) at {}: {}",
+                        grant.name,
+                        grant.host.display(),
+                        grant.guest,
+                        error_chain(&e)
+                    ),
+                })?;
+        }
+        let mut host_warnings = Vec::new();
+        if call.network {
+            host_warnings.push(
+                "the capability declares network use, but components get no network in this host"
+                    .to_owned(),
+            );
+        }
+
+        let state = CallState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryCap {
+                limit: usize::try_from(self.inner.memory_limit).unwrap_or(usize::MAX),
+                hit: Arc::clone(&memory_hit),
+            },
+        };
+        let mut store = Store::new(&self.inner.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let deadline = started + limits.deadline;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            // Spinning guests come through here every tick: yield so the
+            // executor (and the deadline timer) gets a turn, and trap once
+            // the deadline has passed.
+            if Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+
+        let pre = &component.pre;
+        let guest = async move {
+            let command = pre.instantiate_async(&mut store).await?;
+            command.wasi_cli_run().call_run(&mut store).await
+        };
+        let ended = converse(guest, lines_rx, &stdout, deadline.into(), notifications).await;
+
+        let stderr_tail = stderr.text();
+        let run_error = |failure: GuestFailure| match failure {
+            GuestFailure::Timeout => RunError::Timeout {
+                deadline_ms: limits.deadline.as_millis() as u64,
+                stderr_tail: stderr_tail.clone(),
+            },
+            _ if stdout.exceeded() => RunError::OutputLimit {
+                limit: limits.max_output_bytes,
+                stderr_tail: stderr_tail.clone(),
+            },
+            _ if memory_hit.load(Ordering::Relaxed) => RunError::MemoryLimit {
+                limit: self.inner.memory_limit,
+                stderr_tail: stderr_tail.clone(),
+            },
+            GuestFailure::Bad(problem) => RunError::BadResponse {
+                problem,
+                stderr_tail: stderr_tail.clone(),
+            },
+            GuestFailure::Trapped(trap) => RunError::Trapped {
+                trap,
+                stderr_tail: stderr_tail.clone(),
+            },
+            GuestFailure::Exited(code) => RunError::Crashed {
+                status: format!("exit status {code}"),
+                stderr_tail: stderr_tail.clone(),
+            },
+            GuestFailure::NoResponse => RunError::BadResponse {
+                problem: "the module exited (status 0) without writing a response line".into(),
+                stderr_tail: stderr_tail.clone(),
+            },
+        };
+        match ended {
+            Ok(Answered {
+                response,
+                notifications,
+                after,
+            }) => {
+                if let Some(after) = after {
+                    host_warnings.push(format!(
+                        "after answering, the module {}",
+                        describe_after(after)
+                    ));
+                }
+                Ok(Exchange {
+                    notifications,
+                    response,
+                    stderr_tail,
+                    host_warnings,
+                })
+            }
+            Err(failure) => Err(run_error(failure)),
+        }
+    }
+}
+
+/// How a call that produced no usable response ended.
+enum GuestFailure {
+    Timeout,
+    Bad(String),
+    Trapped(String),
+    Exited(i32),
+    NoResponse,
+}
+
+/// A call that produced its response; `after` is how the guest misbehaved
+/// after answering, if it did (the response stands; the host notes it).
+struct Answered {
+    response: Response,
+    notifications: Vec<Notification>,
+    after: Option<GuestFailure>,
+}
+
+/// Drive the guest to its end or the deadline, classifying stdout lines as they
+/// arrive. The guest future is dropped (and with it the instance) on return.
+async fn converse(
+    guest: impl Future<Output = wasmtime::Result<Result<(), ()>>>,
+    mut lines: UnboundedReceiver<Vec<u8>>,
+    stdout: &CappedStdout,
+    deadline: tokio::time::Instant,
+    sink: Option<&NotificationSink>,
+) -> Result<Answered, GuestFailure> {
+    let mut guest = std::pin::pin!(guest);
+    let mut notifications = Vec::new();
+    let mut line_number = 0usize;
+    let mut classify = |line: &[u8], notifications: &mut Vec<Notification>| {
+        line_number += 1;
+        classify_line(line, line_number, notifications, sink).map_err(|failure| match failure {
+            Failure::Bad(problem) => GuestFailure::Bad(problem),
+            // classify_line reports nothing else; keep the mapping total.
+            Failure::Timeout => GuestFailure::Timeout,
+            Failure::OutputLimit | Failure::NoResponse(_) => {
+                GuestFailure::Bad("unexpected stdout state".into())
+            }
+        })
+    };
+
+    // Phase 1: until the response, the guest's end, or the deadline.
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            Some(line) = lines.recv() => {
+                if let Some(response) = classify(&line, &mut notifications)? {
+                    break Err(response);
+                }
+            }
+            outcome = &mut guest => break Ok(outcome),
+            () = tokio::time::sleep_until(deadline) => return Err(GuestFailure::Timeout),
+        }
+    };
+    let response = match outcome {
+        Err(response) => response,
+        Ok(outcome) => {
+            // The guest returned: every line it wrote is already queued.
+            let exit = exit_of(outcome);
+            while let Ok(line) = lines.try_recv() {
+                if let Some(response) = classify(&line, &mut notifications)? {
+                    return Ok(Answered {
+                        response,
+                        notifications,
+                        after: exit.err(),
+                    });
+                }
+            }
+            let partial = stdout.take_partial();
+            if !partial.is_empty()
+                && let Some(response) = classify(&partial, &mut notifications)?
+            {
+                return Ok(Answered {
+                    response,
+                    notifications,
+                    after: exit.err(),
+                });
+            }
+            return Err(exit.err().unwrap_or(GuestFailure::NoResponse));
+        }
+    };
+    // Phase 2: answered; a short grace for the guest to return on its own.
+    let grace = deadline.min(tokio::time::Instant::now() + EXIT_GRACE);
+    let after = match tokio::time::timeout_at(grace, &mut guest).await {
+        Ok(outcome) => exit_of(outcome).err(),
+        Err(_) => Some(GuestFailure::Timeout),
+    };
+    Ok(Answered {
+        response,
+        notifications,
+        after,
+    })
+}
+
+/// How a guest misbehaved after its response (the response stands).
+fn describe_after(failure: GuestFailure) -> String {
+    match failure {
+        GuestFailure::Timeout => "did not return within the grace period and was stopped".into(),
+        GuestFailure::Bad(problem) => format!("wrote more: {problem}"),
+        GuestFailure::Trapped(trap) => format!("trapped: {trap}"),
+        GuestFailure::Exited(code) => format!("exited with status {code}"),
+        GuestFailure::NoResponse => "exited".into(),
+    }
+}
+
+/// What the end of `wasi:cli/run` means: `Ok` for a clean exit.
+fn exit_of(outcome: wasmtime::Result<Result<(), ()>>) -> Result<(), GuestFailure> {
+    match outcome {
+        Ok(Ok(())) => Ok(()),
+        // `run` returned its error variant: what a `main` returning `Err` does.
+        Ok(Err(())) => Err(GuestFailure::Exited(1)),
+        Err(error) => match error.downcast_ref::<I32Exit>() {
+            Some(I32Exit(0)) => Ok(()),
+            Some(I32Exit(code)) => Err(GuestFailure::Exited(*code)),
+            None if matches!(error.downcast_ref::<Trap>(), Some(Trap::Interrupt)) => {
+                Err(GuestFailure::Timeout)
+            }
+            None => Err(GuestFailure::Trapped(error_chain(&error))),
+        },
+    }
+}
+
+/// An error and its causes on one line ("a: b: c").
+fn error_chain(error: &wasmtime::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if !text.is_empty() {
+            // wasmtime repeats a cause in its context now and then.
+            if text.contains(&cause) {
+                continue;
+            }
+            text.push_str(": ");
+        }
+        text.push_str(&cause);
+    }
+    text
+}
+
+/// What one call's store holds.
+struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryCap,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Refuses memory growth past the cap and remembers that it did, so the
+/// abort that usually follows is reported as `memory_limit`, not a trap.
+struct MemoryCap {
+    limit: usize,
+    hit: Arc<AtomicBool>,
+}
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.limit {
+            self.hit.store(true, Ordering::Relaxed);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // Tables hold references, not data; a million entries is far beyond
+        // any honest module and still bounded.
+        Ok(desired <= 1 << 20)
+    }
+}
+
+/// Advances the engine's epoch every [`EPOCH_TICK`] until dropped.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> std::io::Result<EpochTicker> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop_flag = Arc::clone(&stop);
+        let thread = std::thread::Builder::new()
+            .name("modhost-epoch".into())
+            .spawn(move || {
+                while !stop_flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(EpochTicker {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The hostile guests of `tests/guests`, one call each. They must be built
+    //! first (`cargo build -p modhost-guests --target wasm32-wasip2`); a
+    //! missing guest fails the test with that command, never skips it.
+
+    use std::os::unix::fs::PermissionsExt;
+    use std::sync::OnceLock;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::runner::{CallLimits, Grant};
+
+    fn target_dir() -> PathBuf {
+        if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+            return PathBuf::from(dir);
+        }
+        // <target>/debug/deps/<test binary>
+        let exe = std::env::current_exe().expect("the test binary's path");
+        exe.ancestors()
+            .nth(3)
+            .expect("the test binary lives in <target>/debug/deps")
+            .to_owned()
+    }
+
+    fn guest(name: &str) -> PathBuf {
+        let path = target_dir()
+            .join("wasm32-wasip2/debug")
+            .join(format!("{name}.wasm"));
+        assert!(
+            path.is_file(),
+            "guest component {} is missing; build the guests first:\n  rustup target add wasm32-wasip2\n  cargo build -p modhost-guests --target wasm32-wasip2",
+            path.display()
+        );
+        path
+    }
+
+    const TEST_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
+
+    /// One engine for all tests, with its cache in the target dir so the
+    /// (slow, unoptimized) compile happens once per guest build, not per run.
+    fn engine() -> &'static WasmEngine {
+        static ENGINE: OnceLock<WasmEngine> = OnceLock::new();
+        ENGINE.get_or_init(|| {
+            let cache = target_dir().join("modhost-wasm-test-cache");
+            WasmEngine::new(&cache, TEST_MEMORY_LIMIT).expect("the wasm engine")
+        })
+    }
+
+    fn request(params: Value) -> String {
+        let mut request = json!({"jsonrpc": "2.0", "id": 1, "method": "invoke"});
+        request["params"] = params;
+        request.to_string()
+    }
+
+    async fn call_guest(
+        name: &str,
+        params: Value,
+        grants: &[Grant],
+        deadline: Duration,
+    ) -> Result<Exchange, RunError> {
+        let engine = engine();
+        let component = engine
+            .load_async(&guest(name))
+            .await
+            .expect("the guest loads");
+        let line = request(params);
+        let call = Call {
+            request_line: &line,
+            limits: CallLimits {
+                deadline,
+                max_output_bytes: 256 * 1024,
+            },
+            grants,
+            network: false,
+        };
+        engine.run(&component, &call, None).await
+    }
+
+    fn grant(name: &str, host: &Path, access: Access) -> Grant {
+        Grant {
+            name: name.into(),
+            host: host.to_owned(),
+            guest: format!("/roots/{name}"),
+            access,
+        }
+    }
+
+    const SHORT: Duration = Duration::from_millis(400);
+    const LONG: Duration = Duration::from_secs(20);
+
+    #[tokio::test]
+    async fn echo_answers_and_sees_only_its_grants() {
+        let dir = tempfile::tempdir().unwrap();
+        let grants = [grant("data", dir.path(), Access::Read)];
+        let exchange = call_guest("echo", json!({"inspect": true}), &grants, LONG)
+            .await
+            .unwrap();
+        let result = exchange.response.outcome.unwrap();
+        assert_eq!(result["env"], json!([]), "no environment leaks in");
+        assert_eq!(result["data"], true, "the grant is there");
+        for elsewhere in ["roots", "slash", "tmp", "cwd"] {
+            assert_eq!(
+                result[elsewhere], false,
+                "{elsewhere}: nothing but the grant is visible"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn notifications_arrive_live_and_in_the_exchange() {
+        let engine = engine();
+        let component = engine.load_async(&guest("echo")).await.unwrap();
+        let line = request(json!({"progress": true}));
+        let call = Call {
+            request_line: &line,
+            limits: CallLimits::default(),
+            grants: &[],
+            network: true,
+        };
+        let (tx, mut rx) = unbounded_channel();
+        let exchange = engine.run(&component, &call, Some(&tx)).await.unwrap();
+        assert_eq!(exchange.notifications.len(), 1);
+        assert_eq!(rx.try_recv().unwrap().method, "progress");
+        assert_eq!(exchange.response.outcome.unwrap()["echo"]["progress"], true);
+        assert!(
+            exchange
+                .host_warnings
+                .iter()
+                .any(|w| w.contains("no network"))
+        );
+    }
+
+    #[tokio::test]
+    async fn spinning_guest_times_out() {
+        let err = call_guest("spin", json!({}), &[], SHORT).await.unwrap_err();
+        assert_eq!(err.kind(), "timeout", "{err}");
+    }
+
+    #[tokio::test]
+    async fn sleeping_guest_times_out() {
+        let err = call_guest("sleep", json!({}), &[], SHORT)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "timeout", "{err}");
+    }
+
+    #[tokio::test]
+    async fn hoarding_guest_hits_the_memory_limit() {
+        let err = call_guest("alloc", json!({}), &[], LONG).await.unwrap_err();
+        assert_eq!(err.kind(), "memory_limit", "{err}");
+    }
+
+    #[tokio::test]
+    async fn flooding_guest_hits_the_output_limit() {
+        let err = call_guest("flood", json!({}), &[], LONG).await.unwrap_err();
+        assert_eq!(err.kind(), "output_limit", "{err}");
+    }
+
+    #[tokio::test]
+    async fn panicking_guest_is_trapped_with_its_message() {
+        let err = call_guest("panic", json!({}), &[], LONG).await.unwrap_err();
+        assert_eq!(err.kind(), "trapped", "{err}");
+        assert!(
+            err.stderr_tail().contains("deliberate panic"),
+            "{:?}",
+            err.stderr_tail()
+        );
+    }
+
+    #[tokio::test]
+    async fn silent_exit_is_a_crash_with_its_status() {
+        let err = call_guest("silent_exit", json!({}), &[], LONG)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "crashed", "{err}");
+        // WASI p2 exits carry only success/failure: `exit(3)` arrives as 1.
+        assert!(err.to_string().contains("exit status 1"), "{err}");
+        assert!(err.stderr_tail().contains("leaving without a word"));
+    }
+
+    #[tokio::test]
+    async fn read_only_grant_stays_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("existing.txt"), b"original").unwrap();
+        let grants = [grant("ro", dir.path(), Access::Read)];
+        let exchange = call_guest("write_readonly", json!({}), &grants, LONG)
+            .await
+            .unwrap();
+        let error = exchange
+            .response
+            .outcome
+            .expect_err("every write must fail");
+        assert_eq!(error.kind(), Some("denied"), "{error}");
+        assert_eq!(
+            std::fs::read(dir.path().join("existing.txt")).unwrap(),
+            b"original"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["existing.txt"]);
+    }
+
+    #[tokio::test]
+    async fn escapes_from_the_root_fail() {
+        let outer = tempfile::tempdir().unwrap();
+        let root = outer.path().join("rw");
+        std::fs::create_dir(&root).unwrap();
+        let outside = outer.path().join("outside.txt");
+        std::fs::write(&outside, b"secret").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        let grants = [grant("rw", &root, Access::ReadWrite)];
+        let params = json!({"outside": outside.to_str().unwrap()});
+        let exchange = call_guest("escape", params, &grants, LONG).await.unwrap();
+        let error = exchange
+            .response
+            .outcome
+            .expect_err("every escape must fail");
+        assert_eq!(error.kind(), Some("path_escape"), "{error}");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"secret");
+        let mut names: Vec<_> = std::fs::read_dir(outer.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["outside.txt", "rw"],
+            "nothing was created beside the root"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_host_goes_on_after_every_kind_of_failure() {
+        for hostile in ["spin", "sleep", "flood", "panic", "silent_exit", "alloc"] {
+            call_guest(hostile, json!({}), &[], SHORT)
+                .await
+                .unwrap_err();
+        }
+        let exchange = call_guest("echo", json!({"n": 1}), &[], LONG)
+            .await
+            .unwrap();
+        assert_eq!(
+            exchange.response.outcome.unwrap(),
+            json!({"echo": {"n": 1}})
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_grant_is_a_spawn_error() {
+        let grants = [grant(
+            "gone",
+            Path::new("/nonexistent/modhost-root"),
+            Access::Read,
+        )];
+        let err = call_guest("echo", json!({}), &grants, LONG)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "spawn_failed", "{err}");
+        assert!(
+            err.to_string().contains("/nonexistent/modhost-root"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn compiled_cache_is_reused_and_a_corrupt_entry_recompiled() {
+        let home = tempfile::tempdir().unwrap();
+        let cache = home.path().join("cache/components");
+        let echo = guest("echo");
+        let first = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
+        assert_eq!(first.load(&echo).unwrap().origin(), LoadOrigin::Compiled);
+        // Same engine: the very same pre-instantiated component.
+        assert!(Arc::ptr_eq(
+            &first.load(&echo).unwrap(),
+            &first.load(&echo).unwrap()
+        ));
+        assert_eq!(
+            std::fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+
+        let restarted = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
+        assert_eq!(
+            restarted.load(&echo).unwrap().origin(),
+            LoadOrigin::DiskCache
+        );
+
+        let entries: Vec<_> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        let mut bytes = std::fs::read(&entries[0]).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&entries[0], &bytes).unwrap();
+        let after_corruption = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
+        assert_eq!(
+            after_corruption.load(&echo).unwrap().origin(),
+            LoadOrigin::Compiled
+        );
+        let again = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
+        assert_eq!(
+            again.load(&echo).unwrap().origin(),
+            LoadOrigin::DiskCache,
+            "rewritten"
+        );
+    }
+
+    #[test]
+    fn not_a_component_is_a_compile_error_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let bogus = dir.path().join("bogus.wasm");
+        std::fs::write(&bogus, b"\0asm garbage").unwrap();
+        let engine = WasmEngine::new(&dir.path().join("cache"), TEST_MEMORY_LIMIT).unwrap();
+        let err = engine.load(&bogus).unwrap_err();
+        assert!(matches!(err, WasmError::Compile { .. }), "{err}");
+        assert!(err.to_string().contains("bogus.wasm"), "{err}");
+    }
+}

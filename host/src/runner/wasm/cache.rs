@@ -1,0 +1,331 @@
+//! The compiled-component cache: `<home>/cache/components/`.
+//!
+//! Compiling a component takes hundreds of milliseconds; loading its
+//! serialized form takes about half a millisecond. Entries are keyed by the
+//! blake3 digest of the component's bytes and the engine's compatibility hash
+//! (`Engine::precompile_compatibility_hash`), so a new wasmtime or a changed
+//! engine configuration simply misses.
+//!
+//! Trust: `Component::deserialize` runs the bytes it is given as machine code,
+//! so an entry is only deserialized when
+//!
+//! - the cache directory is owned by this user and writable by nobody else
+//!   (created 0700; an existing directory is tightened to 0700, and a
+//!   directory owned by someone else disables the cache), and
+//! - the entry, opened without following symlinks, is a regular file owned by
+//!   this user and writable by nobody else, and
+//! - its header names the same component digest and compatibility hash, and
+//!   the blake3 digest of its payload matches (this catches truncation and
+//!   corruption; the ownership checks are what keep out anyone else's bytes).
+//!
+//! Anything else (stale, foreign, corrupt, unreadable) is a miss: the component
+//! is recompiled and the entry rewritten, never trusted and never a crash.
+//! Writes are atomic: a temporary file in the same directory, fsync, rename.
+
+use std::fs::{File, OpenOptions};
+use std::hash::{Hash, Hasher};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use wasmtime::Engine;
+use wasmtime::component::Component;
+
+/// The first bytes of every entry; bump the version when the layout changes.
+const MAGIC: &[u8; 16] = b"modhost-cwasm-v1";
+/// magic, component digest, compatibility digest, payload digest, payload length.
+const HEADER_LEN: usize = MAGIC.len() + 32 + 32 + 32 + 8;
+
+/// A directory of serialized components, or no cache at all.
+#[derive(Debug)]
+pub(super) struct ComponentCache {
+    dir: Option<PathBuf>,
+    compatibility: [u8; 32],
+}
+
+impl ComponentCache {
+    /// Open (creating, mode 0700) the cache at `dir`. A directory that cannot
+    /// be made private to this user disables the cache, with the reason.
+    pub(super) fn open(dir: &Path, engine: &Engine) -> (ComponentCache, Option<String>) {
+        let compatibility = compatibility_digest(engine);
+        match prepare_private_dir(dir) {
+            Ok(()) => (
+                ComponentCache {
+                    dir: Some(dir.to_owned()),
+                    compatibility,
+                },
+                None,
+            ),
+            Err(reason) => (
+                ComponentCache {
+                    dir: None,
+                    compatibility,
+                },
+                Some(format!(
+                    "compiled-component cache disabled ({}): {reason}; components are compiled on every start",
+                    dir.display()
+                )),
+            ),
+        }
+    }
+
+    fn entry_path(&self, digest: &blake3::Hash) -> Option<PathBuf> {
+        let compat = blake3::Hash::from(self.compatibility).to_hex();
+        let dir = self.dir.as_ref()?;
+        Some(dir.join(format!("{}.{}.cwasm", digest.to_hex(), &compat[..16])))
+    }
+
+    /// The cached component for these bytes, if a trustworthy entry exists.
+    pub(super) fn get(&self, engine: &Engine, digest: &blake3::Hash) -> Option<Component> {
+        let path = self.entry_path(digest)?;
+        let payload = match read_entry(&path, digest, &self.compatibility) {
+            Ok(Some(payload)) => payload,
+            Ok(None) => return None,
+            Err(reason) => {
+                tracing::debug!("ignoring compiled cache entry {}: {reason}", path.display());
+                return None;
+            }
+        };
+        match deserialize_own_entry(engine, &payload) {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::debug!("ignoring compiled cache entry {}: {e}", path.display());
+                None
+            }
+        }
+    }
+
+    /// Store the serialized `component`. Failure to cache is never fatal.
+    pub(super) fn put(&self, digest: &blake3::Hash, component: &Component) {
+        let Some(path) = self.entry_path(digest) else {
+            return;
+        };
+        let result = component
+            .serialize()
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|payload| write_entry(&path, digest, &self.compatibility, &payload));
+        if let Err(e) = result {
+            tracing::warn!(
+                "could not write compiled cache entry {}: {e}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// A stable digest of the engine's compatibility hash.
+fn compatibility_digest(engine: &Engine) -> [u8; 32] {
+    struct Blake3Hasher(blake3::Hasher);
+    impl Hasher for Blake3Hasher {
+        fn finish(&self) -> u64 {
+            let digest = self.0.finalize();
+            let mut first = [0u8; 8];
+            first.copy_from_slice(&digest.as_bytes()[..8]);
+            u64::from_le_bytes(first)
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+    }
+    let mut hasher = Blake3Hasher(blake3::Hasher::new());
+    engine.precompile_compatibility_hash().hash(&mut hasher);
+    *hasher.0.finalize().as_bytes()
+}
+
+fn prepare_private_dir(dir: &Path) -> Result<(), String> {
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("creating it: {e}")),
+    }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("inspecting it: {e}"))?;
+    if !meta.is_dir() {
+        return Err("it is not a directory".into());
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(format!(
+            "it is owned by uid {}, not this user (uid {me})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("making it private (0700): {e}"))?;
+    }
+    Ok(())
+}
+
+/// Read and verify an entry; `Ok(None)` when there is none.
+fn read_entry(
+    path: &Path,
+    digest: &blake3::Hash,
+    compatibility: &[u8; 32],
+) -> Result<Option<Vec<u8>>, String> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path);
+    let mut file = match file {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("opening: {e}")),
+    };
+    // Checked on the open descriptor, so nothing can be swapped in between.
+    let meta = file.metadata().map_err(|e| format!("inspecting: {e}"))?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_file() || meta.uid() != me || meta.mode() & 0o022 != 0 {
+        return Err("not a private regular file of this user".into());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.read_to_end(&mut bytes)
+        .map_err(|e| format!("reading: {e}"))?;
+    parse_entry(&bytes, digest, compatibility).map(|payload| Some(payload.to_vec()))
+}
+
+fn parse_entry<'a>(
+    bytes: &'a [u8],
+    digest: &blake3::Hash,
+    compatibility: &[u8; 32],
+) -> Result<&'a [u8], String> {
+    if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
+        return Err("not a modhost compiled-component entry".into());
+    }
+    let (header, payload) = bytes.split_at(HEADER_LEN);
+    let field = |n: usize| &header[MAGIC.len() + 32 * n..MAGIC.len() + 32 * (n + 1)];
+    if field(0) != digest.as_bytes() {
+        return Err("it is for other component bytes".into());
+    }
+    if field(1) != compatibility {
+        return Err("it was compiled by an incompatible engine".into());
+    }
+    let mut length = [0u8; 8];
+    length.copy_from_slice(&header[MAGIC.len() + 96..]);
+    if u64::from_le_bytes(length) != payload.len() as u64 {
+        return Err("truncated".into());
+    }
+    if field(2) != blake3::hash(payload).as_bytes() {
+        return Err("corrupt (payload digest mismatch)".into());
+    }
+    Ok(payload)
+}
+
+/// Deserialize a payload that [`read_entry`] verified.
+#[allow(unsafe_code)]
+fn deserialize_own_entry(engine: &Engine, payload: &[u8]) -> wasmtime::Result<Component> {
+    // SAFETY: `Component::deserialize` requires bytes produced by
+    // `Component::serialize` of a compatible engine, because it maps them as
+    // executable code. These bytes were: `read_entry` only returns the payload
+    // of a regular file (not a symlink) owned by this user, writable by no one
+    // else, inside a directory this host created 0700 and owns; the header
+    // names this component's digest and this engine's compatibility hash, and
+    // the payload's blake3 digest matches the one written beside it by
+    // `write_entry`, which only ever writes `Component::serialize` output. The
+    // only party able to forge such a file is this user, who can already run
+    // anything as the host. wasmtime also re-checks the engine configuration.
+    unsafe { Component::deserialize(engine, payload) }
+}
+
+fn write_entry(
+    path: &Path,
+    digest: &blake3::Hash,
+    compatibility: &[u8; 32],
+    payload: &[u8],
+) -> std::io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let temp = dir.join(format!(
+        ".tmp-{}-{}-{}",
+        digest.to_hex(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(MAGIC)?;
+        file.write_all(digest.as_bytes())?;
+        file.write_all(compatibility)?;
+        file.write_all(blake3::hash(payload).as_bytes())?;
+        file.write_all(&(payload.len() as u64).to_le_bytes())?;
+        file.write_all(payload)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        // Make the rename itself durable.
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_verified_field_by_field() {
+        let digest = blake3::hash(b"component bytes");
+        let compat = [7u8; 32];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("entry");
+        write_entry(&path, &digest, &compat, b"payload").unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(parse_entry(&bytes, &digest, &compat).unwrap(), b"payload");
+        assert!(parse_entry(&bytes, &blake3::hash(b"other"), &compat).is_err());
+        assert!(parse_entry(&bytes, &digest, &[8u8; 32]).is_err());
+        assert!(parse_entry(&bytes[..bytes.len() - 1], &digest, &compat).is_err());
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(
+            parse_entry(&flipped, &digest, &compat)
+                .unwrap_err()
+                .contains("corrupt")
+        );
+        assert!(parse_entry(b"short", &digest, &compat).is_err());
+        // The temporary file is gone after the rename.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn symlinked_and_shared_entries_are_refused() {
+        let digest = blake3::hash(b"component bytes");
+        let compat = [7u8; 32];
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        write_entry(&real, &digest, &compat, b"payload").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(read_entry(&link, &digest, &compat).is_err());
+        assert!(read_entry(&real, &digest, &compat).unwrap().is_some());
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o666)).unwrap();
+        assert!(read_entry(&real, &digest, &compat).is_err());
+        assert_eq!(
+            read_entry(&dir.path().join("missing"), &digest, &compat),
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn the_cache_dir_is_made_private() {
+        let home = tempfile::tempdir().unwrap();
+        let dir = home.path().join("cache/components");
+        prepare_private_dir(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        prepare_private_dir(&dir).unwrap();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        let file = home.path().join("file");
+        std::fs::write(&file, b"").unwrap();
+        assert!(prepare_private_dir(&file).is_err());
+    }
+}

@@ -1,0 +1,98 @@
+//! `modhost__knowledge`: the digest-verified knowledge loader as an ordinary,
+//! read-only tool, so an agent can read a module's guide before using it
+//! without the operator pasting it anywhere.
+
+use std::collections::BTreeMap;
+
+use modproto::{Cost, Effects};
+use serde_json::{Value, json};
+
+use super::{Hints, ModuleEntry, ToolDef, ToolOutcome};
+use crate::approval::{Decision, Verdict};
+use crate::knowledge::{self, Selection};
+
+/// The knowledge tool's name; `modhost` is not a module id any module can
+/// take without colliding (and being refused) at registration.
+pub const KNOWLEDGE_TOOL: &str = "modhost__knowledge";
+
+/// The tool's definition; the module list is spelled out in the schema so a
+/// model cannot guess a module that is not there.
+pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
+    let ids: Vec<&str> = modules
+        .iter()
+        .filter(|m| !m.descriptor.knowledge.is_empty())
+        .map(|m| m.descriptor.id.as_str())
+        .collect();
+    let mut module_schema = json!({"type": "string", "description": "the module id"});
+    if !ids.is_empty() {
+        module_schema["enum"] = json!(ids);
+    }
+    ToolDef {
+        name: KNOWLEDGE_TOOL.to_owned(),
+        module: "modhost".to_owned(),
+        capability: "knowledge".to_owned(),
+        title: "Module knowledge".to_owned(),
+        description: "Read the guides a module ships for agents (its overlays, or one skill by id). \
+                      Each document comes with a line naming the module, version, document and sha256 \
+                      it was verified against.\n\nEffects:\n- reads module guides only\n- writes nothing\n\
+                      - no network access\n- runs no other programs\n- cost: trivial (milliseconds of local work)"
+            .to_owned(),
+        input_schema: json!({
+            "type": "object",
+            "properties": {
+                "module": module_schema,
+                "skill": {"type": "string", "description": "one skill id; leave out for every overlay and skill"}
+            },
+            "required": ["module"],
+            "additionalProperties": false
+        }),
+        output_schema: None,
+        effects: Effects { cost: Cost::Trivial, ..Effects::default() },
+        hints: Hints { read_only: true, destructive: false, idempotent: true, open_world: false },
+        approval: Decision {
+            verdict: Verdict::Allow,
+            rule: "built-in: reads verified module knowledge only".to_owned(),
+        },
+    }
+}
+
+/// Answer one call.
+pub fn run(modules: &BTreeMap<String, ModuleEntry>, input: &Value) -> ToolOutcome {
+    let Some(module_id) = input.get("module").and_then(Value::as_str) else {
+        return ToolOutcome::failure(format!(
+            "{KNOWLEDGE_TOOL} failed (invalid_input): \"module\" (a string) is required\n\
+             What to do: call again with {{\"module\": \"<id>\"}}"
+        ));
+    };
+    let skill = match input.get("skill") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(_) => {
+            return ToolOutcome::failure(format!(
+                "{KNOWLEDGE_TOOL} failed (invalid_input): \"skill\" must be a string"
+            ));
+        }
+    };
+    let Some(module) = modules.get(module_id) else {
+        let known: Vec<&str> = modules.keys().map(String::as_str).collect();
+        return ToolOutcome::failure(format!(
+            "{KNOWLEDGE_TOOL} failed (not_found): no module {module_id:?}\nWhat to do: use one of: {}",
+            known.join(", ")
+        ));
+    };
+    let selection = skill.map_or(Selection::All, Selection::Skill);
+    let loaded = knowledge::load(&module.descriptor, module.dir.as_deref(), selection);
+    let mut text = loaded.render();
+    if loaded.overlays.is_empty() && loaded.skills.is_empty() {
+        text.insert_str(
+            0,
+            &format!("module {module_id} has no verified knowledge to show\n"),
+        );
+    }
+    ToolOutcome {
+        is_error: false,
+        text: text.trim_end().to_owned(),
+        structured: Some(serde_json::to_value(&loaded).unwrap_or(Value::Null)),
+        artifacts: Vec::new(),
+    }
+}

@@ -1,0 +1,10 @@
+//! Hostile: spins forever in pure computation (no host calls), so only epoch
+//! interruption can stop it.
+
+fn main() {
+    let _request = modhost_guests::read_request();
+    let mut counter: u64 = 0;
+    loop {
+        counter = std::hint::black_box(counter.wrapping_add(1));
+    }
+}

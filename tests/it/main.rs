@@ -1,0 +1,14 @@
+//! End-to-end tests: the `modhost` binary against the real `files` module and
+//! the fixture modules in `tests/fixtures/`, each test in a fresh host home.
+//!
+//! Everything goes through the CLI, the surface operators and scripts use:
+//! `--json` output is asserted field by field, and errors by their exact
+//! kind. Support code (building the binaries, temporary homes, the process
+//! table) lives in [`support`].
+
+mod cli;
+mod discovery;
+mod files_module;
+mod misbehaving;
+mod roots;
+mod support;

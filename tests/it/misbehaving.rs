@@ -1,0 +1,165 @@
+//! Modules that misbehave on `invoke`: each failure has its exact kind, the
+//! host goes on (a good call right after works), and nothing the call started
+//! is left running.
+
+use serde_json::{Value, json};
+
+use crate::support::{Fixture, Home, is_alive, live_group_members, wait_until_empty};
+
+/// A home with one misbehaving fixture (installed as `id`) beside the echo
+/// fixture that proves the host goes on.
+fn home_with(fixture: Fixture, id: &str) -> Home {
+    let home = Home::new();
+    home.install(fixture, id);
+    home.install(Fixture::Echo, "echo");
+    home
+}
+
+#[track_caller]
+fn assert_host_goes_on(home: &Home) {
+    let result = home
+        .invoke("echo", "echo.echo", &json!({"after": "misbehaviour"}), &[])
+        .invoke_result();
+    assert_eq!(
+        result["output"]["request"]["input"],
+        json!({"after": "misbehaviour"})
+    );
+    home.assert_no_module_processes();
+}
+
+#[test]
+fn a_module_that_crashes_before_answering_is_crashed_with_status_and_stderr() {
+    let home = home_with(Fixture::Crash, "crash");
+    let run = home.invoke("crash", "crash.run", &json!({}), &[]);
+    let error = run.invoke_error();
+    assert_eq!(error["kind"], "crashed", "{error:#}");
+    assert!(
+        error["message"].as_str().unwrap_or_default().contains('3'),
+        "exit status missing: {error:#}"
+    );
+    // The bounded tail of stderr is carried with the error, wherever the host
+    // chose to put it in the error object.
+    assert!(
+        error.to_string().contains("marker 7f3a"),
+        "stderr tail missing: {error:#}"
+    );
+    home.assert_no_module_processes();
+    assert_host_goes_on(&home);
+}
+
+#[test]
+fn a_module_that_hangs_times_out_and_is_killed() {
+    let home = home_with(Fixture::Hang, "hang");
+    let run = home.invoke("hang", "hang.run", &json!({}), &["--deadline-ms", "300"]);
+    let error = run.invoke_error();
+    assert_eq!(error["kind"], "timeout", "{error:#}");
+    assert!(
+        error.to_string().contains("sleeping forever"),
+        "stderr tail missing: {error:#}"
+    );
+    home.assert_no_module_processes();
+    assert_host_goes_on(&home);
+}
+
+#[test]
+fn a_module_that_answers_garbage_is_a_bad_response() {
+    let home = home_with(Fixture::Garbage, "garbage");
+    let error = home
+        .invoke("garbage", "garbage.run", &json!({}), &[])
+        .invoke_error();
+    assert_eq!(error["kind"], "bad_response", "{error:#}");
+    home.assert_no_module_processes();
+    assert_host_goes_on(&home);
+}
+
+#[test]
+fn a_huge_answer_hits_the_output_limit() {
+    let home = home_with(Fixture::Huge, "huge");
+    let run = home.invoke(
+        "huge",
+        "huge.run",
+        &json!({}),
+        &["--max-output-bytes", "65536"],
+    );
+    let error = run.invoke_error();
+    assert_eq!(error["kind"], "output_limit", "{error:#}");
+    assert!(
+        run.stdout.len() < 65536,
+        "the oversized output was passed on ({} bytes)",
+        run.stdout.len()
+    );
+    home.assert_no_module_processes();
+
+    // The default cap (1 MiB) is also below the fixture's 4 MiB.
+    let error = home
+        .invoke("huge", "huge.run", &json!({}), &[])
+        .invoke_error();
+    assert_eq!(error["kind"], "output_limit", "{error:#}");
+    home.assert_no_module_processes();
+    assert_host_goes_on(&home);
+}
+
+#[test]
+fn a_grandchild_holding_stdout_neither_hangs_the_call_nor_survives_it() {
+    let home = home_with(Fixture::Grandchild, "grandchild");
+    // Discovery runs describe, which leaves a grandchild too.
+    let entry = home.entry("grandchild");
+    assert_eq!(entry["status"], "enabled", "{entry:#}");
+    home.assert_no_module_processes();
+
+    let result = home
+        .invoke("grandchild", "grandchild.run", &json!({}), &[])
+        .invoke_result();
+    let pid = pid_field(&result["output"], "pid");
+    let grandchild_pid = pid_field(&result["output"], "grandchild_pid");
+    // The module led its own process group; nothing in it may be left.
+    let left = wait_until_empty(|| live_group_members(pid));
+    assert!(
+        left.is_empty(),
+        "processes of the call's group survived: {left:#?}"
+    );
+    assert!(
+        !is_alive(grandchild_pid),
+        "grandchild {grandchild_pid} survived the call"
+    );
+    home.assert_no_module_processes();
+    assert_host_goes_on(&home);
+}
+
+fn pid_field(output: &Value, key: &str) -> u32 {
+    output[key]
+        .as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .unwrap_or_else(|| panic!("no {key} in {output:#}"))
+}
+
+#[test]
+fn a_module_that_violates_its_output_schema_is_invalid_output() {
+    let home = Home::new();
+    home.install(Fixture::Echo, "echo");
+    let run = home.invoke("echo", "echo.bad_output", &json!({}), &[]);
+    let error = run.invoke_error();
+    assert_eq!(error["kind"], "invalid_output", "{error:#}");
+    assert!(
+        !run.stdout.contains("not an integer\"}"),
+        "the invalid output was passed on: {}",
+        run.stdout
+    );
+    assert_host_goes_on(&home);
+}
+
+#[test]
+fn an_unknown_capability_is_refused_without_running_the_module() {
+    let home = Home::new();
+    home.install(Fixture::Echo, "echo");
+    let counter = home.outside().join("counter");
+    let counter_env = counter.to_string_lossy().into_owned();
+    let args = ["invoke", "echo", "echo.nope", "--json", "--input", "{}"];
+    let run = home.run_with_env(&args, &[("MODHOST_TEST_COUNTER", &counter_env)]);
+    assert_ne!(run.code, 0, "{run:#?}");
+    assert_eq!(
+        crate::support::counted(&counter, "echo invoke"),
+        0,
+        "the module was run for an unknown capability"
+    );
+}
