@@ -61,21 +61,29 @@ fn bare_spawn(path: &Path, line: &str) -> Duration {
     stdin.write_all(b"\n").unwrap();
     drop(stdin);
     let mut response = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut response).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut response)
+        .unwrap();
     child.wait().unwrap();
     assert!(response.contains("pong"));
     started.elapsed()
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let temp = tempfile::tempdir().unwrap();
 
     // 1. Invoke latency.
     let home = temp.path().join("invoke-home");
     let module = install(&home, "trivial");
-    let host = Host::open(HostOptions { home: Some(home.clone()), workspace: Some(temp.path().into()) })
-        .unwrap();
+    let host = Host::open(HostOptions {
+        home: Some(home.clone()),
+        workspace: Some(temp.path().into()),
+    })
+    .unwrap();
     let line = serde_json::to_string(&json!({"jsonrpc": "2.0", "id": 1, "method": "invoke", "params": {
         "protocol": "1.0", "contract_version": "1.0", "request_id": "bench", "capability": "trivial.ping",
         "input": {}, "roots": {}, "binaries": {}, "deadline_ms": 30000, "max_output_bytes": 1048576
@@ -86,23 +94,57 @@ fn main() {
     runtime.block_on(async {
         host.discover().await; // warm the describe cache
         for _ in 0..10 {
-            host.invoke(InvokeRequest::new("trivial", "trivial.ping", json!({}))).await.unwrap();
+            host.invoke(InvokeRequest::new("trivial", "trivial.ping", json!({})))
+                .await
+                .unwrap();
             bare_spawn(&module, &line);
         }
         // Interleave so both see the same machine load.
         for _ in 0..INVOKE_RUNS {
             let started = Instant::now();
-            let outcome =
-                host.invoke(InvokeRequest::new("trivial", "trivial.ping", json!({}))).await.unwrap();
+            let outcome = host
+                .invoke(InvokeRequest::new("trivial", "trivial.ping", json!({})))
+                .await
+                .unwrap();
             host_samples.push(started.elapsed());
             assert_eq!(outcome.result.output, json!({"pong": true}));
             bare_samples.push(bare_spawn(&module, &line));
         }
     });
+    if std::env::var_os("MODHOST_BENCH_BREAKDOWN").is_some() {
+        runtime.block_on(async {
+            let mut find = Vec::new();
+            let mut run = Vec::new();
+            for _ in 0..INVOKE_RUNS {
+                let started = Instant::now();
+                host.module("trivial").await.unwrap();
+                find.push(started.elapsed());
+                let call = modhost::runner::Call {
+                    request_line: &line,
+                    limits: modhost::runner::CallLimits::default(),
+                    grants: &[],
+                    network: false,
+                };
+                let started = Instant::now();
+                modhost::runner::native::run(&module, &call, None)
+                    .await
+                    .unwrap();
+                run.push(started.elapsed());
+            }
+            println!("  module lookup p50 {:?}", p50(find));
+            println!("  native run    p50 {:?}", p50(run));
+        });
+    }
     let host_p50 = p50(host_samples);
     let bare_p50 = p50(bare_samples);
-    println!("invoke via host library  p50 {:>9.3} ms", host_p50.as_secs_f64() * 1e3);
-    println!("bare spawn, same request p50 {:>9.3} ms", bare_p50.as_secs_f64() * 1e3);
+    println!(
+        "invoke via host library  p50 {:>9.3} ms",
+        host_p50.as_secs_f64() * 1e3
+    );
+    println!(
+        "bare spawn, same request p50 {:>9.3} ms",
+        bare_p50.as_secs_f64() * 1e3
+    );
     println!(
         "ratio host/bare          {:>9.2}   (target <= 1.5)",
         host_p50.as_secs_f64() / bare_p50.as_secs_f64()
@@ -113,7 +155,11 @@ fn main() {
     for i in 0..MODULES {
         install(&home, &format!("mod{i:03}"));
     }
-    let host = Host::open(HostOptions { home: Some(home), workspace: Some(temp.path().into()) }).unwrap();
+    let host = Host::open(HostOptions {
+        home: Some(home),
+        workspace: Some(temp.path().into()),
+    })
+    .unwrap();
     let samples = runtime.block_on(async {
         let first = host.discover().await;
         assert_eq!(first.len(), MODULES);

@@ -163,11 +163,14 @@ fn main() {
     drop(engine);
     let mut first_call = Vec::with_capacity(RESTARTS);
     let mut engine_only = Vec::with_capacity(RESTARTS);
+    let mut load_only = Vec::with_capacity(RESTARTS);
     for _ in 0..RESTARTS {
         let t = Instant::now();
         let engine = WasmEngine::new(&cache, 256 << 20).unwrap();
         engine_only.push(t.elapsed());
+        let loading = Instant::now();
         let component = engine.load(&echo).unwrap();
+        load_only.push(loading.elapsed());
         assert_eq!(
             component.origin(),
             modhost::runner::wasm::LoadOrigin::DiskCache
@@ -178,6 +181,7 @@ fn main() {
         first_call.push(t.elapsed());
     }
     report("restart: engine setup only", &mut engine_only);
+    report("restart: load from the compiled cache only", &mut load_only);
     let p50 = report(
         "restart: engine + cached load + first call",
         &mut first_call,

@@ -26,12 +26,18 @@ pub struct CheckedArtifact {
 
 /// Keep the artifacts that lie inside granted roots; a warning for each
 /// dropped one.
-pub fn check_artifacts(artifacts: &[ArtifactRef], grants: &[Grant]) -> (Vec<CheckedArtifact>, Vec<String>) {
+pub fn check_artifacts(
+    artifacts: &[ArtifactRef],
+    grants: &[Grant],
+) -> (Vec<CheckedArtifact>, Vec<String>) {
     let mut kept = Vec::new();
     let mut warnings = Vec::new();
     for artifact in artifacts {
         match locate(artifact, grants) {
-            Ok(host_path) => kept.push(CheckedArtifact { artifact: artifact.clone(), host_path }),
+            Ok(host_path) => kept.push(CheckedArtifact {
+                artifact: artifact.clone(),
+                host_path,
+            }),
             Err(problem) => warnings.push(format!(
                 "artifact {:?} in root {:?} dropped: {problem}",
                 artifact.path, artifact.root
@@ -54,7 +60,10 @@ fn locate(artifact: &ArtifactRef, grants: &[Grant]) -> Result<PathBuf, String> {
     let file = std::fs::canonicalize(root.join(&artifact.path))
         .map_err(|e| format!("the file does not resolve: {e}"))?;
     if !file.starts_with(&root) {
-        return Err(format!("it resolves to {}, outside its root", file.display()));
+        return Err(format!(
+            "it resolves to {}, outside its root",
+            file.display()
+        ));
     }
     Ok(file)
 }
@@ -65,7 +74,12 @@ mod tests {
     use modproto::Access;
 
     fn artifact(root: &str, path: &str) -> ArtifactRef {
-        ArtifactRef { root: root.into(), path: path.into(), media_type: None, title: None }
+        ArtifactRef {
+            root: root.into(),
+            path: path.into(),
+            media_type: None,
+            title: None,
+        }
     }
 
     #[test]
@@ -95,6 +109,9 @@ mod tests {
         assert_eq!(kept.len(), 1);
         assert_eq!(kept[0].host_path, root.join("sub/report.md"));
         assert_eq!(warnings.len(), 5, "{warnings:?}");
-        assert!(warnings.iter().any(|w| w.contains("outside its root")), "{warnings:?}");
+        assert!(
+            warnings.iter().any(|w| w.contains("outside its root")),
+            "{warnings:?}"
+        );
     }
 }

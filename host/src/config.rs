@@ -2,6 +2,7 @@
 //!
 //! ```toml
 //! pins = "enforce"                 # "enforce" | "warn" | "off"
+//! confinement = "best-effort"      # "required" | "best-effort" | "off" (see crate::confine)
 //!
 //! [source_roots]                   # name = absolute path, granted read-only
 //! transcripts = "/home/me/.sessions"
@@ -31,6 +32,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::approval::ApprovalConfig;
+use crate::confine::ConfinementMode;
 use crate::overrides::CapabilityOverride;
 use crate::runner::CallLimits;
 
@@ -41,6 +43,9 @@ pub struct Config {
     /// How integrity pins are applied (pins arrive with issue 3; stored now).
     #[serde(default)]
     pub pins: PinsMode,
+    /// How native calls are confined (landlock, resource limits).
+    #[serde(default)]
+    pub confinement: ConfinementMode,
     /// Operator-supplied source roots by name.
     #[serde(default)]
     pub source_roots: BTreeMap<String, PathBuf>,
@@ -78,6 +83,10 @@ pub struct Limits {
     pub describe_timeout_ms: u64,
     /// How many modules are described at once.
     pub describe_concurrency: usize,
+    /// Copied from the top-level `confinement` key so every call built from
+    /// these limits (invoke and describe alike) carries it.
+    #[serde(skip)]
+    pub confinement: ConfinementMode,
 }
 
 impl Default for Limits {
@@ -88,6 +97,7 @@ impl Default for Limits {
             max_output_bytes: call.max_output_bytes,
             describe_timeout_ms: 10_000,
             describe_concurrency: 4,
+            confinement: call.confinement,
         }
     }
 }
@@ -98,6 +108,7 @@ impl Limits {
         CallLimits {
             deadline: Duration::from_millis(self.deadline_ms),
             max_output_bytes: self.max_output_bytes,
+            confinement: self.confinement,
         }
     }
 
@@ -106,6 +117,7 @@ impl Limits {
         CallLimits {
             deadline: Duration::from_millis(self.describe_timeout_ms),
             max_output_bytes: self.max_output_bytes,
+            confinement: self.confinement,
         }
     }
 }
@@ -140,10 +152,11 @@ impl Config {
 
     /// Parse the text of a config file; `path` is only used in messages.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string().trim_end().to_owned(),
         })?;
+        config.limits.confinement = config.confinement;
         let invalid = |message: String| ConfigError::Invalid {
             path: path.to_path_buf(),
             message,

@@ -392,7 +392,7 @@ impl Confinement {
     /// Arrange for the child spawned by `command` to enter this confinement
     /// just before `exec`. The ruleset descriptor moves into the command and
     /// is closed with it (and, being close-on-exec, never reaches the module).
-    pub fn apply_to(self, command: &mut tokio::process::Command) {
+    pub fn apply_to(self, command: &mut std::process::Command) {
         #[cfg(target_os = "linux")]
         {
             let Confinement {
@@ -581,7 +581,8 @@ mod child {
         }
 
         #[allow(unsafe_code)]
-        pub(super) fn install(self, command: &mut tokio::process::Command) {
+        pub(super) fn install(self, command: &mut std::process::Command) {
+            use std::os::unix::process::CommandExt;
             // SAFETY: the closure runs in the forked child before exec, where
             // only async-signal-safe work is allowed. It performs raw
             // syscalls (setrlimit, prctl, landlock_restrict_self) on plain

@@ -69,7 +69,11 @@ impl DescribeCache {
             .ok()
             .and_then(|bytes| serde_json::from_slice(&bytes).ok())
             .unwrap_or_default();
-        DescribeCache { dir: dir.to_path_buf(), index, dirty: false }
+        DescribeCache {
+            dir: dir.to_path_buf(),
+            index,
+            dirty: false,
+        }
     }
 
     /// The digest of the file at `path` if the index still vouches for it.
@@ -82,7 +86,10 @@ impl DescribeCache {
 
     /// Remember that the file at `path`, as it is now, has `digest`.
     pub fn record_digest(&mut self, path: &Path, fingerprint: Fingerprint, digest: &str) {
-        let entry = IndexEntry { fingerprint, digest: digest.to_owned() };
+        let entry = IndexEntry {
+            fingerprint,
+            digest: digest.to_owned(),
+        };
         self.index.insert(path.to_path_buf(), entry);
         self.dirty = true;
     }
@@ -118,7 +125,10 @@ impl DescribeCache {
         match serde_json::to_vec(&self.index) {
             Ok(bytes) => {
                 if let Err(e) = write_atomically(&self.dir.join(INDEX_FILE), &bytes) {
-                    tracing::warn!("could not write {}: {e}", self.dir.join(INDEX_FILE).display());
+                    tracing::warn!(
+                        "could not write {}: {e}",
+                        self.dir.join(INDEX_FILE).display()
+                    );
                 }
             }
             Err(e) => tracing::warn!("could not serialize the describe index: {e}"),
@@ -147,7 +157,10 @@ fn is_hex_digest(s: &str) -> bool {
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let result = (|| {
         let mut file = std::fs::File::create(&temp)?;
@@ -175,14 +188,21 @@ mod tests {
         let digest = digest_file(&module).unwrap();
 
         let mut cache = DescribeCache::load(&dir.path().join("cache"));
-        assert!(cache.indexed_digest(&module, Fingerprint::of(&meta)).is_none());
+        assert!(
+            cache
+                .indexed_digest(&module, Fingerprint::of(&meta))
+                .is_none()
+        );
         assert!(cache.result(&digest).is_none());
         cache.record_digest(&module, Fingerprint::of(&meta), &digest);
         cache.store_result(&digest, &json!({"id": "m"})).unwrap();
         cache.save(Some(std::slice::from_ref(&module)));
 
         let cache = DescribeCache::load(&dir.path().join("cache"));
-        assert_eq!(cache.indexed_digest(&module, Fingerprint::of(&meta)), Some(digest.as_str()));
+        assert_eq!(
+            cache.indexed_digest(&module, Fingerprint::of(&meta)),
+            Some(digest.as_str())
+        );
         assert_eq!(cache.result(&digest).unwrap()["id"], "m");
     }
 
@@ -214,7 +234,11 @@ mod tests {
     #[test]
     fn save_drops_entries_of_vanished_modules() {
         let dir = tempfile::tempdir().unwrap();
-        let fp = Fingerprint { size: 1, mtime_ns: 1, inode: 1 };
+        let fp = Fingerprint {
+            size: 1,
+            mtime_ns: 1,
+            inode: 1,
+        };
         let mut cache = DescribeCache::load(dir.path());
         cache.record_digest(Path::new("/gone"), fp, &"b".repeat(64));
         cache.record_digest(Path::new("/kept"), fp, &"c".repeat(64));

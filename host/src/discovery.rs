@@ -155,7 +155,9 @@ impl InstalledModule {
 pub fn is_module_id(id: &str) -> bool {
     id.len() <= 64
         && id.starts_with(|c: char| c.is_ascii_lowercase())
-        && id.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
 /// Something under `modules/` that looks like a module, before describe.
@@ -174,6 +176,38 @@ struct Candidate {
 ///
 /// Always the whole folder: whether an id is claimed twice can only be known
 /// by looking at every module, and the cache makes looking cheap.
+/// The entry of a pinned module whose files are gone: broken, kind
+/// `missing`, with where it came from.
+pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> InstalledModule {
+    let folder = layout.module_dir(&record.module);
+    let source = record
+        .source
+        .as_deref()
+        .map(|s| format!(" (installed from {s})"))
+        .unwrap_or_default();
+    InstalledModule {
+        id: record.module.clone(),
+        version: Some(record.version.clone()),
+        path: folder.clone(),
+        folder: None,
+        transport: Transport::Native,
+        status: ModuleStatus::Broken,
+        disabled: false,
+        descriptor: None,
+        digest: Some(record.digest.clone()),
+        warnings: Vec::new(),
+        host_warnings: Vec::new(),
+        error: Some(ModuleError {
+            kind: "missing".into(),
+            message: format!(
+                "pinned{source} but its files are gone from {}; reinstall it, or `modhost remove {}` to forget it",
+                folder.display(),
+                record.module
+            ),
+        }),
+    }
+}
+
 pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModule> {
     let candidates = scan(&layout.modules_dir());
     let mut cache = DescribeCache::load(&layout.describe_cache_dir());
@@ -185,13 +219,17 @@ pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModu
     }
 
     // Phase 2: describe the cache misses, a few at a time.
-    let semaphore = Arc::new(tokio::sync::Semaphore::new(limits.describe_concurrency.max(1)));
+    let semaphore = Arc::new(tokio::sync::Semaphore::new(
+        limits.describe_concurrency.max(1),
+    ));
     let mut tasks = tokio::task::JoinSet::new();
     for (index, item) in prepared.iter().enumerate() {
         if item.result.is_some() || item.candidate.error.is_some() {
             continue;
         }
-        let Some(executable) = item.candidate.executable.clone() else { continue };
+        let Some(executable) = item.candidate.executable.clone() else {
+            continue;
+        };
         let semaphore = Arc::clone(&semaphore);
         let call_limits = limits.describe();
         tasks.spawn(async move {
@@ -207,8 +245,10 @@ pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModu
     }
 
     // Phase 3: parse, check, cache.
-    let mut modules: Vec<InstalledModule> =
-        prepared.into_iter().map(|item| finish(item, &cache)).collect();
+    let mut modules: Vec<InstalledModule> = prepared
+        .into_iter()
+        .map(|item| finish(item, &cache))
+        .collect();
     check_duplicate_ids(&mut modules);
     let live: Vec<PathBuf> = modules.iter().map(|m| m.path.clone()).collect();
     cache.save(Some(&live));
@@ -220,7 +260,12 @@ pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModu
 pub async fn describe(path: &Path, limits: runner::CallLimits) -> Result<Value, ModuleError> {
     let request = Request::new(1, modproto::METHOD_DESCRIBE, None);
     let line = serde_json::to_string(&request).unwrap_or_default();
-    let call = Call { request_line: &line, limits, grants: &[], network: false };
+    let call = Call {
+        request_line: &line,
+        limits,
+        grants: &[],
+        network: false,
+    };
     match runner::run(Transport::of_path(path), path, &call, None).await {
         Ok(exchange) => match exchange.response.outcome {
             Ok(value) => Ok(value),
@@ -239,7 +284,10 @@ fn run_error(err: &RunError) -> ModuleError {
     if !tail.is_empty() {
         message.push_str(&format!("; stderr: {}", last_line(tail)));
     }
-    ModuleError { kind: err.kind().to_owned(), message }
+    ModuleError {
+        kind: err.kind().to_owned(),
+        message,
+    }
 }
 
 fn last_line(text: &str) -> &str {
@@ -264,7 +312,12 @@ struct Prepared {
 }
 
 fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
-    let prepared = |candidate, digest, result| Prepared { candidate, digest, result, described: None };
+    let prepared = |candidate, digest, result| Prepared {
+        candidate,
+        digest,
+        result,
+        described: None,
+    };
     let Some(executable) = candidate.executable.clone() else {
         return prepared(candidate, None, None);
     };
@@ -306,7 +359,12 @@ fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
 }
 
 fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
-    let Prepared { candidate, digest, result, described } = item;
+    let Prepared {
+        candidate,
+        digest,
+        result,
+        described,
+    } = item;
     let transport = candidate
         .executable
         .as_deref()
@@ -356,10 +414,14 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
             return module;
         }
     };
-    if fresh && let Some(digest) = &digest {
-        if let Err(e) = cache.store_result(digest, &value) {
-            tracing::warn!("could not cache the describe result of {}: {e}", module.path.display());
-        }
+    if fresh
+        && let Some(digest) = &digest
+        && let Err(e) = cache.store_result(digest, &value)
+    {
+        tracing::warn!(
+            "could not cache the describe result of {}: {e}",
+            module.path.display()
+        );
     }
     if candidate.folder.is_some() && descriptor.id != candidate.name {
         module.error = Some(ModuleError {
@@ -383,7 +445,11 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
     module.warnings = descriptor.warnings.clone();
     module.descriptor = Some(Arc::new(descriptor));
     if module.error.is_none() {
-        module.status = if module.disabled { ModuleStatus::Disabled } else { ModuleStatus::Enabled };
+        module.status = if module.disabled {
+            ModuleStatus::Disabled
+        } else {
+            ModuleStatus::Enabled
+        };
     }
     module
 }
@@ -451,7 +517,10 @@ fn scan(modules_dir: &Path) -> Vec<Candidate> {
                 error: None,
             });
         } else {
-            tracing::debug!("skipping {}: not an executable or component", path.display());
+            tracing::debug!(
+                "skipping {}: not an executable or component",
+                path.display()
+            );
         }
     }
     candidates
@@ -478,7 +547,10 @@ fn scan_folder(name: String, folder: PathBuf) -> Candidate {
             let mut found: Vec<PathBuf> = entries
                 .filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+                .filter(|p| {
+                    !p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                })
                 .filter(|p| std::fs::metadata(p).is_ok_and(|m| is_module_file(p, &m)))
                 .collect();
             found.sort();
@@ -487,26 +559,32 @@ fn scan_folder(name: String, folder: PathBuf) -> Candidate {
             } else if found.len() == 1 {
                 (found.pop(), None)
             } else if found.is_empty() {
-                (None, Some(ModuleError {
-                    kind: "no_executable".into(),
-                    message: format!(
-                        "{} holds no executable or .wasm component; reinstall the module or remove the folder",
-                        folder.display()
-                    ),
-                }))
+                (
+                    None,
+                    Some(ModuleError {
+                        kind: "no_executable".into(),
+                        message: format!(
+                            "{} holds no executable or .wasm component; reinstall the module or remove the folder",
+                            folder.display()
+                        ),
+                    }),
+                )
             } else {
                 let names: Vec<String> = found
                     .iter()
                     .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                     .collect();
-                (None, Some(ModuleError {
-                    kind: "ambiguous_executable".into(),
-                    message: format!(
-                        "{} holds several executables ({}); name the module's executable {name:?}",
-                        folder.display(),
-                        names.join(", ")
-                    ),
-                }))
+                (
+                    None,
+                    Some(ModuleError {
+                        kind: "ambiguous_executable".into(),
+                        message: format!(
+                            "{} holds several executables ({}); name the module's executable {name:?}",
+                            folder.display(),
+                            names.join(", ")
+                        ),
+                    }),
+                )
             }
         }
         Err(e) => {
@@ -514,19 +592,32 @@ fn scan_folder(name: String, folder: PathBuf) -> Candidate {
                 "could not read the module folder {}: {e}; treating the module as enabled",
                 folder.display()
             ));
-            match preferred.iter().find(|p| std::fs::metadata(p).is_ok_and(|m| is_module_file(p, &m))) {
+            match preferred
+                .iter()
+                .find(|p| std::fs::metadata(p).is_ok_and(|m| is_module_file(p, &m)))
+            {
                 Some(p) => (Some(p.clone()), None),
-                None => (None, Some(ModuleError {
-                    kind: "no_executable".into(),
-                    message: format!(
-                        "{} cannot be listed and has no file named {name:?}: {e}",
-                        folder.display()
-                    ),
-                })),
+                None => (
+                    None,
+                    Some(ModuleError {
+                        kind: "no_executable".into(),
+                        message: format!(
+                            "{} cannot be listed and has no file named {name:?}: {e}",
+                            folder.display()
+                        ),
+                    }),
+                ),
             }
         }
     };
-    Candidate { name, executable, folder: Some(folder), disabled, host_warnings, error }
+    Candidate {
+        name,
+        executable,
+        folder: Some(folder),
+        disabled,
+        host_warnings,
+        error,
+    }
 }
 
 /// An executable regular file, or a `.wasm` component. Documentation and
@@ -581,10 +672,26 @@ mod tests {
         let names: Vec<&str> = candidates.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["bare", "comp", "files", "off"]);
         let files = candidates.iter().find(|c| c.name == "files").unwrap();
-        assert_eq!(files.executable.as_deref(), Some(modules.join("files/files").as_path()));
+        assert_eq!(
+            files.executable.as_deref(),
+            Some(modules.join("files/files").as_path())
+        );
         assert!(!files.disabled);
-        assert!(candidates.iter().find(|c| c.name == "off").unwrap().disabled);
-        assert!(candidates.iter().find(|c| c.name == "bare").unwrap().folder.is_none());
+        assert!(
+            candidates
+                .iter()
+                .find(|c| c.name == "off")
+                .unwrap()
+                .disabled
+        );
+        assert!(
+            candidates
+                .iter()
+                .find(|c| c.name == "bare")
+                .unwrap()
+                .folder
+                .is_none()
+        );
     }
 
     #[test]
@@ -593,7 +700,10 @@ mod tests {
         write_exec(&dir.path().join("m/a"), "#!/bin/sh\n");
         write_exec(&dir.path().join("m/b"), "#!/bin/sh\n");
         let candidates = scan(dir.path());
-        assert_eq!(candidates[0].error.as_ref().unwrap().kind, "ambiguous_executable");
+        assert_eq!(
+            candidates[0].error.as_ref().unwrap().kind,
+            "ambiguous_executable"
+        );
     }
 
     #[test]
@@ -611,7 +721,12 @@ mod discover_tests {
     use crate::test_modules::{describes, install, write_executable};
 
     fn limits() -> Limits {
-        Limits { describe_timeout_ms: 1000, ..Limits::default() }
+        Limits {
+            describe_timeout_ms: 1000,
+            // The describe counter is a file outside any grant.
+            confinement: crate::confine::ConfinementMode::Off,
+            ..Limits::default()
+        }
     }
 
     #[tokio::test]
@@ -621,13 +736,22 @@ mod discover_tests {
         let (path, counter) = install(dir.path(), "alpha", false);
 
         let first = discover(&layout, &limits()).await;
-        assert_eq!(first[0].status, ModuleStatus::Enabled, "{:?}", first[0].error);
+        assert_eq!(
+            first[0].status,
+            ModuleStatus::Enabled,
+            "{:?}",
+            first[0].error
+        );
         assert_eq!(first[0].version.as_deref(), Some("1.2.3"));
         assert_eq!(describes(&counter), 1);
 
         let second = discover(&layout, &limits()).await;
         assert_eq!(second[0].status, ModuleStatus::Enabled);
-        assert_eq!(describes(&counter), 1, "a cache hit must not run the module");
+        assert_eq!(
+            describes(&counter),
+            1,
+            "a cache hit must not run the module"
+        );
 
         // New bytes: a miss, described again.
         let mut text = std::fs::read_to_string(&path).unwrap();
@@ -643,9 +767,18 @@ mod discover_tests {
         let layout = HomeLayout::new(dir.path());
         install(dir.path(), "good", false);
         let modules_dir = dir.path().join("modules");
-        write_executable(&modules_dir.join("crash"), "#!/bin/sh\necho dying >&2\nexit 7\n");
-        write_executable(&modules_dir.join("hang"), "#!/bin/sh\nread line\nsleep 30\n");
-        write_executable(&modules_dir.join("garbage"), "#!/bin/sh\nread line\necho hello\n");
+        write_executable(
+            &modules_dir.join("crash"),
+            "#!/bin/sh\necho dying >&2\nexit 7\n",
+        );
+        write_executable(
+            &modules_dir.join("hang"),
+            "#!/bin/sh\nread line\nsleep 30\n",
+        );
+        write_executable(
+            &modules_dir.join("garbage"),
+            "#!/bin/sh\nread line\necho hello\n",
+        );
         write_executable(
             &modules_dir.join("shapeless"),
             "#!/bin/sh\nread line\necho '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"name\":\"x\"}}'\n",
@@ -655,7 +788,10 @@ mod discover_tests {
 
         let modules = discover(&layout, &limits()).await;
         let kind = |id: &str| {
-            let m = modules.iter().find(|m| m.id == id).unwrap_or_else(|| panic!("{id} not listed"));
+            let m = modules
+                .iter()
+                .find(|m| m.id == id)
+                .unwrap_or_else(|| panic!("{id} not listed"));
             m.error.as_ref().map(|e| e.kind.clone())
         };
         assert_eq!(kind("good"), None);
@@ -694,6 +830,10 @@ mod discover_tests {
         let twins: Vec<_> = modules.iter().filter(|m| m.id == "twin").collect();
         assert_eq!(twins.len(), 2);
         assert!(twins.iter().all(|m| m.status == ModuleStatus::Broken));
-        assert!(twins.iter().all(|m| m.error.as_ref().unwrap().kind == "duplicate_id"));
+        assert!(
+            twins
+                .iter()
+                .all(|m| m.error.as_ref().unwrap().kind == "duplicate_id")
+        );
     }
 }

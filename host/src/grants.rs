@@ -53,7 +53,13 @@ pub struct MissingGrant {
 impl MissingGrant {
     /// One line for `host_warnings`.
     pub fn warning(&self) -> String {
-        format!("{} {:?} is not granted: {}; {}", self.kind_label(), self.name, self.reason, self.remedy)
+        format!(
+            "{} {:?} is not granted: {}; {}",
+            self.kind_label(),
+            self.name,
+            self.reason,
+            self.remedy
+        )
     }
 
     fn kind_label(&self) -> String {
@@ -81,14 +87,24 @@ impl GrantPlan {
             .iter()
             .map(|g| {
                 let kind = self.kinds.get(&g.name).copied().unwrap_or(RootKind::Source);
-                (g.name.clone(), GrantedRoot { path: g.guest.clone(), kind, access: g.access })
+                (
+                    g.name.clone(),
+                    GrantedRoot {
+                        path: g.guest.clone(),
+                        kind,
+                        access: g.access,
+                    },
+                )
             })
             .collect()
     }
 
     /// The `binaries` member of the invoke request.
     pub fn request_binaries(&self) -> BTreeMap<String, String> {
-        self.binaries.iter().map(|(k, v)| (k.clone(), v.to_string_lossy().into_owned())).collect()
+        self.binaries
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string_lossy().into_owned()))
+            .collect()
     }
 
     pub fn warnings(&self) -> Vec<String> {
@@ -114,10 +130,16 @@ pub fn plan(
         }
         let access = decl.effective_access();
         let resolved = match decl.kind {
-            RootKind::State => Ok(private_dir(&context.layout.state_dir(module_id), access, create)?),
-            RootKind::Artifacts => {
-                Ok(private_dir(&context.layout.artifacts_dir(module_id), access, create)?)
-            }
+            RootKind::State => Ok(private_dir(
+                &context.layout.state_dir(module_id),
+                access,
+                create,
+            )?),
+            RootKind::Artifacts => Ok(private_dir(
+                &context.layout.artifacts_dir(module_id),
+                access,
+                create,
+            )?),
             RootKind::Workspace => resolve_workspace(context.workspace),
             RootKind::Source => match context.source_roots.get(&decl.name) {
                 Some(path) => resolve_source_root(path),
@@ -177,7 +199,10 @@ pub fn plan(
 fn private_dir(path: &Path, access: Access, create: bool) -> Result<PathBuf, std::io::Error> {
     if create && access.is_write() {
         std::fs::create_dir_all(path).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("could not create {}: {e}", path.display()))
+            std::io::Error::new(
+                e.kind(),
+                format!("could not create {}: {e}", path.display()),
+            )
         })?;
     }
     Ok(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
@@ -195,10 +220,10 @@ fn resolve_workspace(workspace: &Path) -> Result<PathBuf, String> {
 /// file (a store kept as one database file is as good as a directory); a
 /// socket, device or FIFO is refused. Returns the canonical path.
 pub fn resolve_source_root(path: &Path) -> Result<PathBuf, String> {
-    let canonical =
-        std::fs::canonicalize(path).map_err(|e| format!("{} does not resolve: {e}", path.display()))?;
-    let meta = std::fs::metadata(&canonical)
-        .map_err(|e| format!("{}: {e}", canonical.display()))?;
+    let canonical = std::fs::canonicalize(path)
+        .map_err(|e| format!("{} does not resolve: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(&canonical).map_err(|e| format!("{}: {e}", canonical.display()))?;
     if meta.is_dir() || meta.is_file() {
         Ok(canonical)
     } else {
@@ -210,8 +235,8 @@ pub fn resolve_source_root(path: &Path) -> Result<PathBuf, String> {
 }
 
 fn resolve_binary(path: &Path) -> Result<PathBuf, String> {
-    let canonical =
-        std::fs::canonicalize(path).map_err(|e| format!("{} does not resolve: {e}", path.display()))?;
+    let canonical = std::fs::canonicalize(path)
+        .map_err(|e| format!("{} does not resolve: {e}", path.display()))?;
     if canonical.is_file() {
         Ok(canonical)
     } else {
@@ -235,7 +260,7 @@ mod tests {
     use super::*;
     use modproto::RootDecl;
 
-    fn descriptor(roots: Vec<RootDecl>) -> Descriptor {
+    fn descriptor(roots: &[RootDecl]) -> Descriptor {
         serde_json::from_value(serde_json::json!({
             "id": "m", "version": "1.0.0", "capabilities": [], "roots": roots
         }))
@@ -243,7 +268,12 @@ mod tests {
     }
 
     fn root(name: &str, kind: RootKind, access: Option<Access>) -> RootDecl {
-        RootDecl { name: name.into(), kind, description: String::new(), access }
+        RootDecl {
+            name: name.into(),
+            kind,
+            description: String::new(),
+            access,
+        }
     }
 
     struct Fixture {
@@ -260,13 +290,18 @@ mod tests {
         let data = root.join("data");
         std::fs::create_dir_all(&workspace).unwrap();
         std::fs::create_dir_all(&data).unwrap();
-        Fixture { layout: HomeLayout::new(root.join("home")), workspace, data, _dir: dir }
+        Fixture {
+            layout: HomeLayout::new(root.join("home")),
+            workspace,
+            data,
+            _dir: dir,
+        }
     }
 
     #[test]
     fn kinds_map_to_the_homes_paths() {
         let f = fixture();
-        let d = descriptor(vec![
+        let d = descriptor(&[
             root("state", RootKind::State, None),
             root("out", RootKind::Artifacts, None),
             root("workspace", RootKind::Workspace, Some(Access::ReadWrite)),
@@ -284,11 +319,18 @@ mod tests {
         assert!(plan.missing.is_empty(), "{:?}", plan.missing);
         let by_name: BTreeMap<_, _> = plan.roots.iter().map(|g| (g.name.as_str(), g)).collect();
         assert_eq!(by_name["state"].host, f.layout.state_dir("m"));
-        assert!(f.layout.state_dir("m").is_dir(), "a writable state root is created");
+        assert!(
+            f.layout.state_dir("m").is_dir(),
+            "a writable state root is created"
+        );
         assert_eq!(by_name["out"].host, f.layout.artifacts_dir("m"));
         assert_eq!(by_name["workspace"].access, Access::ReadWrite);
         assert_eq!(by_name["data"].host, f.data);
-        assert_eq!(by_name["data"].access, Access::Read, "a source root is always read-only");
+        assert_eq!(
+            by_name["data"].access,
+            Access::Read,
+            "a source root is always read-only"
+        );
         assert_eq!(by_name["data"].guest, f.data.to_string_lossy());
 
         let request = plan.request_roots();
@@ -298,9 +340,14 @@ mod tests {
     #[test]
     fn preview_creates_nothing() {
         let f = fixture();
-        let d = descriptor(vec![root("state", RootKind::State, None)]);
+        let d = descriptor(&[root("state", RootKind::State, None)]);
         let none = BTreeMap::new();
-        let ctx = GrantContext { layout: &f.layout, workspace: &f.workspace, source_roots: &none, binaries: &none };
+        let ctx = GrantContext {
+            layout: &f.layout,
+            workspace: &f.workspace,
+            source_roots: &none,
+            binaries: &none,
+        };
         plan(&d, "m", Transport::Native, ctx, false).unwrap();
         assert!(!f.layout.state_dir("m").exists());
     }
@@ -308,9 +355,14 @@ mod tests {
     #[test]
     fn state_roots_of_two_modules_differ() {
         let f = fixture();
-        let d = descriptor(vec![root("state", RootKind::State, None)]);
+        let d = descriptor(&[root("state", RootKind::State, None)]);
         let none = BTreeMap::new();
-        let ctx = GrantContext { layout: &f.layout, workspace: &f.workspace, source_roots: &none, binaries: &none };
+        let ctx = GrantContext {
+            layout: &f.layout,
+            workspace: &f.workspace,
+            source_roots: &none,
+            binaries: &none,
+        };
         let a = plan(&d, "a", Transport::Native, ctx, true).unwrap();
         let b = plan(&d, "b", Transport::Native, ctx, true).unwrap();
         assert_ne!(a.roots[0].host, b.roots[0].host);
@@ -319,13 +371,18 @@ mod tests {
     #[test]
     fn missing_source_root_is_left_out_not_substituted() {
         let f = fixture();
-        let d = descriptor(vec![
+        let d = descriptor(&[
             root("unset", RootKind::Source, None),
             root("gone", RootKind::Source, None),
         ]);
         let sources = BTreeMap::from([("gone".to_owned(), f.data.join("nope"))]);
         let none = BTreeMap::new();
-        let ctx = GrantContext { layout: &f.layout, workspace: &f.workspace, source_roots: &sources, binaries: &none };
+        let ctx = GrantContext {
+            layout: &f.layout,
+            workspace: &f.workspace,
+            source_roots: &sources,
+            binaries: &none,
+        };
         let plan = plan(&d, "m", Transport::Native, ctx, true).unwrap();
         assert!(plan.roots.is_empty());
         assert_eq!(plan.missing.len(), 2);
@@ -339,7 +396,11 @@ mod tests {
         let f = fixture();
         let socket = f.data.join("s.sock");
         let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
-        assert!(resolve_source_root(&socket).unwrap_err().contains("neither"));
+        assert!(
+            resolve_source_root(&socket)
+                .unwrap_err()
+                .contains("neither")
+        );
         let file = f.data.join("db.sqlite");
         std::fs::write(&file, b"x").unwrap();
         assert_eq!(resolve_source_root(&file).unwrap(), file);
@@ -349,15 +410,23 @@ mod tests {
     fn command_line_source_roots_win() {
         let configured = BTreeMap::from([("a".to_owned(), PathBuf::from("/config"))]);
         let overrides = BTreeMap::from([("a".to_owned(), PathBuf::from("/cli"))]);
-        assert_eq!(merge_source_roots(&configured, &overrides)["a"], Path::new("/cli"));
+        assert_eq!(
+            merge_source_roots(&configured, &overrides)["a"],
+            Path::new("/cli")
+        );
     }
 
     #[test]
     fn component_sees_roots_under_slash_roots() {
         let f = fixture();
-        let d = descriptor(vec![root("workspace", RootKind::Workspace, None)]);
+        let d = descriptor(&[root("workspace", RootKind::Workspace, None)]);
         let none = BTreeMap::new();
-        let ctx = GrantContext { layout: &f.layout, workspace: &f.workspace, source_roots: &none, binaries: &none };
+        let ctx = GrantContext {
+            layout: &f.layout,
+            workspace: &f.workspace,
+            source_roots: &none,
+            binaries: &none,
+        };
         let plan = plan(&d, "m", Transport::Component, ctx, false).unwrap();
         assert_eq!(plan.roots[0].guest, "/roots/workspace");
         assert_eq!(plan.roots[0].host, f.workspace);

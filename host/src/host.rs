@@ -48,17 +48,27 @@ pub enum HostError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("could not {action} {path}: {source}")]
-    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("the workspace {path} is not usable: {reason}")]
     Workspace { path: PathBuf, reason: String },
     #[error("no module {id:?} is installed{}", known_suffix(.known))]
     UnknownModule { id: String, known: Vec<String> },
-    #[error("{id:?} is not a valid module id: lowercase letters, digits, '-' and '_', starting with a letter")]
+    #[error(
+        "{id:?} is not a valid module id: lowercase letters, digits, '-' and '_', starting with a letter"
+    )]
     InvalidId { id: String },
     #[error("a module {id:?} is already installed at {}", .path.display())]
     ModuleExists { id: String, path: PathBuf },
     #[error("sha256 mismatch for {}: expected {expected}, got {actual}; nothing was installed", .path.display())]
-    Sha256Mismatch { path: PathBuf, expected: String, actual: String },
+    Sha256Mismatch {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
     #[error("{} is not a working module: {reason}; nothing was installed", .path.display())]
     NotAModule { path: PathBuf, reason: String },
     #[error("{0}")]
@@ -75,7 +85,11 @@ fn known_suffix(known: &[String]) -> String {
 
 impl HostError {
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        HostError::Io { action, path: path.to_path_buf(), source }
+        HostError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
     }
 }
 
@@ -93,7 +107,8 @@ impl Host {
     pub fn open(options: HostOptions) -> Result<Host, HostError> {
         let home = HomeLayout::resolve(options.home.as_deref())?;
         std::fs::create_dir_all(&home).map_err(|e| HostError::io("create the home", &home, e))?;
-        let home = std::fs::canonicalize(&home).map_err(|e| HostError::io("resolve the home", &home, e))?;
+        let home = std::fs::canonicalize(&home)
+            .map_err(|e| HostError::io("resolve the home", &home, e))?;
         let layout = HomeLayout::new(home);
         let config = Config::load(&layout.config_path())?;
         let workspace = match options.workspace {
@@ -106,9 +121,16 @@ impl Host {
             reason: e.to_string(),
         })?;
         if !workspace.is_dir() {
-            return Err(HostError::Workspace { path: workspace, reason: "not a directory".into() });
+            return Err(HostError::Workspace {
+                path: workspace,
+                reason: "not a directory".into(),
+            });
         }
-        Ok(Host { layout, workspace, config })
+        Ok(Host {
+            layout,
+            workspace,
+            config,
+        })
     }
 
     pub fn layout(&self) -> &HomeLayout {
@@ -130,7 +152,17 @@ impl Host {
     /// Every installed module, described (from cache where unchanged), sorted
     /// by folder or file name. Broken modules are included, with the reason.
     pub async fn discover(&self) -> Vec<InstalledModule> {
-        discovery::discover(&self.layout, &self.config.limits).await
+        let mut modules = discovery::discover(&self.layout, &self.config.limits).await;
+        // A module `install` recorded (pinned) whose files are gone is listed
+        // as broken, never silently dropped: the operator approved it once.
+        if let Ok(pins) = crate::pins::Pins::load(self.home()) {
+            for record in pins.records() {
+                if !modules.iter().any(|m| m.id == record.module) {
+                    modules.push(discovery::missing_module(&self.layout, record));
+                }
+            }
+        }
+        modules
     }
 
     /// The installed module `id` (any status, broken included).
@@ -144,7 +176,10 @@ impl Host {
         // either describes the problem.
         all.into_iter()
             .find(|m| m.id == id)
-            .ok_or_else(|| HostError::UnknownModule { id: id.to_owned(), known })
+            .ok_or_else(|| HostError::UnknownModule {
+                id: id.to_owned(),
+                known,
+            })
     }
 
     /// The grants `module` would get (or gets) for one call: source roots
@@ -168,7 +203,12 @@ impl Host {
             source_roots: &sources,
             binaries: &self.config.binaries,
         };
-        grants::plan(descriptor, &module.id, module.transport, context, create)
-            .map_err(|e| HostError::io("prepare the roots of", &self.layout.root().join(&module.id), e))
+        grants::plan(descriptor, &module.id, module.transport, context, create).map_err(|e| {
+            HostError::io(
+                "prepare the roots of",
+                &self.layout.root().join(&module.id),
+                e,
+            )
+        })
     }
 }

@@ -56,7 +56,11 @@ pub struct InvokeRequest {
 }
 
 impl InvokeRequest {
-    pub fn new(module: impl Into<String>, capability: impl Into<String>, args: serde_json::Value) -> Self {
+    pub fn new(
+        module: impl Into<String>,
+        capability: impl Into<String>,
+        args: serde_json::Value,
+    ) -> Self {
         InvokeRequest {
             module: module.into(),
             capability: capability.into(),
@@ -100,23 +104,49 @@ pub enum InvokeError {
     #[error("module {id:?} is disabled")]
     ModuleDisabled { id: String },
     #[error("module {id:?} is refused by the contract pin: {reason}")]
-    ContractRefused { id: String, reason: String, remedy: String },
+    ContractRefused {
+        id: String,
+        reason: String,
+        remedy: String,
+    },
     #[error("module {module:?} has no capability {capability:?} (it has: {})", .available.join(", "))]
-    UnknownCapability { module: String, capability: String, available: Vec<String> },
+    UnknownCapability {
+        module: String,
+        capability: String,
+        available: Vec<String>,
+    },
     #[error("the input does not fit the schema of {capability}: {}", .problems.join("; "))]
-    InvalidInput { capability: String, problems: Vec<String> },
+    InvalidInput {
+        capability: String,
+        problems: Vec<String>,
+    },
     #[error("the {which} schema of {capability} does not compile: {message}")]
-    BadSchema { capability: String, which: &'static str, message: String },
+    BadSchema {
+        capability: String,
+        which: &'static str,
+        message: String,
+    },
     /// The call did not produce a usable response (timeout, crash, ...).
     #[error("{module}: {source}")]
     Run { module: String, source: RunError },
     /// The module answered with an error.
     #[error("{capability} failed: {}", .error.message)]
-    Module { capability: String, error: RpcError, stderr_tail: String },
+    Module {
+        capability: String,
+        error: RpcError,
+        stderr_tail: String,
+    },
     #[error("{capability} returned a result that does not parse: {problem}")]
-    BadResult { capability: String, problem: String, stderr_tail: String },
+    BadResult {
+        capability: String,
+        problem: String,
+        stderr_tail: String,
+    },
     #[error("{capability} returned output that does not fit its output_schema: {}", .problems.join("; "))]
-    InvalidOutput { capability: String, problems: Vec<String> },
+    InvalidOutput {
+        capability: String,
+        problems: Vec<String>,
+    },
 }
 
 impl InvokeError {
@@ -167,6 +197,9 @@ impl InvokeError {
                     "raise --max-output-bytes (or [limits] max_output_bytes) or narrow the request".into()
                 }
                 RunError::Spawn { .. } => "check that the module's executable exists and is runnable".into(),
+                RunError::Unconfined { .. } => {
+                    "run on a kernel with landlock ABI 5 or newer (Linux 6.10+, landlock in the lsm= boot list), or set confinement = \"best-effort\" in config.toml".into()
+                }
                 _ => "the module misbehaved; see its stderr tail and report it to its author".into(),
             },
             InvokeError::Module { error, .. } => {
@@ -183,12 +216,13 @@ impl InvokeError {
     /// Individual problems (schema violations), when there are several.
     pub fn problems(&self) -> Vec<String> {
         match self {
-            InvokeError::InvalidInput { problems, .. } | InvokeError::InvalidOutput { problems, .. } => {
-                problems.clone()
-            }
-            InvokeError::Module { error, .. } => {
-                error.data.as_ref().map(|d| d.problems.clone()).unwrap_or_default()
-            }
+            InvokeError::InvalidInput { problems, .. }
+            | InvokeError::InvalidOutput { problems, .. } => problems.clone(),
+            InvokeError::Module { error, .. } => error
+                .data
+                .as_ref()
+                .map(|d| d.problems.clone())
+                .unwrap_or_default(),
             _ => Vec::new(),
         }
     }
@@ -197,9 +231,8 @@ impl InvokeError {
     pub fn stderr_tail(&self) -> &str {
         match self {
             InvokeError::Run { source, .. } => source.stderr_tail(),
-            InvokeError::Module { stderr_tail, .. } | InvokeError::BadResult { stderr_tail, .. } => {
-                stderr_tail
-            }
+            InvokeError::Module { stderr_tail, .. }
+            | InvokeError::BadResult { stderr_tail, .. } => stderr_tail,
             _ => "",
         }
     }
@@ -207,7 +240,10 @@ impl InvokeError {
     /// Whether this is the caller's or the host's problem (exit 2) rather
     /// than the capability failing (exit 1).
     pub fn is_usage_error(&self) -> bool {
-        matches!(self, InvokeError::Host(_) | InvokeError::UnknownCapability { .. })
+        matches!(
+            self,
+            InvokeError::Host(_) | InvokeError::UnknownCapability { .. }
+        )
     }
 
     /// `{"kind", "message", "remedy"}` (plus `problems` and `stderr_tail`
@@ -264,16 +300,18 @@ impl Host {
         let started = Instant::now();
         let descriptor = match (&module.status, &module.descriptor) {
             (ModuleStatus::Disabled, _) => {
-                return Err(InvokeError::ModuleDisabled { id: module.id.clone() });
+                return Err(InvokeError::ModuleDisabled {
+                    id: module.id.clone(),
+                });
             }
             (ModuleStatus::Enabled, Some(descriptor)) => descriptor,
             _ => {
                 return Err(InvokeError::ModuleBroken {
                     id: module.id.clone(),
-                    reason: module
-                        .error
-                        .as_ref()
-                        .map_or_else(|| "it did not describe itself".into(), |e| e.message.clone()),
+                    reason: module.error.as_ref().map_or_else(
+                        || "it did not describe itself".into(),
+                        |e| e.message.clone(),
+                    ),
                 });
             }
         };
@@ -285,7 +323,11 @@ impl Host {
                     remedy: pin.remedy,
                 });
             }
-            decision => decision.pin().effective.clone().unwrap_or_else(|| "1.0".into()),
+            decision => decision
+                .pin()
+                .effective
+                .clone()
+                .unwrap_or_else(|| "1.0".into()),
         };
         let capability = descriptor
             .capability(&request.capability)
@@ -310,9 +352,10 @@ impl Host {
                 which: "input",
                 message,
             },
-            SchemaFailure::Violations(problems) => {
-                InvokeError::InvalidInput { capability: capability.id.clone(), problems }
-            }
+            SchemaFailure::Violations(problems) => InvokeError::InvalidInput {
+                capability: capability.id.clone(),
+                problems,
+            },
         })?;
 
         let plan = self.grants(module, &request.source_roots, true)?;
@@ -321,7 +364,10 @@ impl Host {
         let configured = self.config().limits.invoke();
         let limits = CallLimits {
             deadline: request.deadline.unwrap_or(configured.deadline),
-            max_output_bytes: request.max_output_bytes.unwrap_or(configured.max_output_bytes),
+            max_output_bytes: request
+                .max_output_bytes
+                .unwrap_or(configured.max_output_bytes),
+            confinement: configured.confinement,
         };
         let request_id = new_request_id();
         let params = InvokeParams {
@@ -338,7 +384,9 @@ impl Host {
             extra: placed.extra,
         };
         let params = serde_json::to_value(&params).map_err(|e| {
-            InvokeError::Host(HostError::Refused(format!("could not encode the request: {e}")))
+            InvokeError::Host(HostError::Refused(format!(
+                "could not encode the request: {e}"
+            )))
         })?;
         let line = serde_json::to_string(&Request::new(
             runner::native::REQUEST_ID,
@@ -352,9 +400,17 @@ impl Host {
             grants: &plan.roots,
             network: capability.effects.network,
         };
-        let exchange = runner::run(module.transport, &module.path, &call, request.progress.as_ref())
-            .await
-            .map_err(|source| InvokeError::Run { module: module.id.clone(), source })?;
+        let exchange = runner::run(
+            module.transport,
+            &module.path,
+            &call,
+            request.progress.as_ref(),
+        )
+        .await
+        .map_err(|source| InvokeError::Run {
+            module: module.id.clone(),
+            source,
+        })?;
         host_warnings.extend(exchange.host_warnings);
 
         let value = match exchange.response.outcome {
@@ -367,11 +423,12 @@ impl Host {
                 });
             }
         };
-        let mut result: InvokeResult = serde_json::from_value(value).map_err(|e| InvokeError::BadResult {
-            capability: capability.id.clone(),
-            problem: e.to_string(),
-            stderr_tail: exchange.stderr_tail.clone(),
-        })?;
+        let mut result: InvokeResult =
+            serde_json::from_value(value).map_err(|e| InvokeError::BadResult {
+                capability: capability.id.clone(),
+                problem: e.to_string(),
+                stderr_tail: exchange.stderr_tail.clone(),
+            })?;
         if let Some(schema) = &capability.output_schema {
             check(schema, &result.output).map_err(|failure| match failure {
                 SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
@@ -379,9 +436,10 @@ impl Host {
                     which: "output",
                     message,
                 },
-                SchemaFailure::Violations(problems) => {
-                    InvokeError::InvalidOutput { capability: capability.id.clone(), problems }
-                }
+                SchemaFailure::Violations(problems) => InvokeError::InvalidOutput {
+                    capability: capability.id.clone(),
+                    problems,
+                },
             })?;
         }
         let (artifacts, dropped) = check_artifacts(&result.artifacts, &plan.roots);
@@ -410,16 +468,19 @@ mod tests {
     use serde_json::json;
 
     fn open(home: &std::path::Path) -> Host {
-        Host::open(HostOptions { home: Some(home.to_path_buf()), workspace: Some(home.to_path_buf()) })
-            .unwrap()
+        Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap()
     }
 
     /// A module whose invoke answer is `answer`, at `modules/<id>/<id>`.
-    fn module_answering(home: &std::path::Path, id: &str, answer: serde_json::Value) {
+    fn module_answering(home: &std::path::Path, id: &str, answer: &serde_json::Value) {
         let counter = home.join(format!("{id}.describes"));
         write_executable(
             &home.join("modules").join(id).join(id),
-            &script(&descriptor(id), &answer, &counter),
+            &script(&descriptor(id), answer, &counter),
         );
     }
 
@@ -444,7 +505,11 @@ mod tests {
             .unwrap();
         assert_eq!(outcome.result.output, json!({"ok": true}));
         // The module echoed its request line to stderr.
-        let line = outcome.stderr_tail.lines().find(|l| l.contains("\"invoke\"")).unwrap();
+        let line = outcome
+            .stderr_tail
+            .lines()
+            .find(|l| l.contains("\"invoke\""))
+            .unwrap();
         let request: serde_json::Value = serde_json::from_str(line).unwrap();
         let params = &request["params"];
         assert_eq!(params["request_id"], json!(outcome.request_id));
@@ -453,9 +518,21 @@ mod tests {
         assert_eq!(params["deadline_ms"], 30_000);
         let state = params["roots"]["state"]["path"].as_str().unwrap();
         assert!(state.ends_with("/state/echo"), "{state}");
-        assert!(params["roots"].get("data").is_none(), "an unset source root is not granted");
-        assert!(outcome.host_warnings.iter().any(|w| w.contains("\"data\"")), "{:?}", outcome.host_warnings);
-        assert!(outcome.host_warnings.iter().any(|w| w.contains("request_id")));
+        assert!(
+            params["roots"].get("data").is_none(),
+            "an unset source root is not granted"
+        );
+        assert!(
+            outcome.host_warnings.iter().any(|w| w.contains("\"data\"")),
+            "{:?}",
+            outcome.host_warnings
+        );
+        assert!(
+            outcome
+                .host_warnings
+                .iter()
+                .any(|w| w.contains("request_id"))
+        );
     }
 
     #[tokio::test]
@@ -472,7 +549,11 @@ mod tests {
         write_executable(&home.join("modules/strict/strict"), &text);
         let host = open(home);
         let err = host
-            .invoke(InvokeRequest::new("strict", "run", json!({"msg": 5, "other": 1})))
+            .invoke(InvokeRequest::new(
+                "strict",
+                "run",
+                json!({"msg": 5, "other": 1}),
+            ))
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "invalid_input");
@@ -483,7 +564,11 @@ mod tests {
     #[tokio::test]
     async fn output_violating_its_schema_is_not_passed_on() {
         let dir = tempfile::tempdir().unwrap();
-        module_answering(dir.path(), "liar", json!({"result": {"output": {"nope": 1}}}));
+        module_answering(
+            dir.path(),
+            "liar",
+            &json!({"result": {"output": {"nope": 1}}}),
+        );
         let err = open(dir.path())
             .invoke(InvokeRequest::new("liar", "liar.run", json!({"msg": "x"})))
             .await
@@ -497,11 +582,15 @@ mod tests {
         module_answering(
             dir.path(),
             "picky",
-            json!({"error": {"code": -32001, "message": "root data missing",
+            &json!({"error": {"code": -32001, "message": "root data missing",
                    "data": {"kind": "root_missing", "remedy": "pass --source-root data=PATH"}}}),
         );
         let err = open(dir.path())
-            .invoke(InvokeRequest::new("picky", "picky.run", json!({"msg": "x"})))
+            .invoke(InvokeRequest::new(
+                "picky",
+                "picky.run",
+                json!({"msg": "x"}),
+            ))
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "root_missing");
@@ -518,11 +607,18 @@ mod tests {
         let mut request = InvokeRequest::new("reader", "reader.run", json!({"msg": "x"}));
         request.source_roots.insert("data".into(), data.clone());
         let outcome = open(dir.path()).invoke(request).await.unwrap();
-        let line = outcome.stderr_tail.lines().find(|l| l.contains("\"invoke\"")).unwrap();
+        let line = outcome
+            .stderr_tail
+            .lines()
+            .find(|l| l.contains("\"invoke\""))
+            .unwrap();
         let request: serde_json::Value = serde_json::from_str(line).unwrap();
         let granted = &request["params"]["roots"]["data"];
         assert_eq!(granted["access"], "read");
-        assert_eq!(granted["path"], json!(std::fs::canonicalize(&data).unwrap()));
+        assert_eq!(
+            granted["path"],
+            json!(std::fs::canonicalize(&data).unwrap())
+        );
     }
 
     #[tokio::test]
@@ -533,12 +629,21 @@ mod tests {
         install(dir.path(), "on", false);
         let host = open(dir.path());
         let args = json!({"msg": "x"});
-        let err = host.invoke(InvokeRequest::new("off", "off.run", args.clone())).await.unwrap_err();
+        let err = host
+            .invoke(InvokeRequest::new("off", "off.run", args.clone()))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "module_disabled");
-        let err = host.invoke(InvokeRequest::new("nope", "x", args.clone())).await.unwrap_err();
+        let err = host
+            .invoke(InvokeRequest::new("nope", "x", args.clone()))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "unknown_module");
         assert!(err.is_usage_error());
-        let err = host.invoke(InvokeRequest::new("on", "fly", args)).await.unwrap_err();
+        let err = host
+            .invoke(InvokeRequest::new("on", "fly", args))
+            .await
+            .unwrap_err();
         assert_eq!(err.kind(), "unknown_capability");
     }
 }

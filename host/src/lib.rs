@@ -37,6 +37,7 @@ pub mod discovery;
 pub mod grants;
 pub mod home;
 pub mod host;
+pub mod install;
 pub mod invoke;
 pub mod knowledge;
 pub mod manage;

@@ -5,19 +5,23 @@
 //!   restores exactly what was there. A bare executable has no folder to mark,
 //!   so enable and disable first move it into `modules/<id>/` (the describe
 //!   cache is content-addressed, so the move costs no re-describe).
-//! - **Install is all or nothing.** The executable is copied into a staging
-//!   folder inside the home, checked against `--sha256`, described there, and
-//!   only a working module whose id is free is renamed into `modules/<id>/`
-//!   (one `rename`, same filesystem). Any failure removes the staging folder.
+//! - **Install is all or nothing.** The file is checked against `--sha256`
+//!   first; then the executable is copied (or the archive safely unpacked, see
+//!   [`crate::install`]) into a staging folder inside the home, described
+//!   there under confinement, and only a working module whose id is free and
+//!   not reserved is renamed into `modules/<id>/` (one `rename`, same
+//!   filesystem) and pinned, with its source and sha256 recorded. Any failure
+//!   removes the staging folder.
 //! - **Remove keeps state** unless `purge` is asked for.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::describe_cache::{DescribeCache, digest_file};
+use crate::install::{self, ArchiveFormat, ArchiveLimits, DigestError};
+use crate::pins::{PinRecord, Pins};
 use crate::discovery::{self, DISABLED_MARKER, InstalledModule, is_module_id};
 use crate::host::{Host, HostError};
 use crate::runner::Transport;
@@ -25,7 +29,8 @@ use crate::runner::Transport;
 /// What `install` is asked to do.
 #[derive(Debug, Clone, Default)]
 pub struct InstallRequest {
-    /// A local native executable or `.wasm` component.
+    /// A local native executable, `.wasm` component, or `.tar.gz` / `.zip`
+    /// archive holding one.
     pub source: PathBuf,
     /// The module id; default the file's stem.
     pub id: Option<String>,
@@ -76,16 +81,26 @@ impl Host {
             return Err(HostError::InvalidId { id: module.id });
         }
         let folder = self.layout().module_dir(&module.id);
-        let name = module.path.file_name().map(PathBuf::from).unwrap_or_else(|| module.id.clone().into());
+        let name = module
+            .path
+            .file_name()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| module.id.clone().into());
         // A bare `modules/<id>` occupies the very name its folder needs:
         // step aside to a hidden name first (discovery skips dotfiles).
         let source = if module.path == folder {
-            let aside = self.layout().modules_dir().join(format!(".{}.moving", module.id));
+            let aside = self
+                .layout()
+                .modules_dir()
+                .join(format!(".{}.moving", module.id));
             std::fs::rename(&module.path, &aside)
                 .map_err(|e| HostError::io("move the bare module", &module.path, e))?;
             aside
         } else if folder.exists() {
-            return Err(HostError::ModuleExists { id: module.id, path: folder });
+            return Err(HostError::ModuleExists {
+                id: module.id,
+                path: folder,
+            });
         } else {
             module.path.clone()
         };
@@ -100,112 +115,172 @@ impl Host {
         Ok(folder)
     }
 
-    /// Install a local executable or component as `modules/<id>/<id>`.
+    /// Install a local executable, `.wasm` component, or `.tar.gz` / `.zip`
+    /// archive holding one, as `modules/<id>/`, and pin it.
     pub async fn install(&self, request: InstallRequest) -> Result<InstalledModule, HostError> {
         let source = &request.source;
         let meta = std::fs::metadata(source).map_err(|e| HostError::io("read", source, e))?;
         if !meta.is_file() {
-            return Err(HostError::NotAModule { path: source.clone(), reason: "not a regular file".into() });
+            return Err(HostError::NotAModule {
+                path: source.clone(),
+                reason: "not a regular file".into(),
+            });
         }
-        let transport = Transport::of_path(source);
-        let stem = source
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let id = request.id.clone().unwrap_or(stem);
-        if !is_module_id(&id) {
-            return Err(HostError::InvalidId { id });
+        // The digest is checked before a single byte is unpacked or run.
+        let sha256 = match &request.sha256 {
+            Some(expected) => install::verify_sha256(source, expected),
+            None => install::sha256_file(source),
         }
-        let bytes = std::fs::read(source).map_err(|e| HostError::io("read", source, e))?;
-        if let Some(expected) = &request.sha256 {
-            let actual = hex(&Sha256::digest(&bytes));
-            if !actual.eq_ignore_ascii_case(expected.trim()) {
-                return Err(HostError::Sha256Mismatch {
-                    path: source.clone(),
-                    expected: expected.trim().to_lowercase(),
-                    actual,
-                });
-            }
+        .map_err(|e| match e {
+            DigestError::Mismatch {
+                path,
+                expected,
+                actual,
+            } => HostError::Sha256Mismatch {
+                path,
+                expected,
+                actual,
+            },
+            DigestError::Read { path, source } => HostError::io("read", &path, source),
+            malformed @ DigestError::Malformed { .. } => HostError::Refused(malformed.to_string()),
+        })?;
+        if let Some(id) = &request.id {
+            check_new_id(id)?;
         }
-        let target = self.layout().module_dir(&id);
-        self.refuse_taken_id(&id, &target).await?;
 
         let staging_root = self.layout().staging_dir();
-        std::fs::create_dir_all(&staging_root).map_err(|e| HostError::io("create", &staging_root, e))?;
-        let staging = staging_root.join(format!("{}", crate::request::new_request_id()));
-        let result = self.stage_and_move(&bytes, &id, transport, &staging, &target).await;
+        std::fs::create_dir_all(&staging_root)
+            .map_err(|e| HostError::io("create", &staging_root, e))?;
+        let staging = staging_root.join(crate::request::new_request_id());
+        let result = self.stage_and_move(&request, &sha256, &staging).await;
         let _ = std::fs::remove_dir_all(&staging);
-        result?;
+        let id = result?;
         self.module(&id).await
     }
 
-    async fn refuse_taken_id(&self, id: &str, target: &Path) -> Result<(), HostError> {
-        if std::fs::symlink_metadata(target).is_ok() {
-            return Err(HostError::ModuleExists { id: id.to_owned(), path: target.to_path_buf() });
-        }
-        if let Some(other) = self.discover().await.into_iter().find(|m| m.id == id) {
-            return Err(HostError::ModuleExists { id: id.to_owned(), path: other.path });
-        }
-        Ok(())
-    }
-
+    /// Unpack or copy into `staging`, describe there, move into place, pin.
+    /// Returns the installed id.
     async fn stage_and_move(
         &self,
-        bytes: &[u8],
-        id: &str,
-        transport: Transport,
+        request: &InstallRequest,
+        sha256: &str,
         staging: &Path,
-        target: &Path,
-    ) -> Result<(), HostError> {
-        let folder = staging.join(id);
-        std::fs::create_dir_all(&folder).map_err(|e| HostError::io("create", &folder, e))?;
-        let file_name = match transport {
-            Transport::Native => id.to_owned(),
-            Transport::Component => format!("{id}.wasm"),
+    ) -> Result<String, HostError> {
+        let source = &request.source;
+        let (folder, program) = match ArchiveFormat::of_path(source) {
+            Some(format) => {
+                let unpacked = staging.join("unpacked");
+                install::extract(source, format, &unpacked, ArchiveLimits::default())
+                    .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
+                let located = install::locate_module(&unpacked, request.id.as_deref())
+                    .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
+                (located.folder, located.program)
+            }
+            None => {
+                let folder = staging.join("module");
+                std::fs::create_dir_all(&folder).map_err(|e| HostError::io("create", &folder, e))?;
+                let stem = stem_of(source);
+                let id = request.id.clone().unwrap_or(stem);
+                let file_name = match Transport::of_path(source) {
+                    Transport::Native => id,
+                    Transport::Component => format!("{id}.wasm"),
+                };
+                let program = folder.join(file_name);
+                std::fs::copy(source, &program).map_err(|e| HostError::io("copy", source, e))?;
+                std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
+                    .map_err(|e| HostError::io("make executable", &program, e))?;
+                (folder, program)
+            }
         };
-        let executable = folder.join(file_name);
-        std::fs::write(&executable, bytes).map_err(|e| HostError::io("write", &executable, e))?;
-        std::fs::set_permissions(&executable, std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| HostError::io("make executable", &executable, e))?;
+        let id = request.id.clone().unwrap_or_else(|| stem_of(&program));
+        check_new_id(&id)?;
+        let target = self.layout().module_dir(&id);
+        self.refuse_taken_id(&id, &target).await?;
 
-        let not_a_module = |reason: String| HostError::NotAModule { path: executable.clone(), reason };
-        let value = discovery::describe(&executable, self.config().limits.describe())
+        // Described where it stands, confined like any call: a module that
+        // does not answer is not installed.
+        let not_a_module = |reason: String| HostError::NotAModule {
+            path: source.clone(),
+            reason,
+        };
+        let value = discovery::describe(&program, self.config().limits.describe())
             .await
             .map_err(|e| not_a_module(e.message))?;
-        let descriptor = discovery::parse_descriptor(value.clone()).map_err(|e| not_a_module(e.message))?;
+        let descriptor =
+            discovery::parse_descriptor(value.clone()).map_err(|e| not_a_module(e.message))?;
         if descriptor.id != id {
             return Err(HostError::Refused(format!(
                 "{} describes itself as {:?}, not {id:?}; install it with --id {} (nothing was installed)",
-                executable.display(),
+                source.display(),
                 descriptor.id,
                 descriptor.id
             )));
         }
+        let digest = digest_file(&program).map_err(|e| HostError::io("read", &program, e))?;
         // Seed the describe cache so the first `list` does not run it again.
         let cache = DescribeCache::load(&self.layout().describe_cache_dir());
-        if let Ok(digest) = digest_file(&executable) {
-            let _ = cache.store_result(&digest, &value);
-        }
+        let _ = cache.store_result(&digest, &value);
+
         let modules = self.layout().modules_dir();
         std::fs::create_dir_all(&modules).map_err(|e| HostError::io("create", &modules, e))?;
         // rename(2) onto an existing non-empty directory fails, so a racing
         // install of the same id cannot be overwritten.
-        std::fs::rename(&folder, target).map_err(|e| HostError::io("move the staged module to", target, e))
+        std::fs::rename(&folder, &target)
+            .map_err(|e| HostError::io("move the staged module to", &target, e))?;
+
+        // Installing is the operator approving these bytes: record where they
+        // came from, their sha256, and pin them. A pin that cannot be written
+        // undoes the install rather than leave an unpinned module behind.
+        let origin = format!(
+            "{} (sha256 {sha256})",
+            std::path::absolute(source).unwrap_or_else(|_| source.clone()).display()
+        );
+        let pinned = Pins::load(self.home()).and_then(|mut pins| {
+            pins.pin(PinRecord::new(&descriptor, &digest, Some(origin)))
+        });
+        if let Err(e) = pinned {
+            let _ = std::fs::remove_dir_all(&target);
+            return Err(HostError::Refused(format!("{e}; nothing was installed")));
+        }
+        Ok(id)
+    }
+
+    async fn refuse_taken_id(&self, id: &str, target: &Path) -> Result<(), HostError> {
+        if std::fs::symlink_metadata(target).is_ok() {
+            return Err(HostError::ModuleExists {
+                id: id.to_owned(),
+                path: target.to_path_buf(),
+            });
+        }
+        if let Some(other) = self.discover().await.into_iter().find(|m| m.id == id) {
+            return Err(HostError::ModuleExists {
+                id: id.to_owned(),
+                path: other.path,
+            });
+        }
+        Ok(())
     }
 
     /// Remove `id`; its state stays unless `purge`.
     pub async fn remove(&self, id: &str, purge: bool) -> Result<RemoveReport, HostError> {
         let module = self.module(id).await?;
+        // A pinned module whose files are already gone only loses its pin.
         let removed = match &module.folder {
             Some(folder) => {
                 std::fs::remove_dir_all(folder).map_err(|e| HostError::io("remove", folder, e))?;
                 folder.clone()
             }
+            None if std::fs::symlink_metadata(&module.path).is_err() => module.path.clone(),
             None => {
-                std::fs::remove_file(&module.path).map_err(|e| HostError::io("remove", &module.path, e))?;
+                std::fs::remove_file(&module.path)
+                    .map_err(|e| HostError::io("remove", &module.path, e))?;
                 module.path.clone()
             }
         };
+        if let Ok(mut pins) = Pins::load(self.home()) {
+            pins.unpin(&module.id)
+                .map_err(|e| HostError::Refused(format!("removed {}, but {e}", removed.display())))?;
+        }
         let state = self.layout().state_dir(&module.id);
         let artifacts = self.layout().artifacts_dir(&module.id);
         let mut purged = Vec::new();
@@ -218,12 +293,34 @@ impl Host {
             }
         }
         let kept_state = (!purge && state.exists()).then_some(state);
-        Ok(RemoveReport { id: module.id, removed, purged, kept_state })
+        Ok(RemoveReport {
+            id: module.id,
+            removed,
+            purged,
+            kept_state,
+        })
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+
+/// A file's name without `.wasm` (or any extension): the default id.
+fn stem_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// An id a new module may take: well-formed and not reserved.
+fn check_new_id(id: &str) -> Result<(), HostError> {
+    if !is_module_id(id) {
+        return Err(HostError::InvalidId { id: id.to_owned() });
+    }
+    if install::is_reserved_id(id) {
+        return Err(HostError::Refused(format!(
+            "{id:?} is reserved (it would shadow a host name); install it with --id OTHER (nothing was installed)"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -234,14 +331,19 @@ mod tests {
     use crate::test_modules::{describes, install, write_executable};
 
     fn open(home: &Path) -> Host {
-        Host::open(HostOptions { home: Some(home.to_path_buf()), workspace: Some(home.to_path_buf()) })
-            .unwrap()
+        Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap()
     }
 
     #[tokio::test]
     async fn disabling_a_bare_module_moves_it_into_its_folder_and_enabling_restores() {
         let dir = tempfile::tempdir().unwrap();
         let (_, counter) = install(dir.path(), "loose", true);
+        // The describe counter is a file outside any grant.
+        std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
         let host = open(dir.path());
         assert!(host.module("loose").await.unwrap().folder.is_none());
         let module = host.disable("loose").await.unwrap();
@@ -250,40 +352,72 @@ mod tests {
         assert!(dir.path().join("modules/loose/loose").is_file());
         let module = host.enable("loose").await.unwrap();
         assert_eq!(module.status, ModuleStatus::Enabled);
-        assert_eq!(describes(&counter), 1, "moving the module must not cost a describe");
+        assert_eq!(
+            describes(&counter),
+            1,
+            "moving the module must not cost a describe"
+        );
     }
 
     #[tokio::test]
     async fn install_checks_sha256_and_describes_before_moving() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
-        let host = Host::open(HostOptions { home: Some(home.clone()), workspace: Some(dir.path().into()) }).unwrap();
+        let host = Host::open(HostOptions {
+            home: Some(home.clone()),
+            workspace: Some(dir.path().into()),
+        })
+        .unwrap();
         let (source, _) = install(&dir.path().join("src"), "tool", true);
 
         let err = host
-            .install(InstallRequest { source: source.clone(), id: None, sha256: Some("00".repeat(32)) })
+            .install(InstallRequest {
+                source: source.clone(),
+                id: None,
+                sha256: Some("00".repeat(32)),
+            })
             .await
             .unwrap_err();
         assert!(matches!(err, HostError::Sha256Mismatch { .. }), "{err}");
         assert!(!home.join("modules/tool").exists());
 
-        let good = hex(&Sha256::digest(std::fs::read(&source).unwrap()));
+        let good = install::sha256_file(&source).unwrap();
         let module = host
-            .install(InstallRequest { source: source.clone(), id: None, sha256: Some(good) })
+            .install(InstallRequest {
+                source: source.clone(),
+                id: None,
+                sha256: Some(good),
+            })
             .await
             .unwrap();
         assert_eq!(module.status, ModuleStatus::Enabled);
-        assert_eq!(module.path, std::fs::canonicalize(&home).unwrap().join("modules/tool/tool"));
+        assert_eq!(
+            module.path,
+            std::fs::canonicalize(&home)
+                .unwrap()
+                .join("modules/tool/tool")
+        );
 
         let err = host
-            .install(InstallRequest { source: source.clone(), id: None, sha256: None })
+            .install(InstallRequest {
+                source: source.clone(),
+                id: None,
+                sha256: None,
+            })
             .await
             .unwrap_err();
         assert!(matches!(err, HostError::ModuleExists { .. }), "{err}");
 
         let broken = dir.path().join("broken");
         write_executable(&broken, "#!/bin/sh\nexit 1\n");
-        let err = host.install(InstallRequest { source: broken, id: None, sha256: None }).await.unwrap_err();
+        let err = host
+            .install(InstallRequest {
+                source: broken,
+                id: None,
+                sha256: None,
+            })
+            .await
+            .unwrap_err();
         assert!(matches!(err, HostError::NotAModule { .. }), "{err}");
         assert!(!home.join("modules/broken").exists());
         let staged: Vec<_> = std::fs::read_dir(home.join("staging")).unwrap().collect();

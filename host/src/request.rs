@@ -30,9 +30,19 @@ pub fn place_arguments(args: Value) -> PlacedArguments {
         // No explicit input: the whole value is the input (a reserved name
         // inside it is the module's business, not a request key).
         Value::Null => {
-            return PlacedArguments { input: Value::Object(Map::new()), extra: Map::new(), dropped: vec![] };
+            return PlacedArguments {
+                input: Value::Object(Map::new()),
+                extra: Map::new(),
+                dropped: vec![],
+            };
         }
-        other => return PlacedArguments { input: other, extra: Map::new(), dropped: vec![] },
+        other => {
+            return PlacedArguments {
+                input: other,
+                extra: Map::new(),
+                dropped: vec![],
+            };
+        }
     };
     let input = object.remove("input").unwrap_or(Value::Null);
     let mut extra = Map::new();
@@ -45,14 +55,21 @@ pub fn place_arguments(args: Value) -> PlacedArguments {
             extra.insert(key, value);
         }
     }
-    PlacedArguments { input, extra, dropped }
+    PlacedArguments {
+        input,
+        extra,
+        dropped,
+    }
 }
 
 /// A request id unique per call: time, process and a counter, so two hosts
 /// on one machine and two calls in one nanosecond still differ.
 pub fn new_request_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
     format!("{nanos:x}-{:x}-{count}", std::process::id())
 }
@@ -74,7 +91,10 @@ mod tests {
     fn explicit_input_is_verbatim_with_siblings_at_the_root() {
         let placed = place_arguments(json!({"input": [1, 2], "mode": "fast"}));
         assert_eq!(placed.input, json!([1, 2]));
-        assert_eq!(placed.extra, json!({"mode": "fast"}).as_object().unwrap().clone());
+        assert_eq!(
+            placed.extra,
+            json!({"mode": "fast"}).as_object().unwrap().clone()
+        );
     }
 
     #[test]

@@ -50,7 +50,11 @@ pub fn script(descriptor: &Value, invoke_answer: &Value, counter: &Path) -> Stri
 /// describe counter file.
 pub fn install(home: &Path, id: &str, bare: bool) -> (PathBuf, PathBuf) {
     let counter = home.join(format!("{id}.describes"));
-    let path = if bare { home.join("modules").join(id) } else { home.join("modules").join(id).join(id) };
+    let path = if bare {
+        home.join("modules").join(id)
+    } else {
+        home.join("modules").join(id).join(id)
+    };
     let answer = json!({"result": {"output": {"ok": true}, "text": "done"}});
     write_executable(&path, &script(&descriptor(id), &answer, &counter));
     (path, counter)
@@ -58,5 +62,7 @@ pub fn install(home: &Path, id: &str, bare: bool) -> (PathBuf, PathBuf) {
 
 /// How many times the module with this counter was described.
 pub fn describes(counter: &Path) -> usize {
-    std::fs::read_to_string(counter).map(|s| s.lines().count()).unwrap_or(0)
+    std::fs::read_to_string(counter)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
 }

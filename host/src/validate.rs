@@ -25,11 +25,19 @@ pub fn check(schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
         .iter_errors(instance)
         .map(|error| {
             let pointer = error.instance_path().to_string();
-            let at = if pointer.is_empty() { "/".to_owned() } else { pointer };
+            let at = if pointer.is_empty() {
+                "/".to_owned()
+            } else {
+                pointer
+            };
             format!("{at}: {error}")
         })
         .collect();
-    if violations.is_empty() { Ok(()) } else { Err(SchemaFailure::Violations(violations)) }
+    if violations.is_empty() {
+        Ok(())
+    } else {
+        Err(SchemaFailure::Violations(violations))
+    }
 }
 
 #[cfg(test)]
@@ -59,19 +67,31 @@ mod tests {
             panic!("expected violations");
         };
         assert_eq!(problems.len(), 3, "{problems:?}");
-        assert!(problems.iter().any(|p| p.starts_with("/max:")), "{problems:?}");
-        assert!(problems.iter().any(|p| p.contains("pattern")), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.starts_with("/max:")),
+            "{problems:?}"
+        );
+        assert!(
+            problems.iter().any(|p| p.contains("pattern")),
+            "{problems:?}"
+        );
     }
 
     #[test]
     fn broken_schema_is_reported_as_such() {
         let result = check(&json!({"type": 12}), &json!({}));
-        assert!(matches!(result, Err(SchemaFailure::BadSchema(_))), "{result:?}");
+        assert!(
+            matches!(result, Err(SchemaFailure::BadSchema(_))),
+            "{result:?}"
+        );
     }
 
     #[test]
     fn remote_refs_are_not_fetched() {
         let schema = json!({"$ref": "https://example.invalid/schema.json"});
-        assert!(matches!(check(&schema, &json!({})), Err(SchemaFailure::BadSchema(_))));
+        assert!(matches!(
+            check(&schema, &json!({})),
+            Err(SchemaFailure::BadSchema(_))
+        ));
     }
 }

@@ -25,8 +25,15 @@ use crate::*;
 
 /// `cases` per property, unless `PROPTEST_CASES` asks for a longer run.
 fn config(cases: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(cases);
-    Config { cases, failure_persistence: None, ..Config::default() }
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(cases);
+    Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    }
 }
 
 // ---------------------------------------------------------------- strategies
@@ -62,7 +69,10 @@ fn json_value() -> impl Strategy<Value = Value> {
 }
 
 fn request_id() -> impl Strategy<Value = Id> {
-    prop_oneof![any::<i64>().prop_map(Id::Num), any::<String>().prop_map(Id::Str)]
+    prop_oneof![
+        any::<i64>().prop_map(Id::Num),
+        any::<String>().prop_map(Id::Str)
+    ]
 }
 
 /// `params` as the protocol allows it: absent, an object or an array.
@@ -97,8 +107,16 @@ fn error_data() -> impl Strategy<Value = ErrorData> {
 }
 
 fn rpc_error() -> impl Strategy<Value = RpcError> {
-    (any::<i64>(), any::<String>(), prop::option::of(error_data()))
-        .prop_map(|(code, message, data)| RpcError { code, message, data })
+    (
+        any::<i64>(),
+        any::<String>(),
+        prop::option::of(error_data()),
+    )
+        .prop_map(|(code, message, data)| RpcError {
+            code,
+            message,
+            data,
+        })
 }
 
 /// Every message a conforming sender can produce.
@@ -217,22 +235,32 @@ fn descriptor_like() -> impl Strategy<Value = Value> {
             Value::Object(root)
         });
     let names = || prop::collection::vec(root_name(), 0..3);
-    let capability = (any::<String>(), json_value(), names(), names(), any::<bool>()).prop_map(
-        |(id, input_schema, reads, writes, network)| {
+    let capability = (
+        any::<String>(),
+        json_value(),
+        names(),
+        names(),
+        any::<bool>(),
+    )
+        .prop_map(|(id, input_schema, reads, writes, network)| {
             json!({
                 "id": id, "input_schema": input_schema,
                 "effects": {"reads": reads, "writes": writes, "network": network},
             })
-        },
-    );
-    let operation = (any::<String>(), any::<String>(), names(), names(), any::<bool>()).prop_map(
-        |(id, capability, reads, mutates, external)| {
+        });
+    let operation = (
+        any::<String>(),
+        any::<String>(),
+        names(),
+        names(),
+        any::<bool>(),
+    )
+        .prop_map(|(id, capability, reads, mutates, external)| {
             json!({
                 "id": id, "capability": capability,
                 "semantics": {"reads": reads, "mutates": mutates, "external": external},
             })
-        },
-    );
+        });
     (
         any::<String>(),
         any::<String>(),
@@ -242,16 +270,18 @@ fn descriptor_like() -> impl Strategy<Value = Value> {
         prop::option::of(prop::collection::vec(mostly(operation), 0..3)),
         json_object(json_leaf()),
     )
-        .prop_map(|(id, version, contract_version, roots, capabilities, operations, extra)| {
-            let mut obj = extra.as_object().cloned().unwrap_or_default();
-            obj.insert("id".into(), Value::String(id));
-            obj.insert("version".into(), Value::String(version));
-            put(&mut obj, "contract_version", contract_version);
-            obj.insert("roots".into(), Value::Array(roots));
-            obj.insert("capabilities".into(), Value::Array(capabilities));
-            put(&mut obj, "operations", operations.map(Value::Array));
-            Value::Object(obj)
-        })
+        .prop_map(
+            |(id, version, contract_version, roots, capabilities, operations, extra)| {
+                let mut obj = extra.as_object().cloned().unwrap_or_default();
+                obj.insert("id".into(), Value::String(id));
+                obj.insert("version".into(), Value::String(version));
+                put(&mut obj, "contract_version", contract_version);
+                obj.insert("roots".into(), Value::Array(roots));
+                obj.insert("capabilities".into(), Value::Array(capabilities));
+                put(&mut obj, "operations", operations.map(Value::Array));
+                Value::Object(obj)
+            },
+        )
 }
 
 fn invoke_result_like() -> impl Strategy<Value = Value> {
@@ -288,7 +318,11 @@ fn path_like() -> impl Strategy<Value = String> {
     ];
     (any::<bool>(), prop::collection::vec(segment, 0..5)).prop_map(|(absolute, segments)| {
         let joined = segments.join("/");
-        if absolute { format!("/{joined}") } else { joined }
+        if absolute {
+            format!("/{joined}")
+        } else {
+            joined
+        }
     })
 }
 
@@ -317,15 +351,24 @@ fn check_descriptor(value: Value) -> Result<(), TestCaseError> {
     prop_assert!(!pin.reason.is_empty());
     match &decision {
         Decision::V1(pin) => {
-            prop_assert!(pin.effective.as_deref().is_some_and(|e| e.starts_with("1.")));
+            prop_assert!(
+                pin.effective
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("1."))
+            );
         }
         Decision::V2(accepted) => {
             prop_assert_eq!(accepted.version().major, 2);
-            prop_assert!(accepted.version().minor <= contract::NEWEST_V2.minor);
+            // Not newer than the newest minor this host knows.
+            let v = accepted.version();
+            prop_assert!(semver::Version::new(v.major, v.minor, 0) <= contract::NEWEST_V2);
             prop_assert_eq!(accepted.operations(), operations.as_slice());
         }
         Decision::Refused(pin) => {
-            prop_assert!(declared.is_some(), "a descriptor without a version is contract 1");
+            prop_assert!(
+                declared.is_some(),
+                "a descriptor without a version is contract 1"
+            );
             prop_assert!(pin.effective.is_none());
             prop_assert!(!pin.remedy.is_empty());
         }
@@ -470,12 +513,22 @@ fn strategies_reach_accepting_branches() {
         (0..300).map(|_| strategy(&mut runner)).collect()
     };
     let envelopes = draw(&|r| envelope_like().new_tree(r).unwrap().current());
-    let parsed: Vec<Message> =
-        envelopes.iter().filter_map(|v| Message::parse(&v.to_string()).ok()).collect();
+    let parsed: Vec<Message> = envelopes
+        .iter()
+        .filter_map(|v| Message::parse(&v.to_string()).ok())
+        .collect();
     assert!(parsed.iter().any(|m| matches!(m, Message::Request(_))));
     assert!(parsed.iter().any(|m| matches!(m, Message::Notification(_))));
-    assert!(parsed.iter().any(|m| matches!(m, Message::Response(r) if r.outcome.is_ok())));
-    assert!(parsed.iter().any(|m| matches!(m, Message::Response(r) if r.outcome.is_err())));
+    assert!(
+        parsed
+            .iter()
+            .any(|m| matches!(m, Message::Response(r) if r.outcome.is_ok()))
+    );
+    assert!(
+        parsed
+            .iter()
+            .any(|m| matches!(m, Message::Response(r) if r.outcome.is_err()))
+    );
 
     let decisions: Vec<&'static str> = draw(&|r| descriptor_like().new_tree(r).unwrap().current())
         .into_iter()
@@ -483,11 +536,18 @@ fn strategies_reach_accepting_branches() {
         .map(|d| contract::evaluate(Arc::new(d)).label())
         .collect();
     for label in ["v1", "v2", "refused"] {
-        assert!(decisions.contains(&label), "no descriptor was pinned {label}");
+        assert!(
+            decisions.contains(&label),
+            "no descriptor was pinned {label}"
+        );
     }
 
     let results = draw(&|r| invoke_result_like().new_tree(r).unwrap().current());
-    assert!(results.into_iter().any(|v| serde_json::from_value::<InvokeResult>(v).is_ok()));
+    assert!(
+        results
+            .into_iter()
+            .any(|v| serde_json::from_value::<InvokeResult>(v).is_ok())
+    );
 }
 
 #[test]
@@ -496,7 +556,15 @@ fn path_oracle_is_not_vacuous() {
     assert!(!stays_inside("a/../../b"));
     assert!(!stays_inside("/etc"));
     assert!(is_clean_relative_path("reports/2024/summary.md"));
-    for escaping in ["..", "../x", "a/../../x", "/etc/passwd", "a/..", "a\\..\\..\\x", ""] {
+    for escaping in [
+        "..",
+        "../x",
+        "a/../../x",
+        "/etc/passwd",
+        "a/..",
+        "a\\..\\..\\x",
+        "",
+    ] {
         assert!(!is_clean_relative_path(escaping), "{escaping:?} accepted");
     }
 }

@@ -118,8 +118,8 @@ fn doctor_reports_the_home_and_the_modules_found() {
         "doctor does not name the home:\n{text}"
     );
     assert!(
-        text.contains("echo"),
-        "doctor does not list the module found:\n{text}"
+        text.contains("1 found (1 enabled"),
+        "doctor does not count the module found:\n{text}"
     );
 }
 

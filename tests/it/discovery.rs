@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::json;
 
-use crate::support::{Fixture, Home, Layout, counted, strings};
+use crate::support::{Fixture, Home, Layout, strings};
 
 /// A broken entry carries the reason: a machine kind and a message.
 #[track_caller]
@@ -76,7 +76,7 @@ fn broken_modules_are_listed_with_a_reason_beside_good_ones() {
     }
     // A broken module is not invocable; the good ones still are.
     let run = home.invoke("broken_crash", "broken_crash.run", &json!({}), &[]);
-    assert_ne!(run.code, 0, "{run:#?}");
+    assert_eq!(run.refused_kind(), "module_broken");
     home.invoke("echo", "echo.echo", &json!({}), &[])
         .invoke_result();
     home.assert_no_module_processes();
@@ -119,13 +119,6 @@ fn slow_describes_within_the_default_timeout_do_not_hide_anything() {
 fn disabling_a_bare_module_moves_it_into_a_folder_and_enabling_restores_it() {
     let home = Home::new();
     let bare = home.install_binary(Fixture::Echo.path().as_ref(), "beta", Layout::Bare);
-    let counter = home.outside().join("counter");
-    let mut home = home;
-    home.env.push((
-        "MODHOST_TEST_COUNTER".into(),
-        counter.to_string_lossy().into_owned(),
-    ));
-
     home.run(&["disable", "beta"]).expect_code(0);
     let folder = home.module_path("beta", Layout::Folder);
     assert!(bare.is_dir(), "modules/beta is not a folder after disable");
@@ -141,12 +134,11 @@ fn disabling_a_bare_module_moves_it_into_a_folder_and_enabling_restores_it() {
 
     let entry = home.entry("beta");
     assert_eq!(entry["status"], "disabled", "{entry:#}");
-    let invokes_before = counted(&counter, "beta invoke");
     let run = home.invoke("beta", "beta.echo", &json!({}), &[]);
-    assert_ne!(run.code, 0, "a disabled module was invoked: {run:#?}");
+    assert_eq!(run.refused_kind(), "module_disabled");
     assert_eq!(
-        counted(&counter, "beta invoke"),
-        invokes_before,
+        home.invocations("beta", "beta.echo"),
+        0,
         "a disabled module was run"
     );
 
@@ -158,7 +150,7 @@ fn disabling_a_bare_module_moves_it_into_a_folder_and_enabling_restores_it() {
     assert_eq!(home.entry("beta")["status"], "enabled");
     home.invoke("beta", "beta.echo", &json!({}), &[])
         .invoke_result();
-    assert_eq!(counted(&counter, "beta invoke"), invokes_before + 1);
+    assert_eq!(home.invocations("beta", "beta.echo"), 1);
 }
 
 #[test]
@@ -185,26 +177,17 @@ fn enabling_or_disabling_an_unknown_module_is_a_usage_error() {
 
 #[test]
 fn an_unchanged_module_is_described_once_and_a_changed_one_again() {
-    let mut home = Home::new();
+    let home = Home::new();
     let alpha = home.install(Fixture::Echo, "alpha");
     home.install(Fixture::Echo, "beta");
-    let counter = home.outside().join("counter");
-    home.env.push((
-        "MODHOST_TEST_COUNTER".into(),
-        counter.to_string_lossy().into_owned(),
-    ));
 
+    let first = home.describe_nonce("alpha");
+    let beta = home.describe_nonce("beta");
+    home.list();
     home.list();
     assert_eq!(
-        counted(&counter, "alpha describe"),
-        1,
-        "first list must describe alpha once"
-    );
-    home.list();
-    home.run(&["describe", "alpha", "--json"]).expect_code(0);
-    assert_eq!(
-        counted(&counter, "alpha describe"),
-        1,
+        home.describe_nonce("alpha"),
+        first,
         "alpha was described again although unchanged"
     );
 
@@ -217,14 +200,17 @@ fn an_unchanged_module_is_described_once_and_a_changed_one_again() {
     drop(file);
     let entry = home.entry("alpha");
     assert_eq!(entry["status"], "enabled", "{entry:#}");
+    let second = home.describe_nonce("alpha");
+    assert_ne!(second, first, "alpha changed but was not described again");
+    home.list();
     assert_eq!(
-        counted(&counter, "alpha describe"),
-        2,
-        "alpha changed but was not described again"
+        home.describe_nonce("alpha"),
+        second,
+        "the changed alpha is not cached in turn"
     );
     assert_eq!(
-        counted(&counter, "beta describe"),
-        1,
+        home.describe_nonce("beta"),
+        beta,
         "beta is unchanged but was described again"
     );
 }

@@ -178,7 +178,12 @@ fn search_honours_path_glob_and_max_results() {
 fn search_rejects_an_invalid_regex_without_crashing() {
     let home = files_home();
     let run = home.invoke("files", "files.search", &json!({"pattern": "("}), &[]);
-    run.invoke_error();
+    let error = run.invoke_error();
+    assert_eq!(error["kind"], "invalid_input", "{error:#}");
+    assert!(
+        error["message"].as_str().unwrap_or_default().contains('('),
+        "{error:#}"
+    );
 }
 
 #[test]

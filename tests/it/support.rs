@@ -184,6 +184,22 @@ impl Run {
         error
     }
 
+    /// For an `invoke --json` refused before the capability ran (exit 1 or
+    /// 2, depending on whether the host counts it as a usage error): the
+    /// error kind.
+    #[track_caller]
+    pub fn refused_kind(&self) -> String {
+        assert!(
+            self.code == 1 || self.code == 2,
+            "expected a refusal (exit 1 or 2): {self:#?}"
+        );
+        let json = self.json();
+        json["error"]["kind"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error kind in {json:#}"))
+            .to_owned()
+    }
+
     /// For `invoke --json` that succeeded: the result, after checking exit 0.
     #[track_caller]
     pub fn invoke_result(&self) -> Value {
@@ -201,8 +217,6 @@ impl Run {
 #[derive(Debug)]
 pub struct Home {
     dir: TempDir,
-    /// Extra environment for every `modhost` run.
-    pub env: Vec<(String, String)>,
 }
 
 impl Home {
@@ -211,10 +225,7 @@ impl Home {
             .prefix("modhost-it-")
             .tempdir()
             .expect("temp dir");
-        let home = Home {
-            dir,
-            env: Vec::new(),
-        };
+        let home = Home { dir };
         std::fs::create_dir_all(home.path().join("modules")).expect("modules dir");
         std::fs::create_dir_all(home.workspace()).expect("workspace dir");
         home
@@ -292,6 +303,31 @@ impl Home {
     pub fn run_with_env<S: AsRef<str>>(&self, args: &[S], env: &[(&str, &str)]) -> Run {
         let args: Vec<String> = args.iter().map(|a| a.as_ref().to_owned()).collect();
         run_modhost(self, &args, env)
+    }
+
+    /// How many times the echo fixture installed as `id` ran `capability`,
+    /// from the log it keeps in its state root.
+    pub fn invocations(&self, id: &str, capability: &str) -> usize {
+        let log = self.path().join("state").join(id).join(".invocations");
+        std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == capability)
+            .count()
+    }
+
+    /// The nonce the echo fixture installed as `id` put in the descriptor
+    /// `describe --json` shows: it changes exactly when the module is run.
+    #[track_caller]
+    pub fn describe_nonce(&self, id: &str) -> String {
+        let json = self.run(&["describe", id, "--json"]).expect_code(0).json();
+        let description = json["descriptor"]["description"]
+            .as_str()
+            .unwrap_or_default();
+        description
+            .split_once("Described by run ")
+            .map(|(_, nonce)| nonce.to_owned())
+            .unwrap_or_else(|| panic!("no nonce in the description of {id}: {json:#}"))
     }
 
     /// `modhost list --json`, checked to be an array.
@@ -376,7 +412,6 @@ fn run_modhost(home: &Home, args: &[String], env: &[(&str, &str)]) -> Run {
             command.env_remove(key.as_ref());
         }
     }
-    command.envs(home.env.iter().map(|(k, v)| (k, v)));
     command.envs(env.iter().copied());
     let mut child = command.spawn().expect("spawn modhost");
     let started = Instant::now();
@@ -490,13 +525,4 @@ pub fn strings(value: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Lines of the counter file a fixture appends to (`<id> <method>`).
-pub fn counted(counter: &Path, line: &str) -> usize {
-    std::fs::read_to_string(counter)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| *l == line)
-        .count()
 }

@@ -116,20 +116,3 @@ pub fn single_capability_descriptor(description: &str) -> Value {
         "capabilities": [capability(&id, "run", description)],
     })
 }
-
-/// Record that this process was run, when a test asked to count runs: one
-/// line `<module id> <method>` appended to the file named by
-/// `MODHOST_TEST_COUNTER` (a `MODHOST_` variable because the host passes
-/// nothing else of its environment through).
-pub fn count_run(method: &str) {
-    let Some(path) = std::env::var_os("MODHOST_TEST_COUNTER") else {
-        return;
-    };
-    if let Ok(mut file) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(file, "{} {method}", module_id());
-    }
-}

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use modhost::discovery::ModuleStatus;
 use modhost::home::HomeLayout;
+use modhost::confine::{self, ConfinementMode};
 use modhost::{Host, HostOptions};
 use serde_json::json;
 
@@ -39,14 +40,14 @@ pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> 
                     "disabled": count(ModuleStatus::Disabled),
                     "broken": count(ModuleStatus::Broken),
                 },
-                "confinement": confinement(),
+                "confinement": confinement(Some(host.config().confinement)),
             })
         }
         Err(e) => json!({
             "ok": false,
             "home": HomeLayout::resolve(options.home.as_deref()).ok(),
             "error": e.to_string(),
-            "confinement": confinement(),
+            "confinement": confinement(None),
         }),
     };
     if args.json {
@@ -54,26 +55,40 @@ pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> 
     } else {
         print_human(&report);
     }
-    Ok(if host.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(super::EXIT_USAGE) })
+    Ok(if host.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(super::EXIT_USAGE)
+    })
 }
 
-fn confinement() -> serde_json::Value {
-    let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").ok();
-    let landlock = match &lsm {
-        Some(list) if list.split(',').any(|m| m.trim() == "landlock") => "available",
-        Some(_) => "not enabled in this kernel",
-        None => "unknown",
-    };
+fn confinement(mode: Option<ConfinementMode>) -> serde_json::Value {
+    let support = confine::probe();
     json!({
         "process_groups": true,
         "environment_allowlist": true,
-        "landlock": landlock,
-        "landlock_abi": "unknown",
+        "mode": mode.map(ConfinementMode::as_str),
+        "landlock_abi": support.abi,
+        "filesystem": support.fs,
+        "tcp": support.net,
+        "scopes": support.scopes,
+        "unix_sockets": support.unix_sockets,
+        "summary": support.summary(),
+        "shortfall": support.shortfall(false),
+        "resource_limits": {
+            "processes": format!("the user's count + {}", confine::PROCESS_MARGIN),
+            "file_size_bytes": confine::MAX_FILE_SIZE,
+            "core_dumps": false,
+        },
     })
 }
 
 fn print_human(report: &serde_json::Value) {
-    let text = |v: &serde_json::Value| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string());
+    let text = |v: &serde_json::Value| {
+        v.as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| v.to_string())
+    };
     println!("home:        {}", text(&report["home"]));
     if let Some(error) = report.get("error") {
         println!("error:       {}", text(error));
@@ -82,13 +97,21 @@ fn print_human(report: &serde_json::Value) {
         println!(
             "config:      {} ({})",
             text(&report["config"]),
-            if report["config_present"] == true { "present" } else { "absent, defaults apply" }
+            if report["config_present"] == true {
+                "present"
+            } else {
+                "absent, defaults apply"
+            }
         );
         for dir in report["layout"].as_array().into_iter().flatten() {
             println!(
                 "layout:      {:10} {}",
                 text(&dir["name"]),
-                if dir["present"] == true { "present" } else { "absent (created on demand)" }
+                if dir["present"] == true {
+                    "present"
+                } else {
+                    "absent (created on demand)"
+                }
             );
         }
         let m = &report["modules"];
@@ -98,6 +121,12 @@ fn print_human(report: &serde_json::Value) {
         );
     }
     let c = &report["confinement"];
-    println!("confinement: process groups yes, environment allowlist yes, landlock {} (ABI {})",
-        text(&c["landlock"]), text(&c["landlock_abi"]));
+    println!("confinement: process groups yes, environment allowlist yes");
+    println!("confinement: {}", text(&c["summary"]));
+    if let Some(mode) = c["mode"].as_str() {
+        println!("confinement: mode {mode} (config.toml `confinement`)");
+    }
+    if let Some(shortfall) = c["shortfall"].as_str() {
+        println!("confinement: warning: {shortfall}");
+    }
 }

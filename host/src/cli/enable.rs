@@ -11,7 +11,11 @@ pub struct Args {
 }
 
 pub async fn run(host: &Host, args: &Args, enable: bool) -> anyhow::Result<ExitCode> {
-    let module = if enable { host.enable(&args.module).await? } else { host.disable(&args.module).await? };
+    let module = if enable {
+        host.enable(&args.module).await?
+    } else {
+        host.disable(&args.module).await?
+    };
     println!("{} {}", module.id, module.status.as_str());
     Ok(ExitCode::SUCCESS)
 }

@@ -44,7 +44,9 @@ pub struct Args {
 pub fn parse_source_root(raw: &str) -> Result<(String, PathBuf), String> {
     let (name, path) = raw.split_once('=').ok_or("expected NAME=PATH")?;
     if !is_root_name(name) {
-        return Err(format!("{name:?} is not a root name (letters, digits, '-' and '_')"));
+        return Err(format!(
+            "{name:?} is not a root name (letters, digits, '-' and '_')"
+        ));
     }
     if path.is_empty() {
         return Err("the path is empty".into());
@@ -57,11 +59,14 @@ fn read_input(raw: Option<&str>) -> anyhow::Result<Value> {
         None => return Ok(Value::Object(Default::default())),
         Some("-") => {
             let mut text = String::new();
-            std::io::stdin().read_to_string(&mut text).context("reading the input from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("reading the input from stdin")?;
             text
         }
         Some(raw) => match raw.strip_prefix('@') {
-            Some(path) => std::fs::read_to_string(path).with_context(|| format!("reading the input file {path}"))?,
+            Some(path) => std::fs::read_to_string(path)
+                .with_context(|| format!("reading the input file {path}"))?,
             None => raw.to_owned(),
         },
     };
@@ -72,7 +77,11 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
     let input = read_input(args.input.as_deref())?;
     let mut request = InvokeRequest {
         args: input,
-        source_roots: args.source_roots.iter().cloned().collect::<BTreeMap<_, _>>(),
+        source_roots: args
+            .source_roots
+            .iter()
+            .cloned()
+            .collect::<BTreeMap<_, _>>(),
         deadline: args.deadline_ms.map(Duration::from_millis),
         max_output_bytes: args.max_output_bytes,
         ..InvokeRequest::default()
@@ -102,7 +111,11 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
                     None => println!("{}", serde_json::to_string_pretty(&outcome.result.output)?),
                 }
                 for artifact in &outcome.artifacts {
-                    println!("{}{}", modproto::ARTIFACT_MARKER, serde_json::to_string(artifact)?);
+                    println!(
+                        "{}{}",
+                        modproto::ARTIFACT_MARKER,
+                        serde_json::to_string(artifact)?
+                    );
                 }
             }
             for warning in &outcome.result.warnings {
@@ -130,7 +143,11 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
                     }
                 }
             }
-            Ok(ExitCode::from(if error.is_usage_error() { EXIT_USAGE } else { EXIT_FAILED }))
+            Ok(ExitCode::from(if error.is_usage_error() {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILED
+            }))
         }
     }
 }
@@ -144,7 +161,10 @@ async fn invoke_single_target(
 ) -> Result<modhost::InvokeOutcome, InvokeError> {
     if let Some((prefix, _)) = target.split_once('.')
         && let Ok(module) = host.module(prefix).await
-        && module.descriptor.as_ref().is_some_and(|d| d.capability(target).is_some())
+        && module
+            .descriptor
+            .as_ref()
+            .is_some_and(|d| d.capability(target).is_some())
     {
         request.capability = target.to_owned();
         return host.invoke_module(&module, request).await;
@@ -152,7 +172,11 @@ async fn invoke_single_target(
     let modules = host.discover().await;
     let mut owners: Vec<_> = modules
         .iter()
-        .filter(|m| m.descriptor.as_ref().is_some_and(|d| d.capability(target).is_some()))
+        .filter(|m| {
+            m.descriptor
+                .as_ref()
+                .is_some_and(|d| d.capability(target).is_some())
+        })
         .collect();
     match owners.len() {
         1 => {
@@ -178,7 +202,11 @@ async fn invoke_single_target(
         }
         _ => Err(InvokeError::Host(HostError::Refused(format!(
             "the capability {target:?} is offered by several modules ({}); name the module: modhost invoke MODULE {target}",
-            owners.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")
+            owners
+                .iter()
+                .map(|m| m.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )))),
     }
 }

@@ -19,13 +19,23 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if modules.is_empty() {
-        println!("no modules installed in {}", host.layout().modules_dir().display());
+        println!(
+            "no modules installed in {}",
+            host.layout().modules_dir().display()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let id_width = modules.iter().map(|m| m.id.len()).max().unwrap_or(2).max(2);
-    let version_width =
-        modules.iter().map(|m| m.version.as_deref().unwrap_or("-").len()).max().unwrap_or(7).max(7);
-    println!("{:id_width$}  {:version_width$}  {:8}  CAPABILITIES", "ID", "VERSION", "STATUS");
+    let version_width = modules
+        .iter()
+        .map(|m| m.version.as_deref().unwrap_or("-").len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    println!(
+        "{:id_width$}  {:version_width$}  {:8}  CAPABILITIES",
+        "ID", "VERSION", "STATUS"
+    );
     for module in &modules {
         println!(
             "{:id_width$}  {:version_width$}  {:8}  {}",

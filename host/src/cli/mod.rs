@@ -72,7 +72,10 @@ enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("error: could not start the async runtime: {e}");
@@ -89,7 +92,10 @@ pub fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let options = HostOptions { home: cli.home, workspace: cli.workspace };
+    let options = HostOptions {
+        home: cli.home,
+        workspace: cli.workspace,
+    };
     if let Command::Doctor(args) = &cli.command {
         // The doctor must report a broken home, not die on it.
         return doctor::run(options, args).await;

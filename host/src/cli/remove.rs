@@ -20,7 +20,10 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         println!("purged {}", dir.display());
     }
     if let Some(state) = &report.kept_state {
-        println!("kept its state in {} (remove --purge deletes it)", state.display());
+        println!(
+            "kept its state in {} (remove --purge deletes it)",
+            state.display()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -22,7 +22,7 @@ fn grant(name: &str, host: &Path, access: Access) -> Grant {
 /// Run `script` with `program` under confinement; (success, stdout+stderr).
 async fn run_confined(program: &str, script: &str, grants: &[Grant], network: bool) -> (bool, String) {
     let confinement = prepare(Path::new(program), grants, network, ConfinementMode::BestEffort).unwrap();
-    let mut command = tokio::process::Command::new(program);
+    let mut command = std::process::Command::new(program);
     command
         .arg("-c")
         .arg(script)
@@ -32,7 +32,7 @@ async fn run_confined(program: &str, script: &str, grants: &[Grant], network: bo
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     confinement.apply_to(&mut command);
-    let output = command.output().await.unwrap();
+    let output = tokio::process::Command::from(command).output().await.unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),

@@ -12,6 +12,8 @@ use std::time::Duration;
 use modproto::{Access, ErrorKind, Notification, Response};
 use serde::{Deserialize, Serialize};
 
+use crate::confine::ConfinementMode;
+
 pub mod native;
 #[cfg(feature = "wasm")]
 pub mod wasm;
@@ -86,6 +88,8 @@ pub struct CallLimits {
     pub deadline: Duration,
     /// The most bytes of stdout read before the call is killed.
     pub max_output_bytes: u64,
+    /// How a native call is confined (`confinement` in config.toml).
+    pub confinement: ConfinementMode,
 }
 
 impl Default for CallLimits {
@@ -93,6 +97,7 @@ impl Default for CallLimits {
         CallLimits {
             deadline: Duration::from_secs(30),
             max_output_bytes: 1024 * 1024,
+            confinement: ConfinementMode::default(),
         }
     }
 }
@@ -163,6 +168,9 @@ pub enum RunError {
     },
     #[error("could not start the module: {message}")]
     Spawn { message: String },
+    /// `confinement = "required"` and this kernel cannot fully confine the call.
+    #[error("refused to run the module unconfined: {reason}")]
+    Unconfined { reason: String },
     #[error("the call was cancelled")]
     Cancelled,
 }
@@ -178,6 +186,7 @@ impl RunError {
             RunError::Crashed { .. } => ErrorKind::CRASHED,
             RunError::BadResponse { .. } => ErrorKind::BAD_RESPONSE,
             RunError::Spawn { .. } => ErrorKind::SPAWN_FAILED,
+            RunError::Unconfined { .. } => "unconfined",
             RunError::Cancelled => ErrorKind::CANCELLED,
         }
     }
@@ -190,7 +199,7 @@ impl RunError {
             | RunError::Trapped { stderr_tail, .. }
             | RunError::Crashed { stderr_tail, .. }
             | RunError::BadResponse { stderr_tail, .. } => stderr_tail,
-            RunError::Spawn { .. } | RunError::Cancelled => "",
+            RunError::Spawn { .. } | RunError::Unconfined { .. } | RunError::Cancelled => "",
         }
     }
 }

@@ -26,6 +26,7 @@
 //!   notification other than `progress`/`log` or with malformed params, a
 //!   request, or a response with the wrong id is `bad_response`, named.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
@@ -34,9 +35,10 @@ use std::time::Duration;
 use modproto::{Id, LogParams, Message, Notification, ProgressParams, Response};
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
 use super::{Call, Exchange, NotificationSink, RunError, STDERR_TAIL_BYTES};
+use crate::confine::{self, ConfineError};
 
 /// The JSON-RPC id the host uses for the one request of a call.
 pub const REQUEST_ID: i64 = 1;
@@ -60,39 +62,73 @@ pub async fn run(
     call: &Call<'_>,
     notifications: Option<&NotificationSink>,
 ) -> Result<Exchange, RunError> {
-    let mut command = Command::new(program);
+    let mut command = std::process::Command::new(program);
     command
         .env_clear()
         .envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+        .process_group(0);
     if let Some(dir) = program.parent().filter(|d| !d.as_os_str().is_empty()) {
         command.current_dir(dir);
     }
-    let mut child = command.spawn().map_err(|e| RunError::Spawn {
+    let spawn_error = |e: std::io::Error| RunError::Spawn {
         message: format!("{}: {e}", program.display()),
-    })?;
-    // The child is its own group leader, so its pid is the group id.
-    let mut guard = GroupGuard::new(child.id());
+    };
+    // Landlock and rlimits, built here and entered by the child just before
+    // exec (crate::confine); refused under `confinement = "required"` when
+    // the kernel falls short.
+    let confinement = confine::prepare(program, call.grants, call.network, call.limits.confinement)
+        .map_err(|e| match e {
+            ConfineError::Unconfined { reason } => RunError::Unconfined { reason },
+            other => RunError::Spawn {
+                message: format!("{}: {other}", program.display()),
+            },
+        })?;
+    let host_warnings: Vec<String> = confinement
+        .warning()
+        .map(str::to_owned)
+        .into_iter()
+        .collect();
+    confinement.apply_to(&mut command);
+    let mut child = command.spawn().map_err(spawn_error)?;
+    // The child is its own group leader, so its pid is the group id. From
+    // here on every exit path, cancellation included, kills the group.
+    let mut guard = GroupGuard::new(Some(child.id()));
+    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
 
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
+    // A blocking waiter owns the child and reaps it whenever it dies, even
+    // when this future is dropped: no zombie survives a cancelled call. (A
+    // dedicated waitpid also wakes faster than a SIGCHLD-driven one.)
+    let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
+    tokio::task::spawn_blocking(move || {
+        let _ = exit_tx.send(child.wait());
+    });
+
+    let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
         return Err(RunError::Spawn {
             message: "the module's pipes were not set up".into(),
         });
+    };
+    let (stdin, stdout, stderr) = match (
+        ChildStdin::from_std(stdin),
+        ChildStdout::from_std(stdout),
+        ChildStderr::from_std(stderr),
+    ) {
+        (Ok(stdin), Ok(stdout), Ok(stderr)) => (stdin, stdout, stderr),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Err(spawn_error(e)),
     };
     let tail = Arc::new(Mutex::new(TailBuffer::default()));
     let stderr_task = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
 
     let limits = call.limits;
+    let mut exited: Option<ExitStatus> = None;
     let converse = async {
         write_request(stdin, call.request_line).await;
         converse(
-            &mut child,
+            &mut exit_rx,
+            &mut exited,
             &guard,
             stdout,
             limits.max_output_bytes,
@@ -107,11 +143,17 @@ pub async fn run(
 
     // Whatever happened, the group goes now. After a response the leader
     // gets a short grace to exit on its own first (a clean exit is the norm).
-    if outcome.is_ok() {
-        let _ = tokio::time::timeout(EXIT_GRACE, child.wait()).await;
+    if exited.is_none()
+        && outcome.is_ok()
+        && let Ok(Ok(Ok(status))) = tokio::time::timeout(EXIT_GRACE, &mut exit_rx).await
+    {
+        exited = Some(status);
     }
     guard.kill();
-    let status = child.wait().await.ok();
+    let status = match exited {
+        Some(status) => Some(status),
+        None => exit_rx.await.ok().and_then(Result::ok),
+    };
     guard.disarm();
     let _ = tokio::time::timeout(STDERR_DRAIN, stderr_task).await;
     let stderr_tail = tail.lock().map(|t| t.text()).unwrap_or_default();
@@ -121,7 +163,7 @@ pub async fn run(
             notifications,
             response,
             stderr_tail,
-            host_warnings: Vec::new(),
+            host_warnings,
         }),
         Err(Failure::Timeout) => Err(RunError::Timeout {
             deadline_ms: limits.deadline.as_millis() as u64,
@@ -142,6 +184,9 @@ pub async fn run(
     }
 }
 
+/// Delivers the exit status once the blocking waiter has reaped the child.
+type ExitReceiver = tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>;
+
 /// Why a conversation ended without a response.
 pub(super) enum Failure {
     Timeout,
@@ -151,7 +196,7 @@ pub(super) enum Failure {
     NoResponse(Option<ExitStatus>),
 }
 
-async fn write_request(mut stdin: tokio::process::ChildStdin, line: &str) {
+async fn write_request(mut stdin: ChildStdin, line: &str) {
     // A module may exit (or close stdin) without reading: a broken pipe here is
     // not the error to report; what it wrote, or did not, is.
     let mut bytes = Vec::with_capacity(line.len() + 1);
@@ -165,7 +210,8 @@ async fn write_request(mut stdin: tokio::process::ChildStdin, line: &str) {
 
 /// Read stdout until the response, the cap, or EOF.
 async fn converse(
-    child: &mut Child,
+    exit: &mut ExitReceiver,
+    exited: &mut Option<ExitStatus>,
     guard: &GroupGuard,
     mut stdout: ChildStdout,
     max_output_bytes: u64,
@@ -176,7 +222,6 @@ async fn converse(
     let mut total: u64 = 0;
     let mut line_number = 0usize;
     let mut notifications = Vec::new();
-    let mut exited: Option<ExitStatus> = None;
     loop {
         tokio::select! {
             read = stdout.read(&mut chunk) => {
@@ -195,7 +240,7 @@ async fn converse(
                             return Ok((response, notifications));
                         }
                     }
-                    return Err(Failure::NoResponse(exited));
+                    return Err(Failure::NoResponse(*exited));
                 }
                 total += n as u64;
                 if total > max_output_bytes {
@@ -215,12 +260,16 @@ async fn converse(
                     start = 0;
                 }
             }
-            status = child.wait(), if exited.is_none() => {
+            status = &mut *exit, if exited.is_none() => {
                 // The leader is gone; helpers it left in the group must not
                 // keep stdout open, so the group goes too. Reading continues:
                 // the response may still sit in the pipe.
-                exited = status.ok();
+                *exited = status.ok().and_then(Result::ok);
                 guard.kill();
+                if exited.is_none() {
+                    // The waiter failed; do not poll the spent channel again.
+                    return Err(Failure::NoResponse(None));
+                }
             }
         }
     }
@@ -403,9 +452,19 @@ mod tests {
             limits: CallLimits {
                 deadline: Duration::from_millis(deadline_ms),
                 max_output_bytes: max,
+                ..CallLimits::default()
             },
             grants: &[],
             network: false,
+        }
+    }
+
+    fn write_grant(path: &Path) -> crate::runner::Grant {
+        crate::runner::Grant {
+            name: "out".into(),
+            host: path.to_path_buf(),
+            guest: path.display().to_string(),
+            access: modproto::Access::ReadWrite,
         }
     }
 
@@ -508,7 +567,10 @@ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
     #[tokio::test]
     async fn grandchild_holding_stdout_does_not_hang_and_is_killed() {
         let dir = tempfile::tempdir().unwrap();
-        let pidfile = dir.path().join("grandchild.pid");
+        // The pid file goes to a granted write root: the module is confined.
+        let out = tempfile::tempdir().unwrap();
+        let grants = [write_grant(out.path())];
+        let pidfile = out.path().join("grandchild.pid");
         let module = script(
             dir.path(),
             "daemon",
@@ -522,9 +584,11 @@ sleep 30"#,
             ),
         );
         let started = std::time::Instant::now();
-        run(&module, &call(REQ, 10_000, 1 << 20), None)
-            .await
-            .unwrap();
+        let call = Call {
+            grants: &grants,
+            ..call(REQ, 10_000, 1 << 20)
+        };
+        run(&module, &call, None).await.unwrap();
         assert!(started.elapsed() < Duration::from_secs(5));
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()
@@ -559,20 +623,38 @@ sleep 30"#,
     #[tokio::test]
     async fn dropping_the_call_kills_the_group() {
         let dir = tempfile::tempdir().unwrap();
-        let pidfile = dir.path().join("pids");
+        let out = tempfile::tempdir().unwrap();
+        let grants = [write_grant(out.path())];
+        let pidfile = out.path().join("pids");
         let module = script(
             dir.path(),
             "slow",
-            &format!("read line
+            &format!(
+                "read line
 sleep 30 &
 echo $$ $! > {}
-sleep 30", pidfile.display()),
+sleep 30",
+                pidfile.display()
+            ),
         );
         let line = REQ.to_owned();
-        let limits = CallLimits { deadline: Duration::from_secs(60), max_output_bytes: 1024 };
-        let call = Call { request_line: &line, limits, grants: &[], network: false };
-        let cancelled = tokio::time::timeout(Duration::from_millis(500), run(&module, &call, None)).await;
-        assert!(cancelled.is_err(), "the call should still be running when dropped");
+        let limits = CallLimits {
+            deadline: Duration::from_secs(60),
+            max_output_bytes: 1024,
+            ..CallLimits::default()
+        };
+        let call = Call {
+            request_line: &line,
+            limits,
+            grants: &grants,
+            network: false,
+        };
+        let cancelled =
+            tokio::time::timeout(Duration::from_millis(500), run(&module, &call, None)).await;
+        assert!(
+            cancelled.is_err(),
+            "the call should still be running when dropped"
+        );
         let pids = std::fs::read_to_string(&pidfile).unwrap();
         for pid in pids.split_whitespace() {
             let pid: i32 = pid.parse().unwrap();

@@ -701,6 +701,7 @@ mod tests {
             limits: CallLimits {
                 deadline,
                 max_output_bytes: 256 * 1024,
+                ..CallLimits::default()
             },
             grants,
             network: false,

@@ -26,24 +26,34 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(path) = std::str::from_utf8(data) {
         check_path(path);
     }
-    let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
+    let Ok(value) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
     check_descriptor(value.clone());
     check_invoke_result(value);
 });
 
 fn check_descriptor(value: Value) {
-    let Ok(descriptor) = serde_json::from_value::<Descriptor>(value) else { return };
+    let Ok(descriptor) = serde_json::from_value::<Descriptor>(value) else {
+        return;
+    };
     let declared = descriptor.contract_version.clone();
     let operations = descriptor.operations.clone();
     let decision = contract::evaluate(Arc::new(descriptor));
     assert_eq!(decision.pin().requested, declared);
     match &decision {
         Decision::V1(pin) => {
-            assert!(pin.effective.as_deref().is_some_and(|e| e.starts_with("1.")));
+            assert!(
+                pin.effective
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("1."))
+            );
         }
         Decision::V2(accepted) => {
             assert_eq!(accepted.version().major, 2);
-            assert!(accepted.version().minor <= contract::NEWEST_V2.minor);
+            // Not newer than the newest minor this host knows.
+            let v = accepted.version();
+            assert!(semver::Version::new(v.major, v.minor, 0) <= contract::NEWEST_V2);
             assert_eq!(accepted.operations(), operations.as_slice());
         }
         Decision::Refused(pin) => {
@@ -54,7 +64,9 @@ fn check_descriptor(value: Value) {
 }
 
 fn check_invoke_result(value: Value) {
-    let Ok(result) = serde_json::from_value::<InvokeResult>(value) else { return };
+    let Ok(result) = serde_json::from_value::<InvokeResult>(value) else {
+        return;
+    };
     let text = serde_json::to_string(&result).expect("an InvokeResult serializes");
     let back: InvokeResult = serde_json::from_str(&text).expect("a re-encoded result decodes");
     assert_eq!(back, result, "re-encoded as {text}");
@@ -73,7 +85,9 @@ fn check_path(path: &str) {
             Component::Normal(_) => depth += 1,
             Component::CurDir => {}
             Component::ParentDir => {
-                depth = depth.checked_sub(1).unwrap_or_else(|| panic!("{path:?} escapes"));
+                depth = depth
+                    .checked_sub(1)
+                    .unwrap_or_else(|| panic!("{path:?} escapes"));
             }
             Component::RootDir | Component::Prefix(_) => panic!("{path:?} is absolute"),
         }

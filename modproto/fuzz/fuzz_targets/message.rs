@@ -28,15 +28,23 @@ fuzz_target!(|stdout: &[u8]| {
 
 fn classify(raw: &[u8]) {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-    let Ok(line) = std::str::from_utf8(raw) else { return };
+    let Ok(line) = std::str::from_utf8(raw) else {
+        return;
+    };
     if line.trim().is_empty() {
         return;
     }
-    let Ok(message) = Message::parse(line) else { return };
+    let Ok(message) = Message::parse(line) else {
+        return;
+    };
 
     let again = message.to_line();
     assert!(!again.contains('\n'), "to_line wrote a newline: {again}");
-    assert_eq!(Message::parse(&again).as_ref(), Ok(&message), "re-encoded as {again}");
+    assert_eq!(
+        Message::parse(&again).as_ref(),
+        Ok(&message),
+        "re-encoded as {again}"
+    );
 
     match message {
         Message::Notification(n) => {

@@ -31,7 +31,9 @@ pub fn request_id(request: &Value) -> Value {
 
 /// Write one JSON-RPC success response line.
 pub fn answer(request: &Value, result: Value) {
-    write_line(&json!({"jsonrpc": "2.0", "id": request_id(request), "result": result}));
+    let mut response = json!({"jsonrpc": "2.0", "id": request_id(request)});
+    response["result"] = result;
+    write_line(&response);
 }
 
 /// Write one JSON-RPC error response line with a machine-readable kind.

@@ -6,7 +6,8 @@ use serde_json::json;
 
 fn main() {
     let request = modhost_guests::read_request();
-    let attempts: [(&str, fn() -> std::io::Result<()>); 4] = [
+    type Attempt = fn() -> std::io::Result<()>;
+    let attempts: [(&str, Attempt); 4] = [
         ("create", || {
             std::fs::write("/roots/ro/created.txt", b"pwned")
         }),
