@@ -69,19 +69,19 @@ fn bare_spawn(path: &Path, line: &str) -> Duration {
     started.elapsed()
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let temp = tempfile::tempdir().unwrap();
-
-    // 1. Invoke latency.
-    let home = temp.path().join("invoke-home");
+/// p50 of (invoke through the host, bare spawn), interleaved so both see
+/// the same machine load. `config` is written as the home's config.toml.
+fn measure_invoke(
+    runtime: &tokio::runtime::Runtime,
+    dir: &Path,
+    config: &str,
+) -> (Duration, Duration) {
+    let home = dir.join("home");
     let module = install(&home, "trivial");
+    std::fs::write(home.join("config.toml"), config).unwrap();
     let host = Host::open(HostOptions {
         home: Some(home.clone()),
-        workspace: Some(temp.path().into()),
+        workspace: Some(dir.into()),
     })
     .unwrap();
     let line = serde_json::to_string(&json!({"jsonrpc": "2.0", "id": 1, "method": "invoke", "params": {
@@ -89,65 +89,53 @@ fn main() {
         "input": {}, "roots": {}, "binaries": {}, "deadline_ms": 30000, "max_output_bytes": 1048576
     }}))
     .unwrap();
+    let request = || InvokeRequest::new("trivial", "trivial.ping", json!({}));
     let mut host_samples = Vec::with_capacity(INVOKE_RUNS);
     let mut bare_samples = Vec::with_capacity(INVOKE_RUNS);
     runtime.block_on(async {
         host.discover().await; // warm the describe cache
         for _ in 0..10 {
-            host.invoke(InvokeRequest::new("trivial", "trivial.ping", json!({})))
-                .await
-                .unwrap();
+            host.invoke(request()).await.unwrap();
             bare_spawn(&module, &line);
         }
-        // Interleave so both see the same machine load.
         for _ in 0..INVOKE_RUNS {
             let started = Instant::now();
-            let outcome = host
-                .invoke(InvokeRequest::new("trivial", "trivial.ping", json!({})))
-                .await
-                .unwrap();
+            let outcome = host.invoke(request()).await.unwrap();
             host_samples.push(started.elapsed());
             assert_eq!(outcome.result.output, json!({"pong": true}));
             bare_samples.push(bare_spawn(&module, &line));
         }
     });
-    if std::env::var_os("MODHOST_BENCH_BREAKDOWN").is_some() {
-        runtime.block_on(async {
-            let mut find = Vec::new();
-            let mut run = Vec::new();
-            for _ in 0..INVOKE_RUNS {
-                let started = Instant::now();
-                host.module("trivial").await.unwrap();
-                find.push(started.elapsed());
-                let call = modhost::runner::Call {
-                    request_line: &line,
-                    limits: modhost::runner::CallLimits::default(),
-                    grants: &[],
-                    network: false,
-                };
-                let started = Instant::now();
-                modhost::runner::native::run(&module, &call, None)
-                    .await
-                    .unwrap();
-                run.push(started.elapsed());
-            }
-            println!("  module lookup p50 {:?}", p50(find));
-            println!("  native run    p50 {:?}", p50(run));
-        });
-    }
-    let host_p50 = p50(host_samples);
-    let bare_p50 = p50(bare_samples);
+    (p50(host_samples), p50(bare_samples))
+}
+
+fn report_invoke(label: &str, (host, bare): (Duration, Duration)) {
     println!(
-        "invoke via host library  p50 {:>9.3} ms",
-        host_p50.as_secs_f64() * 1e3
+        "invoke [{label}]: host library p50 {:.3} ms, bare spawn p50 {:.3} ms, ratio {:.2} (target <= 1.5)",
+        host.as_secs_f64() * 1e3,
+        bare.as_secs_f64() * 1e3,
+        host.as_secs_f64() / bare.as_secs_f64()
     );
-    println!(
-        "bare spawn, same request p50 {:>9.3} ms",
-        bare_p50.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let temp = tempfile::tempdir().unwrap();
+
+    // 1. Invoke latency: the host's own overhead (confinement off), and with
+    //    the default confinement (landlock + rlimits applied before exec).
+    let unconfined = temp.path().join("invoke-unconfined");
+    report_invoke(
+        "confinement off",
+        measure_invoke(&runtime, &unconfined, "confinement = \"off\"\n"),
     );
-    println!(
-        "ratio host/bare          {:>9.2}   (target <= 1.5)",
-        host_p50.as_secs_f64() / bare_p50.as_secs_f64()
+    let confined = temp.path().join("invoke-default");
+    report_invoke(
+        "confinement default",
+        measure_invoke(&runtime, &confined, ""),
     );
 
     // 2. discover with 100 cached modules.

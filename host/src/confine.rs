@@ -17,16 +17,18 @@
 //!   the domain denied (ABI 6+).
 //!
 //! Resource limits ride along: a cap on processes (`RLIMIT_NPROC`), on the
-//! size of any one file written (`RLIMIT_FSIZE`), and no core dumps.
+//! size of any one file written (`RLIMIT_FSIZE`), and no core dumps. A
+//! seccomp filter refuses `setsid` and `setpgid`, so whatever the module
+//! starts stays in the process group the host kills when the call ends.
 //!
 //! Design decisions:
 //!
 //! - **Built in the parent, applied in the child.** All the work that
 //!   allocates (opening paths, building the ruleset, formatting messages)
 //!   happens in the host before `fork`. Between `fork` and `exec` the child
-//!   only calls `setrlimit`, `prctl(PR_SET_NO_NEW_PRIVS)` and
-//!   `landlock_restrict_self` on values and a file descriptor prepared
-//!   beforehand: raw syscalls, async-signal-safe, no allocation. The landlock
+//!   only calls `setrlimit`, `prctl(PR_SET_NO_NEW_PRIVS)`,
+//!   `landlock_restrict_self` and `prctl(PR_SET_SECCOMP)` on values, a file
+//!   descriptor and a static filter prepared beforehand: raw syscalls, async-signal-safe, no allocation. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
 //! - **The enforcement level is computed, not guessed.** [`probe`] asks the
@@ -120,13 +122,10 @@ impl ConfinementSupport {
     /// Why a call with (or without) `network` would run less than fully
     /// confined; `None` when it is fully confined.
     pub fn shortfall(&self, network: bool) -> Option<String> {
-        let abi = match self.abi {
-            None => {
-                return Some(
-                    "landlock is not available in this kernel: the module ran with the host's filesystem and network access".into(),
-                );
-            }
-            Some(abi) => abi,
+        let Some(abi) = self.abi else {
+            return Some(
+                "landlock is not available in this kernel: the module ran with the host's filesystem and network access".into(),
+            );
         };
         let mut missing = Vec::new();
         if self.fs != Enforcement::Full {
@@ -207,6 +206,13 @@ pub struct ResourceLimits {
     pub file_size: u64,
 }
 
+/// Whether a confined module is kept in its process group (a seccomp filter
+/// refuses `setsid` and `setpgid`; built for x86_64 and aarch64).
+pub const STAYS_IN_GROUP: bool = cfg!(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+));
+
 /// The largest file a module may write: 1 GiB.
 pub const MAX_FILE_SIZE: u64 = 1 << 30;
 
@@ -266,7 +272,14 @@ pub struct PathRule {
 
 /// System directories a native program needs to be loaded and to run tools.
 const SYSTEM_EXEC_DIRS: &[&str] = &[
-    "/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/nix/store",
+    "/usr",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/bin",
+    "/sbin",
+    "/nix/store",
 ];
 
 /// Files in `/etc` the loader, libc, locale and user lookups open.
@@ -484,7 +497,11 @@ fn count_user_processes() -> u64 {
     };
     entries
         .flatten()
-        .filter(|e| e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
         .filter(|e| e.metadata().is_ok_and(|m| m.uid() == uid))
         .count() as u64
 }
@@ -604,9 +621,73 @@ mod child {
             }
             if let Some(ruleset) = &self.ruleset {
                 restrict_self(ruleset.as_raw_fd())?;
+                stay_in_group()?;
             }
             Ok(())
         }
+    }
+
+    /// Seccomp filter: `setsid` and `setpgid` fail with `EPERM`, so nothing
+    /// the module starts can leave the process group the host kills at the
+    /// end of the call (a daemon that double-forks and calls `setsid` would
+    /// otherwise outlive it). Syscalls of a foreign ABI (32-bit compat, x32)
+    /// are refused outright: they have other numbers for the same calls.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    fn stay_in_group() -> std::io::Result<()> {
+        #[cfg(target_arch = "x86_64")]
+        const AUDIT_ARCH: u32 = 0xC000_003E;
+        #[cfg(target_arch = "aarch64")]
+        const AUDIT_ARCH: u32 = 0xC000_00B7;
+        /// x32 syscalls share the x86_64 audit arch, flagged by this bit.
+        const X32_BIT: u32 = 0x4000_0000;
+        const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+        const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+        const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+        const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+        const OFFSET_NR: u32 = 0; // seccomp_data.nr
+        const OFFSET_ARCH: u32 = 4; // seccomp_data.arch
+        const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
+        const DENY: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+        const fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+            libc::sock_filter { code, jt, jf, k }
+        }
+        // A static program: building it needs no allocation in the child.
+        static FILTER: [libc::sock_filter; 9] = [
+            op(LD_W_ABS, 0, 0, OFFSET_ARCH),
+            op(JEQ_K, 1, 0, AUDIT_ARCH),
+            op(RET_K, 0, 0, DENY),
+            op(LD_W_ABS, 0, 0, OFFSET_NR),
+            op(JGE_K, 3, 0, X32_BIT),
+            op(JEQ_K, 2, 0, libc::SYS_setsid as u32),
+            op(JEQ_K, 1, 0, libc::SYS_setpgid as u32),
+            op(RET_K, 0, 0, ALLOW),
+            op(RET_K, 0, 0, DENY),
+        ];
+        let program = libc::sock_fprog {
+            len: FILTER.len() as u16,
+            filter: FILTER.as_ptr().cast_mut(),
+        };
+        // SAFETY: `program` points at a static, well-formed BPF program that
+        // the kernel copies; no_new_privs is already set by restrict_self.
+        #[allow(unsafe_code)]
+        let status = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &raw const program,
+            )
+        };
+        if status != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// No filter for this architecture: the process group can be left, and
+    /// `doctor` says so (see [`super::STAYS_IN_GROUP`]).
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    fn stay_in_group() -> std::io::Result<()> {
+        Ok(())
     }
 
     /// Lower the soft and hard limit of `resource` to `value` (never raise:

@@ -29,7 +29,7 @@ use crate::artifacts::{CheckedArtifact, check_artifacts};
 use crate::discovery::{InstalledModule, ModuleStatus};
 use crate::host::{Host, HostError};
 use crate::request::{new_request_id, place_arguments};
-use crate::runner::{self, Call, CallLimits, NotificationSink, RunError};
+use crate::runner::{self, Call, CallLimits, Grant, NotificationSink, RunError};
 use crate::validate::{SchemaFailure, check};
 
 /// One call, as a caller asks for it.
@@ -394,10 +394,24 @@ impl Host {
             Some(params),
         ))
         .unwrap_or_default();
+        // Confinement follows the capability, not the module: a root the
+        // capability does not declare in `effects.writes` is enforced
+        // read-only, whatever the module's root declaration says.
+        let grants: Vec<Grant> = plan
+            .roots
+            .iter()
+            .map(|grant| {
+                let mut grant = grant.clone();
+                if !capability.effects.writes.contains(&grant.name) {
+                    grant.access = modproto::Access::Read;
+                }
+                grant
+            })
+            .collect();
         let call = Call {
             request_line: &line,
             limits,
-            grants: &plan.roots,
+            grants: &grants,
             network: capability.effects.network,
         };
         let exchange = runner::run(

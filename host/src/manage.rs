@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::describe_cache::{DescribeCache, digest_file};
-use crate::install::{self, ArchiveFormat, ArchiveLimits, DigestError};
-use crate::pins::{PinRecord, Pins};
 use crate::discovery::{self, DISABLED_MARKER, InstalledModule, is_module_id};
 use crate::host::{Host, HostError};
+use crate::install::{self, ArchiveFormat, ArchiveLimits, DigestError};
+use crate::pins::{PinRecord, Pins};
 use crate::runner::Transport;
 
 /// What `install` is asked to do.
@@ -178,7 +178,8 @@ impl Host {
             }
             None => {
                 let folder = staging.join("module");
-                std::fs::create_dir_all(&folder).map_err(|e| HostError::io("create", &folder, e))?;
+                std::fs::create_dir_all(&folder)
+                    .map_err(|e| HostError::io("create", &folder, e))?;
                 let stem = stem_of(source);
                 let id = request.id.clone().unwrap_or(stem);
                 let file_name = match Transport::of_path(source) {
@@ -233,11 +234,12 @@ impl Host {
         // undoes the install rather than leave an unpinned module behind.
         let origin = format!(
             "{} (sha256 {sha256})",
-            std::path::absolute(source).unwrap_or_else(|_| source.clone()).display()
+            std::path::absolute(source)
+                .unwrap_or_else(|_| source.clone())
+                .display()
         );
-        let pinned = Pins::load(self.home()).and_then(|mut pins| {
-            pins.pin(PinRecord::new(&descriptor, &digest, Some(origin)))
-        });
+        let pinned = Pins::load(self.home())
+            .and_then(|mut pins| pins.pin(PinRecord::new(&descriptor, &digest, Some(origin))));
         if let Err(e) = pinned {
             let _ = std::fs::remove_dir_all(&target);
             return Err(HostError::Refused(format!("{e}; nothing was installed")));
@@ -278,8 +280,9 @@ impl Host {
             }
         };
         if let Ok(mut pins) = Pins::load(self.home()) {
-            pins.unpin(&module.id)
-                .map_err(|e| HostError::Refused(format!("removed {}, but {e}", removed.display())))?;
+            pins.unpin(&module.id).map_err(|e| {
+                HostError::Refused(format!("removed {}, but {e}", removed.display()))
+            })?;
         }
         let state = self.layout().state_dir(&module.id);
         let artifacts = self.layout().artifacts_dir(&module.id);
@@ -301,7 +304,6 @@ impl Host {
         })
     }
 }
-
 
 /// A file's name without `.wasm` (or any extension): the default id.
 fn stem_of(path: &Path) -> String {

@@ -9,6 +9,7 @@
 mod cli;
 mod discovery;
 mod files_module;
+mod hostile;
 mod misbehaving;
 mod roots;
 mod support;

@@ -2,9 +2,9 @@
 
 use std::process::ExitCode;
 
+use modhost::confine::{self, ConfinementMode};
 use modhost::discovery::ModuleStatus;
 use modhost::home::HomeLayout;
-use modhost::confine::{self, ConfinementMode};
 use modhost::{Host, HostOptions};
 use serde_json::json;
 
@@ -73,6 +73,7 @@ fn confinement(mode: Option<ConfinementMode>) -> serde_json::Value {
         "tcp": support.net,
         "scopes": support.scopes,
         "unix_sockets": support.unix_sockets,
+        "stays_in_process_group": confine::STAYS_IN_GROUP,
         "summary": support.summary(),
         "shortfall": support.shortfall(false),
         "resource_limits": {

@@ -20,8 +20,19 @@ fn grant(name: &str, host: &Path, access: Access) -> Grant {
 }
 
 /// Run `script` with `program` under confinement; (success, stdout+stderr).
-async fn run_confined(program: &str, script: &str, grants: &[Grant], network: bool) -> (bool, String) {
-    let confinement = prepare(Path::new(program), grants, network, ConfinementMode::BestEffort).unwrap();
+async fn run_confined(
+    program: &str,
+    script: &str,
+    grants: &[Grant],
+    network: bool,
+) -> (bool, String) {
+    let confinement = prepare(
+        Path::new(program),
+        grants,
+        network,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap();
     let mut command = std::process::Command::new(program);
     command
         .arg("-c")
@@ -32,7 +43,10 @@ async fn run_confined(program: &str, script: &str, grants: &[Grant], network: bo
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     confinement.apply_to(&mut command);
-    let output = tokio::process::Command::from(command).output().await.unwrap();
+    let output = tokio::process::Command::from(command)
+        .output()
+        .await
+        .unwrap();
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -64,10 +78,23 @@ async fn reading_outside_the_grants_is_denied() {
     std::fs::write(outside.path().join("secret.txt"), "secret-content").unwrap();
     let grants = [grant("data", granted.path(), Access::Read)];
 
-    let (ok, out) = sh(&format!("cat {}/ok.txt", granted.path().display()), &grants, false).await;
-    assert!(ok && out.contains("granted-content"), "a granted read must work: {out}");
+    let (ok, out) = sh(
+        &format!("cat {}/ok.txt", granted.path().display()),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(
+        ok && out.contains("granted-content"),
+        "a granted read must work: {out}"
+    );
 
-    let (ok, out) = sh(&format!("cat {}/secret.txt", outside.path().display()), &grants, false).await;
+    let (ok, out) = sh(
+        &format!("cat {}/secret.txt", outside.path().display()),
+        &grants,
+        false,
+    )
+    .await;
     assert!(!ok, "reading outside the grants succeeded: {out}");
     assert!(!out.contains("secret-content"), "{out}");
     assert!(out.contains("Permission denied"), "{out}");
@@ -102,7 +129,10 @@ async fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
     )
     .await;
     assert!(!ok, "overwriting a file in a read grant succeeded: {out}");
-    assert_eq!(std::fs::read_to_string(read_root.path().join("existing.txt")).unwrap(), "original");
+    assert_eq!(
+        std::fs::read_to_string(read_root.path().join("existing.txt")).unwrap(),
+        "original"
+    );
 
     let (ok, out) = sh(
         &format!(
@@ -113,8 +143,14 @@ async fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
         false,
     )
     .await;
-    assert!(ok && out.contains("written"), "writing to a write grant must work: {out}");
-    assert_eq!(std::fs::read_to_string(write_root.path().join("sub/file.txt")).unwrap(), "written\n");
+    assert!(
+        ok && out.contains("written"),
+        "writing to a write grant must work: {out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(write_root.path().join("sub/file.txt")).unwrap(),
+        "written\n"
+    );
 }
 
 #[tokio::test]
@@ -125,10 +161,22 @@ async fn a_symlink_in_a_grant_does_not_reach_outside() {
     let granted = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "secret-content").unwrap();
-    std::os::unix::fs::symlink(outside.path().join("secret.txt"), granted.path().join("link")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        granted.path().join("link"),
+    )
+    .unwrap();
     let grants = [grant("data", granted.path(), Access::Read)];
-    let (ok, out) = sh(&format!("cat {}/link", granted.path().display()), &grants, false).await;
-    assert!(!ok && !out.contains("secret-content"), "the planted symlink was followed: {out}");
+    let (ok, out) = sh(
+        &format!("cat {}/link", granted.path().display()),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(
+        !ok && !out.contains("secret-content"),
+        "the planted symlink was followed: {out}"
+    );
 }
 
 #[tokio::test]
@@ -142,7 +190,10 @@ async fn executing_from_a_write_grant_is_denied() {
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     let grants = [grant("state", state.path(), Access::ReadWrite)];
     let (ok, out) = sh(&tool.display().to_string(), &grants, false).await;
-    assert!(!ok && !out.contains("ran"), "a file in a write grant was executed: {out}");
+    assert!(
+        !ok && !out.contains("ran"),
+        "a file in a write grant was executed: {out}"
+    );
 }
 
 #[tokio::test]
@@ -166,16 +217,25 @@ async fn tcp_connect_is_denied_without_network_and_allowed_with_it() {
     let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
 
     let (ok, out) = run_confined("/bin/bash", &script, &[], false).await;
-    assert!(!ok && !out.contains("connected"), "TCP connect without network succeeded: {out}");
+    assert!(
+        !ok && !out.contains("connected"),
+        "TCP connect without network succeeded: {out}"
+    );
 
     let (ok, out) = run_confined("/bin/bash", &script, &[], true).await;
-    assert!(ok && out.contains("connected"), "TCP connect with network failed: {out}");
+    assert!(
+        ok && out.contains("connected"),
+        "TCP connect with network failed: {out}"
+    );
 }
 
 #[tokio::test]
 async fn signalling_the_host_is_denied() {
     if !probe().scopes {
-        println!("skipped signalling_the_host_is_denied: landlock ABI {:?} has no scopes (needs 6)", probe().abi);
+        println!(
+            "skipped signalling_the_host_is_denied: landlock ABI {:?} has no scopes (needs 6)",
+            probe().abi
+        );
         return;
     }
     // The test process is outside the module's domain: kill -0 must fail.
@@ -190,7 +250,11 @@ async fn resource_limits_apply() {
     let mut lines = out.lines();
     assert_eq!(lines.next(), Some("0"), "core dumps must be off: {out}");
     // `ulimit -f` reports 512-byte blocks.
-    assert_eq!(lines.next(), Some((MAX_FILE_SIZE / 512).to_string().as_str()), "{out}");
+    assert_eq!(
+        lines.next(),
+        Some((MAX_FILE_SIZE / 512).to_string().as_str()),
+        "{out}"
+    );
 }
 
 #[tokio::test]
@@ -241,23 +305,61 @@ fn rules_follow_the_grants_and_nothing_else() {
         grant("state", Path::new("/home/h/state/m"), Access::ReadWrite),
     ];
     let rules = path_rules(Path::new("/home/h/modules/m/m"), &grants, false);
-    let find = |p: &str| rules.iter().find(|r| r.path == Path::new(p)).map(|r| r.access);
+    let find = |p: &str| {
+        rules
+            .iter()
+            .find(|r| r.path == Path::new(p))
+            .map(|r| r.access)
+    };
     assert_eq!(find("/data/src"), Some(PathAccess::Read));
     assert_eq!(find("/home/h/state/m"), Some(PathAccess::ReadWrite));
     assert_eq!(find("/home/h/modules/m"), Some(PathAccess::ReadExecute));
     assert_eq!(find("/dev/null"), Some(PathAccess::ReadWrite));
-    assert_eq!(find("/etc/resolv.conf"), None, "resolver config only with network");
-    assert!(rules.iter().all(|r| r.path != Path::new("/etc") && r.path != Path::new("/")));
+    assert_eq!(
+        find("/etc/resolv.conf"),
+        None,
+        "resolver config only with network"
+    );
+    assert!(
+        rules
+            .iter()
+            .all(|r| r.path != Path::new("/etc") && r.path != Path::new("/"))
+    );
     assert!(rules.iter().all(|r| r.access != PathAccess::ReadWrite
         || r.path == Path::new("/dev/null")
         || r.path == Path::new("/home/h/state/m")));
 
     let with_network = path_rules(Path::new("/m/m"), &[], true);
-    assert!(with_network.iter().any(|r| r.path == Path::new("/etc/resolv.conf")));
+    assert!(
+        with_network
+            .iter()
+            .any(|r| r.path == Path::new("/etc/resolv.conf"))
+    );
 }
 
 #[test]
 fn a_bare_module_gets_only_itself() {
-    assert_eq!(module_root(Path::new("/h/modules/tool")), Path::new("/h/modules/tool"));
-    assert_eq!(module_root(Path::new("/h/modules/tool/tool")), Path::new("/h/modules/tool"));
+    assert_eq!(
+        module_root(Path::new("/h/modules/tool")),
+        Path::new("/h/modules/tool")
+    );
+    assert_eq!(
+        module_root(Path::new("/h/modules/tool/tool")),
+        Path::new("/h/modules/tool")
+    );
+}
+
+#[tokio::test]
+async fn a_confined_module_cannot_leave_its_process_group() {
+    if !landlock_or_skip("a_confined_module_cannot_leave_its_process_group") || !STAYS_IN_GROUP {
+        return;
+    }
+    if !Path::new("/usr/bin/setsid").exists() {
+        println!("skipped a_confined_module_cannot_leave_its_process_group: needs /usr/bin/setsid");
+        return;
+    }
+    let (ok, out) = sh("/usr/bin/setsid -w /bin/true && echo left", &[], false).await;
+    assert!(!ok && !out.contains("left"), "setsid succeeded: {out}");
+    let (ok, out) = sh("echo still-here", &[], false).await;
+    assert!(ok && out.contains("still-here"), "{out}");
 }

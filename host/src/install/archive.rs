@@ -209,7 +209,12 @@ impl Sink<'_> {
         }
     }
 
-    fn file(&mut self, name: &str, executable: bool, contents: &mut dyn Read) -> Result<(), ArchiveError> {
+    fn file(
+        &mut self,
+        name: &str,
+        executable: bool,
+        contents: &mut dyn Read,
+    ) -> Result<(), ArchiveError> {
         self.count()?;
         let relative = self
             .prepare(name)?
@@ -231,7 +236,11 @@ impl Sink<'_> {
         Ok(())
     }
 
-    fn copy_capped(&mut self, contents: &mut dyn Read, file: &mut File) -> Result<(), ArchiveError> {
+    fn copy_capped(
+        &mut self,
+        contents: &mut dyn Read,
+        file: &mut File,
+    ) -> Result<(), ArchiveError> {
         let mut buffer = vec![0u8; 64 * 1024];
         loop {
             let n = match contents.read(&mut buffer) {
@@ -275,12 +284,20 @@ impl Sink<'_> {
             .ok()
             .filter(|t| self.files.contains(t))
             .ok_or_else(|| {
-                self.unsafe_entry(name, format!("hard link to {target:?}, which is not a file unpacked before it"))
+                self.unsafe_entry(
+                    name,
+                    format!("hard link to {target:?}, which is not a file unpacked before it"),
+                )
             })?;
         let source = self.root.join(&target_relative);
         let executable = {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::symlink_metadata(&source).map_err(|e| self.io(e))?.permissions().mode() & 0o111 != 0
+            std::fs::symlink_metadata(&source)
+                .map_err(|e| self.io(e))?
+                .permissions()
+                .mode()
+                & 0o111
+                != 0
         };
         let mut contents = File::open(&source).map_err(|e| self.io(e))?;
         self.file(name, executable, &mut contents)
@@ -357,7 +374,11 @@ fn verify_links(archive: &Path, root: &Path) -> Result<(), ArchiveError> {
                     .canonicalize()
                     .is_ok_and(|resolved| resolved.starts_with(&canonical_root));
                 if !inside {
-                    let entry = path.strip_prefix(root).unwrap_or(&path).display().to_string();
+                    let entry = path
+                        .strip_prefix(root)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string();
                     return Err(ArchiveError::UnsafeEntry {
                         archive: archive.to_path_buf(),
                         entry,
@@ -377,7 +398,8 @@ fn unpack_tar_gz(sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
         message,
     };
     let file = File::open(sink.archive).map_err(|e| sink.io(e))?;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
+    let mut archive =
+        tar::Archive::new(flate2::read::GzDecoder::new(std::io::BufReader::new(file)));
     let entries = archive.entries().map_err(|e| corrupt(e.to_string()))?;
     for entry in entries {
         let mut entry = entry.map_err(|e| corrupt(e.to_string()))?;
@@ -407,7 +429,9 @@ fn unpack_tar_gz(sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
             // Metadata records (pax globals) carry no file.
             tar::EntryType::XGlobalHeader => {}
             other => {
-                return Err(sink.unsafe_entry(&name, format!("entries of type {other:?} are not allowed")));
+                return Err(
+                    sink.unsafe_entry(&name, format!("entries of type {other:?} are not allowed"))
+                );
             }
         }
     }
@@ -421,7 +445,8 @@ fn unpack_zip(sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
         message,
     };
     let file = File::open(sink.archive).map_err(|e| sink.io(e))?;
-    let mut archive = zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| corrupt(e.to_string()))?;
+    let mut archive =
+        zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| corrupt(e.to_string()))?;
     // The central directory says how many entries there are: refuse early.
     if archive.len() > sink.limits.max_entries {
         return Err(ArchiveError::TooManyEntries {
@@ -430,7 +455,9 @@ fn unpack_zip(sink: &mut Sink<'_>) -> Result<(), ArchiveError> {
         });
     }
     for index in 0..archive.len() {
-        let mut entry = archive.by_index(index).map_err(|e| corrupt(e.to_string()))?;
+        let mut entry = archive
+            .by_index(index)
+            .map_err(|e| corrupt(e.to_string()))?;
         let name = String::from_utf8_lossy(entry.name_raw()).into_owned();
         if entry.is_symlink() {
             let mut target = String::new();

@@ -85,7 +85,10 @@ mod tests {
         let file = dir.path().join("f");
         std::fs::write(&file, "abc").unwrap();
         assert_eq!(sha256_file(&file).unwrap(), ABC);
-        assert_eq!(verify_sha256(&file, &format!(" {} ", ABC.to_uppercase())).unwrap(), ABC);
+        assert_eq!(
+            verify_sha256(&file, &format!(" {} ", ABC.to_uppercase())).unwrap(),
+            ABC
+        );
     }
 
     #[test]
@@ -94,7 +97,10 @@ mod tests {
         let file = dir.path().join("f");
         std::fs::write(&file, "abd").unwrap();
         let err = verify_sha256(&file, ABC).unwrap_err().to_string();
-        assert!(err.contains(ABC) && err.contains("mismatch") && err.contains("/f"), "{err}");
+        assert!(
+            err.contains(ABC) && err.contains("mismatch") && err.contains("/f"),
+            "{err}"
+        );
     }
 
     #[test]

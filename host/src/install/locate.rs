@@ -98,9 +98,7 @@ impl Entry {
     /// A regular executable file or a `.wasm` file; dotfiles never count.
     fn is_candidate(&self) -> bool {
         let name = self.name();
-        self.is_file
-            && !name.starts_with('.')
-            && (self.executable || name.ends_with(".wasm"))
+        self.is_file && !name.starts_with('.') && (self.executable || name.ends_with(".wasm"))
     }
 }
 
@@ -162,13 +160,19 @@ mod tests {
         file(&dir.path().join("b"), true);
         let err = locate_module(dir.path(), None).unwrap_err();
         assert!(err.to_string().contains("a, b"), "{err}");
-        assert_eq!(locate_module(dir.path(), Some("b")).unwrap().program, dir.path().join("b"));
+        assert_eq!(
+            locate_module(dir.path(), Some("b")).unwrap().program,
+            dir.path().join("b")
+        );
     }
 
     #[test]
     fn nothing_runnable_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         file(&dir.path().join("notes.txt"), false);
-        assert!(matches!(locate_module(dir.path(), None), Err(LocateError::NoModule { .. })));
+        assert!(matches!(
+            locate_module(dir.path(), None),
+            Err(LocateError::NoModule { .. })
+        ));
     }
 }

@@ -16,7 +16,15 @@ pub use locate::{LocateError, locate_module};
 /// Names a module may not take: the host's own, and the folders of its home
 /// (a module named `state` would read as the state folder in every listing).
 pub const RESERVED_IDS: &[&str] = &[
-    "modhost", "host", "modules", "state", "cache", "artifacts", "staging", "config", "pins",
+    "modhost",
+    "host",
+    "modules",
+    "state",
+    "cache",
+    "artifacts",
+    "staging",
+    "config",
+    "pins",
 ];
 
 /// Whether `id` is reserved. Names starting with `.` are hidden and never
