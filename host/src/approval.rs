@@ -262,6 +262,9 @@ pub enum Refusal {
     Denied { tool: String, rule: String },
     #[error("{tool} needs approval ({rule}) and none was given")]
     NeedsApproval { tool: String, rule: String },
+    /// An operator override (`enabled = false`) removed the tool.
+    #[error("{tool} is disabled by the override [capabilities.{key:?}] in config.toml")]
+    Disabled { tool: String, key: String },
 }
 
 impl Refusal {
@@ -274,6 +277,26 @@ impl Refusal {
             Refusal::NeedsApproval { .. } => {
                 "approve the call (modhost invoke --approve), or add an allow rule for it to [[approval.rules]] in config.toml"
             }
+            Refusal::Disabled { .. } => {
+                "remove `enabled = false` from that override in config.toml if the capability should run"
+            }
+        }
+    }
+
+    /// Machine-readable: `denied`, `approval_required` or `disabled`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Denied { .. } => modproto::ErrorKind::DENIED,
+            Refusal::NeedsApproval { .. } => "approval_required",
+            Refusal::Disabled { .. } => "disabled",
+        }
+    }
+
+    /// The rule (or default) that decided, when a rule did.
+    pub fn rule(&self) -> Option<&str> {
+        match self {
+            Refusal::Denied { rule, .. } | Refusal::NeedsApproval { rule, .. } => Some(rule),
+            Refusal::Disabled { .. } => None,
         }
     }
 }

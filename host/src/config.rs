@@ -15,6 +15,7 @@
 //! max_output_bytes = 1048576
 //! describe_timeout_ms = 10000
 //! describe_concurrency = 4
+//! memory_limit_bytes = 268435456   # per component call (wasm linear memory)
 //!
 //! [approval]                       # see crate::approval
 //! [capabilities."files.search"]    # see crate::overrides
@@ -83,6 +84,8 @@ pub struct Limits {
     pub describe_timeout_ms: u64,
     /// How many modules are described at once.
     pub describe_concurrency: usize,
+    /// The cap on one component call's linear memory.
+    pub memory_limit_bytes: u64,
     /// Copied from the top-level `confinement` key so every call built from
     /// these limits (invoke and describe alike) carries it.
     #[serde(skip)]
@@ -97,6 +100,7 @@ impl Default for Limits {
             max_output_bytes: call.max_output_bytes,
             describe_timeout_ms: 10_000,
             describe_concurrency: 4,
+            memory_limit_bytes: crate::runner::DEFAULT_MEMORY_LIMIT_BYTES,
             confinement: call.confinement,
         }
     }

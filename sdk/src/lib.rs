@@ -62,6 +62,8 @@ mod error;
 mod module;
 mod root;
 mod serve;
+#[cfg(test)]
+mod serve_tests;
 
 pub use ctx::Ctx;
 pub use error::ModError;

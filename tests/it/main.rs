@@ -10,6 +10,7 @@ mod cli;
 mod discovery;
 mod files_module;
 mod hostile;
+mod install;
 mod misbehaving;
 mod roots;
 mod support;

@@ -5,7 +5,7 @@ use std::io::{Cursor, Write};
 use std::path::Path;
 use std::rc::Rc;
 
-use modsdk::{Access, Capability, Cost, Ctx, Effects, ModError, Module, RootKind, reads};
+use crate::{Access, Capability, Cost, Ctx, Effects, ModError, Module, RootKind, reads};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -50,13 +50,13 @@ fn module() -> Module {
         .capability(Capability::new("demo.echo", echo).description("Echo text."))
         .capability(Capability::new(
             "demo.fail",
-            |_: &mut Ctx, _: modsdk::NoInput| {
+            |_: &mut Ctx, _: crate::NoInput| {
                 Err::<Nothing, _>(ModError::not_found("no such thing").with_remedy("make one"))
             },
         ))
         .capability(Capability::new(
             "demo.panic",
-            |_: &mut Ctx, _: modsdk::NoInput| -> Result<Nothing, ModError> {
+            |_: &mut Ctx, _: crate::NoInput| -> Result<Nothing, ModError> {
                 panic!("boom {}", 42)
             },
         ))
@@ -79,14 +79,14 @@ fn module() -> Module {
         )
         .capability(Capability::new(
             "demo.logs",
-            |ctx: &mut Ctx, _: modsdk::NoInput| {
+            |ctx: &mut Ctx, _: crate::NoInput| {
                 ctx.root("logs")?;
                 Ok(Nothing {})
             },
         ))
         .capability(Capability::new(
             "demo.report",
-            |ctx: &mut Ctx, _: modsdk::NoInput| {
+            |ctx: &mut Ctx, _: crate::NoInput| {
                 ctx.write_artifact(
                     "reports/r.md",
                     b"# report\n",
@@ -301,7 +301,7 @@ fn a_panic_is_an_internal_error_with_its_message() {
     let message = response["error"]["message"].as_str().unwrap();
     assert!(message.contains("boom 42"), "{message}");
     assert!(
-        message.contains("serve_io.rs"),
+        message.contains("serve_tests.rs"),
         "the location is reported: {message}"
     );
 }
