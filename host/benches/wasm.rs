@@ -6,11 +6,12 @@
 //! 2. The first call after a host restart with a warm compiled cache: a fresh
 //!    engine, load, one call (target: <= 5 ms).
 //!
-//! Needs the guests: `cargo build -p modhost-guests --target wasm32-wasip2`.
-//! Run: `cargo bench -p modhost --features wasm --bench wasm`
+//! Builds the `echo` guest itself (profile `wasm-test`, like the tests).
+//! Run: `cargo bench -p modhost --bench wasm`
 //! (`--profile dev` for a quick look; figures are then pessimistic).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use modhost::runner::wasm::WasmEngine;
@@ -27,6 +28,8 @@ const RESTARTS: usize = 20;
 const REQUEST: &str =
     r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"capability":"echo","input":{"x":1}}}"#;
 
+/// The `echo` guest, built first (a nested `$CARGO build --target
+/// wasm32-wasip2 --profile wasm-test -p modhost-guests`, as the tests do).
 fn echo_component() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -37,12 +40,24 @@ fn echo_component() -> PathBuf {
                 .expect("<target>/<profile>/deps/<bench>")
                 .to_owned()
         });
-    let path = target.join("wasm32-wasip2/debug/echo.wasm");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("host/ lives in the workspace root");
+    let status = Command::new(&cargo)
+        .current_dir(workspace)
+        .args(["build", "--quiet", "--target", "wasm32-wasip2"])
+        .args(["--profile", "wasm-test", "-p", "modhost-guests"])
+        .env("CARGO_TARGET_DIR", &target)
+        .stdin(Stdio::null())
+        .status()
+        .expect("running cargo to build the guests");
     assert!(
-        path.is_file(),
-        "{} is missing; build the guests first: cargo build -p modhost-guests --target wasm32-wasip2",
-        path.display()
+        status.success(),
+        "building the guests failed ({status}); is the target installed? rustup target add wasm32-wasip2"
     );
+    let path = target.join("wasm32-wasip2/wasm-test/echo.wasm");
+    assert!(path.is_file(), "{} is missing", path.display());
     path
 }
 

@@ -35,13 +35,14 @@ use serde::Deserialize;
 use crate::approval::ApprovalConfig;
 use crate::confine::ConfinementMode;
 use crate::overrides::CapabilityOverride;
+pub use crate::pins::PinsMode;
 use crate::runner::CallLimits;
 
 /// The parsed `config.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    /// How integrity pins are applied (pins arrive with issue 3; stored now).
+    /// How integrity pins are applied (see [`crate::pins`]).
     #[serde(default)]
     pub pins: PinsMode,
     /// How native calls are confined (landlock, resource limits).
@@ -60,16 +61,6 @@ pub struct Config {
     /// Per-capability overrides, keyed by tool name or `module.capability`.
     #[serde(default)]
     pub capabilities: BTreeMap<String, CapabilityOverride>,
-}
-
-/// `pins = ...`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PinsMode {
-    #[default]
-    Enforce,
-    Warn,
-    Off,
 }
 
 /// `[limits]`.

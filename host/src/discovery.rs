@@ -34,9 +34,11 @@ use modproto::{Descriptor, Request};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::config::Limits;
+use crate::config::{Limits, PinsMode};
+use crate::contract::{ContractReport, ContractStanding};
 use crate::describe_cache::{DescribeCache, Fingerprint, digest_file};
 use crate::home::HomeLayout;
+use crate::pins::{PinStanding, Pins, PinsError};
 use crate::runner::{self, Call, RunError, Transport};
 
 /// The marker file that disables a module with its own folder.
@@ -44,13 +46,20 @@ pub const DISABLED_MARKER: &str = ".disabled";
 
 /// A module's standing in `list`.
 ///
-/// Issue 3 adds `unpinned` and `changed`.
+/// One value, in order of precedence: `broken` (including a contract the
+/// host refuses), `disabled`, then, under `pins = "enforce"`, `changed` and
+/// `unpinned`; else `enabled`. Only `enabled` is invocable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModuleStatus {
     Enabled,
     Disabled,
     Broken,
+    /// Under `pins = "enforce"`: the operator never pinned it; listed and
+    /// describable, not invocable.
+    Unpinned,
+    /// Under `pins = "enforce"`: its bytes or descriptor differ from its pin.
+    Changed,
 }
 
 impl ModuleStatus {
@@ -59,6 +68,8 @@ impl ModuleStatus {
             ModuleStatus::Enabled => "enabled",
             ModuleStatus::Disabled => "disabled",
             ModuleStatus::Broken => "broken",
+            ModuleStatus::Unpinned => "unpinned",
+            ModuleStatus::Changed => "changed",
         }
     }
 }
@@ -68,7 +79,8 @@ impl ModuleStatus {
 pub struct ModuleError {
     /// Machine-readable: a [`RunError::kind`] (`timeout`, `crashed`,
     /// `bad_response`, ...) or one of `describe_failed`, `bad_descriptor`,
-    /// `id_mismatch`, `duplicate_id`, `no_executable`, `ambiguous_executable`.
+    /// `id_mismatch`, `duplicate_id`, `no_executable`, `ambiguous_executable`,
+    /// `missing`, `contract_refused`, `nonconforming` (see [`crate::contract`]).
     pub kind: String,
     pub message: String,
 }
@@ -97,6 +109,11 @@ pub struct InstalledModule {
     /// What the host found.
     pub host_warnings: Vec<String>,
     pub error: Option<ModuleError>,
+    /// Which contract governs it (`unevaluated` without a descriptor).
+    pub contract: ContractStanding,
+    /// How it stands against `pins.json`; `None` when pins are off (or not
+    /// yet consulted: see [`apply_pins`]).
+    pub pin: Option<PinStanding>,
 }
 
 /// The serializable face of an [`InstalledModule`]: one entry of
@@ -117,6 +134,15 @@ pub struct ModuleSummary {
     /// Its machine-readable kind.
     pub error_kind: Option<String>,
     pub digest: Option<String>,
+    /// `v1`, `v2`, `refused` or `unevaluated`.
+    pub contract: &'static str,
+    /// Why: requested and effective version, what the host supports, reason,
+    /// remedy, and for contract 2 the no-weakening findings.
+    pub contract_standing: ContractReport,
+    /// `pinned`, `unpinned`, `changed` or `off`.
+    pub pin: &'static str,
+    /// For `changed`: what changed and the command that accepts it.
+    pub pin_change: Option<String>,
 }
 
 impl InstalledModule {
@@ -133,7 +159,19 @@ impl InstalledModule {
             error: self.error.as_ref().map(|e| e.message.clone()),
             error_kind: self.error.as_ref().map(|e| e.kind.clone()),
             digest: self.digest.clone(),
+            contract: self.contract.label(),
+            contract_standing: self.contract.report(),
+            pin: self.pin_label(),
+            pin_change: match &self.pin {
+                Some(standing @ PinStanding::Changed(_)) => standing.refusal(&self.id),
+                _ => None,
+            },
         }
+    }
+
+    /// `pinned`, `unpinned`, `changed` or `off`.
+    pub fn pin_label(&self) -> &'static str {
+        self.pin.as_ref().map_or("off", PinStanding::label)
     }
 
     /// The ids of its capabilities (empty when it did not describe itself).
@@ -197,6 +235,8 @@ pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> I
         digest: Some(record.digest.clone()),
         warnings: Vec::new(),
         host_warnings: Vec::new(),
+        contract: ContractStanding::Unevaluated,
+        pin: Some(PinStanding::Pinned),
         error: Some(ModuleError {
             kind: "missing".into(),
             message: format!(
@@ -208,7 +248,91 @@ pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> I
     }
 }
 
-pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModule> {
+/// Consult `pins.json` for every discovered module, under `mode`.
+///
+/// Sets each module's [`InstalledModule::pin`] and, under `enforce`, turns an
+/// `enabled` module that is unpinned or changed into `unpinned` / `changed`
+/// (broken and disabled modules keep their status: the pin adds nothing a
+/// caller could act on first). Under `warn` the module stays enabled and the
+/// refusal becomes a host warning. A pinned module whose files are gone is
+/// added as broken (kind `missing`).
+///
+/// A `pins.json` that cannot be read is never treated as empty (that would
+/// unpin everything, or under `warn` hide it): every module counts as
+/// unpinned and says why. [`crate::Host::open`] refuses such a file up front;
+/// this covers one that breaks while a host is running.
+pub fn apply_pins(layout: &HomeLayout, modules: &mut Vec<InstalledModule>, mode: PinsMode) {
+    let pins = Pins::load(layout.root());
+    if let Ok(pins) = &pins {
+        for record in pins.records() {
+            if !modules.iter().any(|m| m.id == record.module) {
+                modules.push(missing_module(layout, record));
+            }
+        }
+    }
+    if mode == PinsMode::Off {
+        for module in modules.iter_mut() {
+            module.pin = None;
+        }
+        return;
+    }
+    for module in modules.iter_mut() {
+        if module.error.as_ref().is_some_and(|e| e.kind == "missing") {
+            continue;
+        }
+        let standing = match &pins {
+            Ok(pins) => pin_standing(pins, module),
+            Err(error) => {
+                module.host_warnings.push(unreadable_pins(error));
+                PinStanding::Unpinned
+            }
+        };
+        if let Some(refusal) = standing.refusal(&module.id)
+            && module.status == ModuleStatus::Enabled
+        {
+            match mode {
+                PinsMode::Enforce => {
+                    module.status = match standing {
+                        PinStanding::Changed(_) => ModuleStatus::Changed,
+                        _ => ModuleStatus::Unpinned,
+                    };
+                }
+                PinsMode::Warn => module.host_warnings.push(format!(
+                    "{refusal} (invoked anyway: pins = \"warn\")"
+                )),
+                PinsMode::Off => {}
+            }
+        }
+        module.pin = Some(standing);
+    }
+}
+
+/// How `module` stands against `pins`. Without a descriptor only the bytes
+/// can be compared.
+fn pin_standing(pins: &Pins, module: &InstalledModule) -> PinStanding {
+    let digest = module.digest.as_deref().unwrap_or_default();
+    match &module.descriptor {
+        Some(descriptor) => pins.standing(descriptor, digest),
+        None => match pins.get(&module.id) {
+            None => PinStanding::Unpinned,
+            Some(record) if record.digest == digest => PinStanding::Pinned,
+            Some(_) => PinStanding::Changed(crate::pins::PinChange {
+                bytes: true,
+                ..Default::default()
+            }),
+        },
+    }
+}
+
+fn unreadable_pins(error: &PinsError) -> String {
+    format!("pins are unusable, so no module counts as pinned: {error}")
+}
+
+pub async fn discover(
+    layout: &HomeLayout,
+    limits: &Limits,
+    engines: &runner::Engines,
+) -> Vec<InstalledModule> {
     let candidates = scan(&layout.modules_dir());
     let mut cache = DescribeCache::load(&layout.describe_cache_dir());
 
@@ -232,9 +356,10 @@ pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModu
         };
         let semaphore = Arc::clone(&semaphore);
         let call_limits = limits.describe();
+        let engines = engines.clone();
         tasks.spawn(async move {
             let _permit = semaphore.acquire_owned().await;
-            (index, describe(&executable, call_limits).await)
+            (index, describe(&executable, call_limits, &engines).await)
         });
     }
     while let Some(joined) = tasks.join_next().await {
@@ -257,7 +382,11 @@ pub async fn discover(layout: &HomeLayout, limits: &Limits) -> Vec<InstalledModu
 
 /// Ask the executable at `path` to describe itself, uncached: the raw
 /// `result` value, or why there is none.
-pub async fn describe(path: &Path, limits: runner::CallLimits) -> Result<Value, ModuleError> {
+pub async fn describe(
+    path: &Path,
+    limits: runner::CallLimits,
+    engines: &runner::Engines,
+) -> Result<Value, ModuleError> {
     let request = Request::new(1, modproto::METHOD_DESCRIBE, None);
     let line = serde_json::to_string(&request).unwrap_or_default();
     let call = Call {
@@ -266,7 +395,7 @@ pub async fn describe(path: &Path, limits: runner::CallLimits) -> Result<Value, 
         grants: &[],
         network: false,
     };
-    match runner::run(Transport::of_path(path), path, &call, None).await {
+    match runner::run(engines, Transport::of_path(path), path, &call, None).await {
         Ok(exchange) => match exchange.response.outcome {
             Ok(value) => Ok(value),
             Err(rpc) => Err(ModuleError {
@@ -388,6 +517,8 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
         warnings: Vec::new(),
         host_warnings: candidate.host_warnings,
         error: candidate.error,
+        contract: ContractStanding::Unevaluated,
+        pin: None,
     };
     if module.error.is_some() {
         return module;
@@ -443,7 +574,14 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
     module.id = descriptor.id.clone();
     module.version = Some(descriptor.version.clone());
     module.warnings = descriptor.warnings.clone();
-    module.descriptor = Some(Arc::new(descriptor));
+    let descriptor = Arc::new(descriptor);
+    // The contract is decided before anything could register a capability:
+    // a refusal makes the module broken, with its own error kind.
+    module.contract = crate::contract::assess(Arc::clone(&descriptor));
+    module.descriptor = Some(descriptor);
+    if module.error.is_none() {
+        module.error = module.contract.refusal();
+    }
     if module.error.is_none() {
         module.status = if module.disabled {
             ModuleStatus::Disabled
@@ -720,6 +858,13 @@ mod discover_tests {
     use super::*;
     use crate::test_modules::{describes, install, write_executable};
 
+    fn engines(layout: &HomeLayout) -> runner::Engines {
+        runner::Engines::new(
+            layout.component_cache_dir(),
+            runner::DEFAULT_MEMORY_LIMIT_BYTES,
+        )
+    }
+
     fn limits() -> Limits {
         Limits {
             describe_timeout_ms: 1000,
@@ -735,7 +880,7 @@ mod discover_tests {
         let layout = HomeLayout::new(dir.path());
         let (path, counter) = install(dir.path(), "alpha", false);
 
-        let first = discover(&layout, &limits()).await;
+        let first = discover(&layout, &limits(), &engines(&layout)).await;
         assert_eq!(
             first[0].status,
             ModuleStatus::Enabled,
@@ -745,7 +890,7 @@ mod discover_tests {
         assert_eq!(first[0].version.as_deref(), Some("1.2.3"));
         assert_eq!(describes(&counter), 1);
 
-        let second = discover(&layout, &limits()).await;
+        let second = discover(&layout, &limits(), &engines(&layout)).await;
         assert_eq!(second[0].status, ModuleStatus::Enabled);
         assert_eq!(
             describes(&counter),
@@ -757,7 +902,7 @@ mod discover_tests {
         let mut text = std::fs::read_to_string(&path).unwrap();
         text.push_str("# changed\n");
         write_executable(&path, &text);
-        discover(&layout, &limits()).await;
+        discover(&layout, &limits(), &engines(&layout)).await;
         assert_eq!(describes(&counter), 2);
     }
 
@@ -786,7 +931,7 @@ mod discover_tests {
         install(dir.path(), "other", false);
         std::fs::rename(modules_dir.join("other"), modules_dir.join("renamed")).unwrap();
 
-        let modules = discover(&layout, &limits()).await;
+        let modules = discover(&layout, &limits(), &engines(&layout)).await;
         let kind = |id: &str| {
             let m = modules
                 .iter()
@@ -811,7 +956,7 @@ mod discover_tests {
         let layout = HomeLayout::new(dir.path());
         install(dir.path(), "sleepy", false);
         std::fs::write(dir.path().join("modules/sleepy/.disabled"), "").unwrap();
-        let modules = discover(&layout, &limits()).await;
+        let modules = discover(&layout, &limits(), &engines(&layout)).await;
         assert_eq!(modules[0].status, ModuleStatus::Disabled);
         assert_eq!(modules[0].capability_ids(), ["sleepy.run"]);
         assert!(!modules[0].is_invocable());
@@ -826,7 +971,7 @@ mod discover_tests {
         let modules_dir = dir.path().join("modules");
         let text = std::fs::read_to_string(modules_dir.join("twin/twin")).unwrap();
         write_executable(&modules_dir.join("twin-copy"), &text);
-        let modules = discover(&layout, &limits()).await;
+        let modules = discover(&layout, &limits(), &engines(&layout)).await;
         let twins: Vec<_> = modules.iter().filter(|m| m.id == "twin").collect();
         assert_eq!(twins.len(), 2);
         assert!(twins.iter().all(|m| m.status == ModuleStatus::Broken));

@@ -81,6 +81,12 @@ impl HomeLayout {
         self.cache_dir().join("describe")
     }
 
+    /// `cache/components/`: compiled WebAssembly components, by digest of
+    /// the component's bytes and the engine (see `runner::wasm`).
+    pub fn component_cache_dir(&self) -> PathBuf {
+        self.cache_dir().join("components")
+    }
+
     /// `staging/`: where `install` prepares a module before the atomic
     /// rename into `modules/`. Inside the home so the rename never crosses a
     /// filesystem.

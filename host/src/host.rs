@@ -17,7 +17,9 @@
 //!
 //! Design decisions: a `Host` is a cheap, cloneable value (paths and the
 //! parsed config); it holds no processes and no open files, so it can be
-//! shared across tasks. Every call re-reads `modules/` (cheaply, through the
+//! shared across tasks. Clones share one [`Engines`]: the wasm engine is
+//! created on the first component call and then reused, so each component
+//! is compiled (or loaded from `cache/components/`) once per host. Every call re-reads `modules/` (cheaply, through the
 //! describe cache), so what is on disk is always the truth; a long-running
 //! caller (the MCP server) may still discover once and call
 //! [`Host::invoke_module`] with what it found.
@@ -29,6 +31,7 @@ use crate::config::{Config, ConfigError};
 use crate::discovery::{self, InstalledModule};
 use crate::grants::{self, GrantContext, GrantPlan};
 use crate::home::HomeLayout;
+use crate::runner::Engines;
 
 /// How to open a host.
 #[derive(Debug, Clone, Default)]
@@ -73,6 +76,9 @@ pub enum HostError {
     NotAModule { path: PathBuf, reason: String },
     #[error("{0}")]
     Refused(String),
+    /// `pins.json` is unreadable or corrupt (never silently reset).
+    #[error(transparent)]
+    Pins(#[from] crate::pins::PinsError),
 }
 
 fn known_suffix(known: &[String]) -> String {
@@ -99,6 +105,7 @@ pub struct Host {
     layout: HomeLayout,
     workspace: PathBuf,
     config: Config,
+    engines: Engines,
 }
 
 impl Host {
@@ -111,6 +118,11 @@ impl Host {
             .map_err(|e| HostError::io("resolve the home", &home, e))?;
         let layout = HomeLayout::new(home);
         let config = Config::load(&layout.config_path())?;
+        if config.pins != crate::pins::PinsMode::Off {
+            // A corrupt pins.json stops the host here, naming the file, rather
+            // than letting every module quietly count as unpinned.
+            crate::pins::Pins::load(layout.root())?;
+        }
         let workspace = match options.workspace {
             Some(dir) => dir,
             None => std::env::current_dir()
@@ -126,10 +138,15 @@ impl Host {
                 reason: "not a directory".into(),
             });
         }
+        let engines = Engines::new(
+            layout.component_cache_dir(),
+            config.limits.memory_limit_bytes,
+        );
         Ok(Host {
             layout,
             workspace,
             config,
+            engines,
         })
     }
 
@@ -149,19 +166,19 @@ impl Host {
         &self.config
     }
 
+    /// The engines every call of this host runs on (the wasm engine is
+    /// created on first use).
+    pub fn engines(&self) -> &Engines {
+        &self.engines
+    }
+
     /// Every installed module, described (from cache where unchanged), sorted
     /// by folder or file name. Broken modules are included, with the reason.
     pub async fn discover(&self) -> Vec<InstalledModule> {
-        let mut modules = discovery::discover(&self.layout, &self.config.limits).await;
-        // A module `install` recorded (pinned) whose files are gone is listed
-        // as broken, never silently dropped: the operator approved it once.
-        if let Ok(pins) = crate::pins::Pins::load(self.home()) {
-            for record in pins.records() {
-                if !modules.iter().any(|m| m.id == record.module) {
-                    modules.push(discovery::missing_module(&self.layout, record));
-                }
-            }
-        }
+        let mut modules = discovery::discover(&self.layout, &self.config.limits, &self.engines).await;
+        // Pins: each module's standing, and a pinned module whose files are
+        // gone listed as broken, never silently dropped.
+        discovery::apply_pins(&self.layout, &mut modules, self.config.pins);
         modules
     }
 

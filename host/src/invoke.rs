@@ -2,8 +2,10 @@
 //!
 //! In order, and nothing is spawned before step 4:
 //!
-//! 1. find the module; it must be enabled, described, and its contract
-//!    accepted ([`modproto::contract::evaluate`]);
+//! 1. find the module; it must be enabled, described, its contract
+//!    accepted ([`crate::contract`]: the version pin, and for contract 2 the
+//!    no-weakening verdict), and, under `pins = "enforce"`, pinned with
+//!    unchanged bytes and descriptor ([`crate::pins`]);
 //! 2. place the caller's arguments ([`crate::request`]) and validate `input`
 //!    against `input_schema`, listing every violation;
 //! 3. decide the grants for this call ([`crate::grants`]); a source root that
@@ -26,6 +28,7 @@ use modproto::{
 use serde::Serialize;
 
 use crate::artifacts::{CheckedArtifact, check_artifacts};
+use crate::contract::ContractStanding;
 use crate::discovery::{InstalledModule, ModuleStatus};
 use crate::host::{Host, HostError};
 use crate::request::{new_request_id, place_arguments};
@@ -109,6 +112,16 @@ pub enum InvokeError {
         reason: String,
         remedy: String,
     },
+    /// Contract 2 declarations that contradict themselves: a capability
+    /// weakens an operation. Every finding is in `problems`.
+    #[error("module {id:?} is refused: its capabilities weaken its contract-2 operations")]
+    Nonconforming { id: String, findings: Vec<String> },
+    /// Under `pins = "enforce"`: the operator never approved its bytes.
+    #[error("{refusal}")]
+    Unpinned { id: String, refusal: String },
+    /// Under `pins = "enforce"`: bytes or descriptor differ from the pin.
+    #[error("{refusal}")]
+    Changed { id: String, refusal: String },
     #[error("module {module:?} has no capability {capability:?} (it has: {})", .available.join(", "))]
     UnknownCapability {
         module: String,
@@ -159,7 +172,10 @@ impl InvokeError {
             InvokeError::Host(_) => "host",
             InvokeError::ModuleBroken { .. } => "module_broken",
             InvokeError::ModuleDisabled { .. } => "module_disabled",
-            InvokeError::ContractRefused { .. } => "contract_refused",
+            InvokeError::ContractRefused { .. } => crate::contract::CONTRACT_REFUSED,
+            InvokeError::Nonconforming { .. } => crate::contract::NONCONFORMING,
+            InvokeError::Unpinned { .. } => "unpinned",
+            InvokeError::Changed { .. } => "changed",
             InvokeError::UnknownCapability { .. } => ErrorKind::UNKNOWN_CAPABILITY,
             InvokeError::InvalidInput { .. } => ErrorKind::INVALID_INPUT,
             InvokeError::BadSchema { .. } => "bad_schema",
@@ -182,6 +198,15 @@ impl InvokeError {
             }
             InvokeError::ModuleDisabled { id } => format!("enable it with `modhost enable {id}`"),
             InvokeError::ContractRefused { remedy, .. } => remedy.clone(),
+            InvokeError::Nonconforming { id, .. } => format!(
+                "the module's author must fix the findings (`modhost describe {id}` lists them, each with a remedy); nothing the operator can pin makes it callable"
+            ),
+            InvokeError::Unpinned { id, .. } => format!(
+                "review `modhost describe {id}`, then run `modhost pin {id}`"
+            ),
+            InvokeError::Changed { id, .. } => format!(
+                "review `modhost describe {id}`, then run `modhost pin {id}` to accept the change"
+            ),
             InvokeError::UnknownCapability { module, .. } => {
                 format!("run `modhost describe {module}` to see its capabilities")
             }
@@ -218,6 +243,7 @@ impl InvokeError {
         match self {
             InvokeError::InvalidInput { problems, .. }
             | InvokeError::InvalidOutput { problems, .. } => problems.clone(),
+            InvokeError::Nonconforming { findings, .. } => findings.clone(),
             InvokeError::Module { error, .. } => error
                 .data
                 .as_ref()
@@ -298,6 +324,24 @@ impl Host {
         request: InvokeRequest,
     ) -> Result<InvokeOutcome, InvokeError> {
         let started = Instant::now();
+        // The contract standing was decided at discovery; a refused module
+        // says why in its own terms rather than as merely "broken".
+        match &module.contract {
+            ContractStanding::VersionRefused(pin) => {
+                return Err(InvokeError::ContractRefused {
+                    id: module.id.clone(),
+                    reason: pin.reason.clone(),
+                    remedy: pin.remedy.clone(),
+                });
+            }
+            ContractStanding::Nonconforming { verdict, .. } => {
+                return Err(InvokeError::Nonconforming {
+                    id: module.id.clone(),
+                    findings: verdict.errors().map(|f| f.to_string()).collect(),
+                });
+            }
+            _ => {}
+        }
         let descriptor = match (&module.status, &module.descriptor) {
             (ModuleStatus::Disabled, _) => {
                 return Err(InvokeError::ModuleDisabled {
@@ -305,6 +349,19 @@ impl Host {
                 });
             }
             (ModuleStatus::Enabled, Some(descriptor)) => descriptor,
+            (ModuleStatus::Unpinned | ModuleStatus::Changed, _) => {
+                let refusal = module
+                    .pin
+                    .as_ref()
+                    .and_then(|p| p.refusal(&module.id))
+                    .unwrap_or_else(|| format!("module {} is not pinned", module.id));
+                let id = module.id.clone();
+                return Err(if module.status == ModuleStatus::Changed {
+                    InvokeError::Changed { id, refusal }
+                } else {
+                    InvokeError::Unpinned { id, refusal }
+                });
+            }
             _ => {
                 return Err(InvokeError::ModuleBroken {
                     id: module.id.clone(),
@@ -415,6 +472,7 @@ impl Host {
             network: capability.effects.network,
         };
         let exchange = runner::run(
+            self.engines(),
             module.transport,
             &module.path,
             &call,
@@ -481,12 +539,25 @@ mod tests {
     use crate::test_modules::{descriptor, install, script, write_executable};
     use serde_json::json;
 
-    fn open(home: &std::path::Path) -> Host {
+    fn open_unpinned(home: &std::path::Path) -> Host {
         Host::open(HostOptions {
             home: Some(home.to_path_buf()),
             workspace: Some(home.to_path_buf()),
         })
         .unwrap()
+    }
+
+    /// The host, with every module that describes itself pinned as the
+    /// operator would (`modhost pin`), so tests of the call itself pass the
+    /// pin gate.
+    async fn open(home: &std::path::Path) -> Host {
+        let host = open_unpinned(home);
+        for module in host.discover().await {
+            if module.status != ModuleStatus::Broken {
+                host.pin(&module.id).await.unwrap();
+            }
+        }
+        host
     }
 
     /// A module whose invoke answer is `answer`, at `modules/<id>/<id>`.
@@ -502,7 +573,7 @@ mod tests {
     async fn reserved_keys_are_written_by_the_host_only() {
         let dir = tempfile::tempdir().unwrap();
         install(dir.path(), "echo", false);
-        let host = open(dir.path());
+        let host = open(dir.path()).await;
         let outcome = host
             .invoke(InvokeRequest::new(
                 "echo",
@@ -561,7 +632,7 @@ mod tests {
             marker.display()
         );
         write_executable(&home.join("modules/strict/strict"), &text);
-        let host = open(home);
+        let host = open(home).await;
         let err = host
             .invoke(InvokeRequest::new(
                 "strict",
@@ -583,7 +654,7 @@ mod tests {
             "liar",
             &json!({"result": {"output": {"nope": 1}}}),
         );
-        let err = open(dir.path())
+        let err = open(dir.path()).await
             .invoke(InvokeRequest::new("liar", "liar.run", json!({"msg": "x"})))
             .await
             .unwrap_err();
@@ -599,7 +670,7 @@ mod tests {
             &json!({"error": {"code": -32001, "message": "root data missing",
                    "data": {"kind": "root_missing", "remedy": "pass --source-root data=PATH"}}}),
         );
-        let err = open(dir.path())
+        let err = open(dir.path()).await
             .invoke(InvokeRequest::new(
                 "picky",
                 "picky.run",
@@ -620,7 +691,7 @@ mod tests {
         std::fs::create_dir(&data).unwrap();
         let mut request = InvokeRequest::new("reader", "reader.run", json!({"msg": "x"}));
         request.source_roots.insert("data".into(), data.clone());
-        let outcome = open(dir.path()).invoke(request).await.unwrap();
+        let outcome = open(dir.path()).await.invoke(request).await.unwrap();
         let line = outcome
             .stderr_tail
             .lines()
@@ -641,7 +712,7 @@ mod tests {
         install(dir.path(), "off", false);
         std::fs::write(dir.path().join("modules/off/.disabled"), "").unwrap();
         install(dir.path(), "on", false);
-        let host = open(dir.path());
+        let host = open(dir.path()).await;
         let args = json!({"msg": "x"});
         let err = host
             .invoke(InvokeRequest::new("off", "off.run", args.clone()))
@@ -659,5 +730,71 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "unknown_capability");
+    }
+    #[tokio::test]
+    async fn pins_gate_the_call_under_enforce_and_warn() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = install(dir.path(), "gated", false);
+        let args = json!({"msg": "x"});
+        let host = open_unpinned(dir.path());
+        let err = host
+            .invoke(InvokeRequest::new("gated", "gated.run", args.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "unpinned");
+        assert!(err.remedy().contains("modhost pin gated"), "{}", err.remedy());
+
+        host.pin("gated").await.unwrap();
+        host.invoke(InvokeRequest::new("gated", "gated.run", args.clone()))
+            .await
+            .unwrap();
+
+        // New bytes: refused, and the refusal says what changed.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("# changed\n");
+        write_executable(&path, &text);
+        let err = host
+            .invoke(InvokeRequest::new("gated", "gated.run", args.clone()))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "changed");
+        assert!(err.to_string().contains("bytes changed"), "{err}");
+
+        // Under warn the same call goes through, with a host warning.
+        std::fs::write(dir.path().join("config.toml"), "pins = \"warn\"\n").unwrap();
+        let outcome = open_unpinned(dir.path())
+            .invoke(InvokeRequest::new("gated", "gated.run", args))
+            .await
+            .unwrap();
+        assert!(
+            outcome.host_warnings.iter().any(|w| w.contains("changed since it was pinned")),
+            "{:?}",
+            outcome.host_warnings
+        );
+    }
+
+    #[tokio::test]
+    async fn a_weakening_v2_module_is_refused_with_its_findings() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut weak = descriptor("weak");
+        weak["contract_version"] = json!("2.0.0");
+        weak["operations"] =
+            json!([{"id": "store", "capability": "weak.run", "semantics": {"mutates": ["state"]}}]);
+        let counter = dir.path().join("weak.describes");
+        write_executable(
+            &dir.path().join("modules/weak/weak"),
+            &script(&weak, &json!({"result": {"output": {"ok": true}}}), &counter),
+        );
+        let host = open(dir.path()).await;
+        let err = host
+            .invoke(InvokeRequest::new("weak", "weak.run", json!({"msg": "x"})))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "nonconforming");
+        assert!(
+            err.problems().iter().any(|p| p.contains("weak.run")),
+            "{:?}",
+            err.problems()
+        );
     }
 }

@@ -31,7 +31,9 @@
 pub mod approval;
 pub mod artifacts;
 pub mod config;
+pub mod conformance_caller;
 pub mod confine;
+pub mod contract;
 pub mod describe_cache;
 pub mod discovery;
 pub mod grants;

@@ -204,7 +204,7 @@ impl Host {
             path: source.clone(),
             reason,
         };
-        let value = discovery::describe(&program, self.config().limits.describe())
+        let value = discovery::describe(&program, self.config().limits.describe(), self.engines())
             .await
             .map_err(|e| not_a_module(e.message))?;
         let descriptor =
@@ -347,6 +347,9 @@ mod tests {
         // The describe counter is a file outside any grant.
         std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
         let host = open(dir.path());
+        // Enabled (rather than `unpinned`) needs the operator's pin; moving
+        // the bytes into a folder keeps it valid.
+        host.pin("loose").await.unwrap();
         assert!(host.module("loose").await.unwrap().folder.is_none());
         let module = host.disable("loose").await.unwrap();
         assert_eq!(module.status, ModuleStatus::Disabled);

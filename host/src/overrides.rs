@@ -58,9 +58,20 @@ pub fn find_override<'a>(
     module_id: &str,
     capability_id: &str,
 ) -> Option<&'a CapabilityOverride> {
+    find_override_entry(overrides, module_id, capability_id).map(|(_, o)| o)
+}
+
+/// Like [`find_override`], with the key as the operator spelled it (for
+/// messages that point at the line to change).
+pub fn find_override_entry<'a>(
+    overrides: &'a BTreeMap<String, CapabilityOverride>,
+    module_id: &str,
+    capability_id: &str,
+) -> Option<(&'a str, &'a CapabilityOverride)> {
     overrides
-        .get(&format!("{module_id}.{capability_id}"))
-        .or_else(|| overrides.get(&modconform::tool_name(module_id, capability_id)))
+        .get_key_value(&format!("{module_id}.{capability_id}"))
+        .or_else(|| overrides.get_key_value(&modconform::tool_name(module_id, capability_id)))
+        .map(|(k, o)| (k.as_str(), o))
 }
 
 /// Check that every override key names a capability of a discovered module,

@@ -336,6 +336,60 @@ fn json_digest<T: Serialize>(value: &T) -> String {
     blake3::hash(&bytes).to_hex().to_string()
 }
 
+/// What [`Host::pin`] recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct PinOutcome {
+    pub record: PinRecord,
+    /// How the module stood before: `unpinned`, `changed` or `pinned`.
+    pub before: &'static str,
+    /// For a module that had changed: what it was.
+    pub change: Option<String>,
+}
+
+impl crate::Host {
+    /// Pin `id` as it is installed now: its bytes, descriptor and contract.
+    ///
+    /// Refuses a module that is broken (it did not describe itself, its
+    /// contract is refused, its id is claimed twice, ...): a pin is an
+    /// approval of something that works, and pinning a broken module would
+    /// make it silently callable the moment it describes itself.
+    pub async fn pin(&self, id: &str) -> Result<PinOutcome, crate::HostError> {
+        let module = self.module(id).await?;
+        let refuse = |why: String| crate::HostError::Refused(format!("cannot pin {id}: {why}"));
+        if module.status == crate::ModuleStatus::Broken {
+            let (kind, message) = module
+                .error
+                .as_ref()
+                .map(|e| (e.kind.as_str(), e.message.as_str()))
+                .unwrap_or(("broken", "it is broken"));
+            return Err(refuse(format!(
+                "it is broken ({kind}): {message}; fix or reinstall it first, `modhost describe {id}` has the details"
+            )));
+        }
+        let (Some(descriptor), Some(digest)) = (&module.descriptor, &module.digest) else {
+            return Err(refuse("it did not describe itself".into()));
+        };
+        let mut pins = Pins::load(self.home())?;
+        let before = pins.standing(descriptor, digest);
+        let source = pins.get(id).and_then(|r| r.source.clone());
+        let record = PinRecord::new(descriptor, digest, source);
+        pins.pin(record.clone())?;
+        Ok(PinOutcome {
+            record,
+            before: before.label(),
+            change: match &before {
+                PinStanding::Changed(change) => Some(change.to_string()),
+                _ => None,
+            },
+        })
+    }
+
+    /// Remove the pin of `id` (installed or not). Returns whether there was one.
+    pub fn unpin(&self, id: &str) -> Result<bool, crate::HostError> {
+        Ok(Pins::load(self.home())?.unpin(id)?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

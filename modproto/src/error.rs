@@ -129,4 +129,10 @@ impl ErrorKind {
     pub const INVALID_OUTPUT: &'static str = "invalid_output";
     pub const SPAWN_FAILED: &'static str = "spawn_failed";
     pub const CANCELLED: &'static str = "cancelled";
+    pub const UNCONFINED: &'static str = "unconfined";
+    // Host policy, never sent by a module.
+    pub const UNPINNED: &'static str = "unpinned";
+    pub const CHANGED: &'static str = "changed";
+    pub const CONTRACT_REFUSED: &'static str = "contract_refused";
+    pub const APPROVAL_REQUIRED: &'static str = "approval_required";
 }

@@ -7,10 +7,14 @@
 //! table) lives in [`support`].
 
 mod cli;
+mod conformance;
+mod contract;
 mod discovery;
 mod files_module;
 mod hostile;
 mod install;
 mod misbehaving;
+mod pins;
 mod roots;
 mod support;
+mod wasm;

@@ -40,6 +40,9 @@ pub enum Fixture {
     Grandchild,
     SlowDescribe,
     Echo,
+    /// Contract-2 modules, faithful or weakened, and a nonconformant one,
+    /// chosen by the installed id (see `tests/fixtures/contract.rs`).
+    Contract,
 }
 
 impl Fixture {
@@ -52,6 +55,7 @@ impl Fixture {
             Fixture::Grandchild => env!("CARGO_BIN_EXE_fixture_grandchild"),
             Fixture::SlowDescribe => env!("CARGO_BIN_EXE_fixture_slow_describe"),
             Fixture::Echo => env!("CARGO_BIN_EXE_fixture_echo"),
+            Fixture::Contract => env!("CARGO_BIN_EXE_fixture_contract"),
         }
     }
 }
@@ -260,13 +264,25 @@ impl Home {
         }
     }
 
-    /// Copy an executable into `modules/` under the id `id`.
+    /// Copy an executable into `modules/` under the id `id`, then pin it
+    /// (`modhost pin ID`), as an operator approves a module installed by hand.
+    ///
+    /// A module that cannot be pinned (a fixture installed to break at
+    /// describe, a contract the host refuses) stays unpinned: refusing the pin
+    /// is the host's job, and such a module is not invoked by these tests.
+    pub fn install_binary(&self, binary: &Path, id: &str, layout: Layout) -> PathBuf {
+        let target = self.install_binary_unpinned(binary, id, layout);
+        self.run(&["pin", id]);
+        target
+    }
+
+    /// Copy an executable into `modules/` under the id `id`, without pinning.
     ///
     /// The host caches descriptors by the digest of the executable's bytes,
     /// and a fixture names itself after its file, so each installed copy gets
     /// a trailer naming its id (an ELF runs fine with trailing bytes): two ids
     /// are two digests, as two different real modules would be.
-    pub fn install_binary(&self, binary: &Path, id: &str, layout: Layout) -> PathBuf {
+    pub fn install_binary_unpinned(&self, binary: &Path, id: &str, layout: Layout) -> PathBuf {
         let target = self.module_path(id, layout);
         std::fs::create_dir_all(target.parent().expect("module parent")).expect("module dir");
         std::fs::copy(binary, &target)
@@ -525,4 +541,105 @@ pub fn strings(value: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The WebAssembly components the tests run (`files` and the wasm runner's
+/// guests), built for `wasm32-wasip2` once per test process.
+#[derive(Debug)]
+pub struct Components {
+    dir: PathBuf,
+}
+
+impl Components {
+    /// `<name>.wasm`, as built.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.wasm"))
+    }
+}
+
+/// Build the components once per test process: a nested
+/// `$CARGO build --target wasm32-wasip2 --profile wasm-test -p files -p
+/// modhost-guests` into the same target directory. A failure (most often the
+/// target not being installed) fails the test with how to fix it; a missing
+/// component is never a skip.
+pub fn components() -> &'static Components {
+    static COMPONENTS: OnceLock<Components> = OnceLock::new();
+    COMPONENTS.get_or_init(build_components)
+}
+
+/// The cargo profile components are built with (root `Cargo.toml`): small
+/// and quick for wasmtime to compile.
+const COMPONENT_PROFILE: &str = "wasm-test";
+
+fn build_components() -> Components {
+    let exe = std::env::current_exe().expect("current_exe of the test binary");
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| exe.ancestors().nth(3).map(Path::to_path_buf))
+        .expect("a target directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace root")
+        .to_path_buf();
+    let args = [
+        "build",
+        "--quiet",
+        "--target",
+        "wasm32-wasip2",
+        "--profile",
+        COMPONENT_PROFILE,
+        "-p",
+        "files",
+        "-p",
+        "modhost-guests",
+        "--bins",
+    ];
+    let output = Command::new(&cargo)
+        .current_dir(&workspace_root)
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {cargo:?} to build the components: {e}"));
+    assert!(
+        output.status.success(),
+        "building the test components failed ({}): `cargo {}` in {}\n\
+         If the wasm32-wasip2 target is missing, install it with\n  \
+         rustup target add wasm32-wasip2\n\
+         (.ci/run does this). cargo said:\n{}",
+        output.status,
+        args.join(" "),
+        workspace_root.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let components = Components {
+        dir: target_dir.join("wasm32-wasip2").join(COMPONENT_PROFILE),
+    };
+    for name in ["files", "echo"] {
+        let path = components.path(name);
+        assert!(
+            path.is_file(),
+            "cargo built, but {} is not there",
+            path.display()
+        );
+    }
+    components
+}
+
+impl Home {
+    /// Copy the component `name` into `modules/<name>/<name>.wasm` and pin
+    /// it. Unlike [`Home::install_binary`] no trailer is appended (a
+    /// component with trailing bytes does not parse), so each component is
+    /// installed under its own name: a guest names itself after its file, and
+    /// one set of bytes has one cached descriptor.
+    pub fn install_component(&self, name: &str) -> PathBuf {
+        let target = self.modules().join(name).join(format!("{name}.wasm"));
+        std::fs::create_dir_all(target.parent().expect("module parent")).expect("module dir");
+        let source = components().path(name);
+        std::fs::copy(&source, &target)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", source.display(), target.display()));
+        self.run(&["pin", name]).expect_code(0);
+        target
+    }
 }

@@ -1,6 +1,8 @@
 //! `modhost describe MODULE [--json] [--source-root NAME=PATH]...`: the
 //! descriptor plus the host's findings (what each root would be granted as,
-//! which source roots are missing, warnings).
+//! which source roots are missing, warnings), the contract standing
+//! (requested version, what the host supports, reason, remedy, and for
+//! contract 2 every no-weakening finding) and the pin standing.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -58,6 +60,37 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     println!("  transport: {}", module.transport.as_str());
     if let Some(error) = &module.error {
         println!("  error:     {} ({})", error.message, error.kind);
+    }
+    let contract = module.contract.report();
+    println!("contract: {}", contract.contract);
+    println!(
+        "  requested: {}",
+        contract
+            .requested
+            .as_deref()
+            .unwrap_or("(none declared: contract 1)")
+    );
+    if let Some(effective) = &contract.effective {
+        println!("  spoken as: {effective}");
+    }
+    println!("  host supports: {}", contract.supported);
+    println!("  reason: {}", contract.reason);
+    if !contract.remedy.is_empty() {
+        println!("  remedy: {}", contract.remedy);
+    }
+    for finding in &contract.findings {
+        for (n, line) in finding.to_string().lines().enumerate() {
+            println!("  {}{line}", if n == 0 { "" } else { "  " });
+        }
+    }
+    match &module.pin {
+        None => println!("pin: off (pins = \"off\" in config.toml)"),
+        Some(standing) => {
+            println!("pin: {}", standing.label());
+            if let Some(refusal) = standing.refusal(&module.id) {
+                println!("  {refusal}");
+            }
+        }
     }
     if let Some(descriptor) = &module.descriptor {
         if !descriptor.title.is_empty() {

@@ -41,6 +41,7 @@ pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> 
                     "broken": count(ModuleStatus::Broken),
                 },
                 "confinement": confinement(Some(host.config().confinement)),
+                "components": components(host),
             })
         }
         Err(e) => json!({
@@ -84,6 +85,30 @@ fn confinement(mode: Option<ConfinementMode>) -> serde_json::Value {
     })
 }
 
+/// WebAssembly component support: whether this build has it, whether the
+/// engine starts, where compiled components are cached and the memory cap.
+fn components(host: &Host) -> serde_json::Value {
+    let engines = host.engines();
+    let mut report = json!({
+        "supported": engines.supports_components(),
+        "cache_dir": engines.component_cache_dir(),
+        "memory_limit_bytes": engines.memory_limit_bytes(),
+    });
+    #[cfg(feature = "wasm")]
+    match engines.wasm() {
+        Ok(engine) => {
+            report["engine"] = json!("ok");
+            report["warnings"] = json!(engine.warnings());
+        }
+        Err(e) => report["engine"] = json!(format!("failed: {e}")),
+    }
+    #[cfg(not(feature = "wasm"))]
+    {
+        report["engine"] = json!("not built (the `wasm` cargo feature is off)");
+    }
+    report
+}
+
 fn print_human(report: &serde_json::Value) {
     let text = |v: &serde_json::Value| {
         v.as_str()
@@ -120,6 +145,16 @@ fn print_human(report: &serde_json::Value) {
             "modules:     {} found ({} enabled, {} disabled, {} broken)",
             m["total"], m["enabled"], m["disabled"], m["broken"]
         );
+        let w = &report["components"];
+        println!(
+            "components:  engine {}; cache {}; memory limit {} bytes per call",
+            text(&w["engine"]),
+            text(&w["cache_dir"]),
+            w["memory_limit_bytes"]
+        );
+        for warning in w["warnings"].as_array().into_iter().flatten() {
+            println!("components:  warning: {}", text(warning));
+        }
     }
     let c = &report["confinement"];
     println!("confinement: process groups yes, environment allowlist yes");

@@ -1,10 +1,22 @@
-//! `modhost invoke MODULE CAPABILITY` or `modhost invoke MODULE.CAPABILITY`.
+//! `modhost invoke TOOL_NAME`, `modhost invoke MODULE CAPABILITY` or
+//! `modhost invoke MODULE.CAPABILITY` (see [`modhost::tools::target`]).
+//!
+//! Before anything runs: the operator's `[capabilities]` overrides are
+//! checked against what is installed (one naming nothing is an error, exit
+//! 2), then the policy gate ([`modhost::tools::gate`]): a capability disabled
+//! by an override or denied by a rule is refused naming the override or
+//! rule; one whose verdict is `ask` runs only with `--approve`, or after an
+//! interactive yes when stdin and stderr are a terminal (and stdin is not the
+//! input). A call that runs carries the host's approval record; an
+//! `approval` key in the caller's arguments is dropped with a warning.
 //!
 //! Human output: the result's `text` (else the pretty `output`), then one
 //! `@artifact {json}` line per artifact; warnings go to stderr. With
 //! `--json`: the outcome on stdout, or `{"error": {"kind", "message",
-//! "remedy"}}`. Exit 1 when the capability failed, 2 for usage and host
-//! errors (unknown module or capability).
+//! "remedy"}}` (a refusal adds `rule`). Exit 1 when the capability ran and
+//! failed; 2 for usage and host errors, and for a call the host refused to
+//! run (kinds `denied`, `approval_required`, `disabled`): the module never
+//! ran, so a script can tell "the host said no" from "the tool failed".
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -13,15 +25,17 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use modhost::approval::{ApprovedBy, Refusal};
 use modhost::config::is_root_name;
-use modhost::{Host, HostError, InvokeError, InvokeRequest};
+use modhost::{Host, InvokeError, InvokeRequest};
 use serde_json::Value;
 
 use super::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A module id, or `MODULE.CAPABILITY` / a unique capability id.
+    /// A tool name (`files__files_search`), a module id, or
+    /// `MODULE.CAPABILITY` / a unique capability id.
     target: String,
     /// The capability id (`files.search` or `search`).
     capability: Option<String>,
@@ -35,6 +49,9 @@ pub struct Args {
     deadline_ms: Option<u64>,
     #[arg(long, value_name = "N")]
     max_output_bytes: Option<u64>,
+    /// Approve a call whose approval verdict is `ask` (a `deny` stays refused).
+    #[arg(long)]
+    approve: bool,
     /// Print the result (or the error) as JSON.
     #[arg(long)]
     json: bool,
@@ -75,7 +92,25 @@ fn read_input(raw: Option<&str>) -> anyhow::Result<Value> {
 
 pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
     let input = read_input(args.input.as_deref())?;
+    let discovered = host.discover().await;
+    let config = host.config();
+    // At startup, before resolving anything: a typo in an override must not
+    // leave a capability the operator meant to disable runnable.
+    modhost::overrides::validate_overrides(
+        &config.capabilities,
+        discovered.iter().filter_map(|m| m.descriptor.as_deref()),
+    )?;
+    let target = match modhost::tools::target::resolve(
+        &discovered,
+        &args.target,
+        args.capability.as_deref(),
+    ) {
+        Ok(target) => target,
+        Err(error) => return report_error(&error, args.json),
+    };
     let mut request = InvokeRequest {
+        module: target.module.id.clone(),
+        capability: target.capability.to_owned(),
         args: input,
         source_roots: args
             .source_roots
@@ -86,15 +121,36 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
         max_output_bytes: args.max_output_bytes,
         ..InvokeRequest::default()
     };
-    let result = match &args.capability {
-        Some(capability) => {
-            request.module = args.target.clone();
-            request.capability = capability.clone();
-            host.invoke(request).await
+    // The gate applies to what can run; a disabled, broken or unknown
+    // capability goes on to the pipeline, which says why it cannot.
+    if target.module.is_invocable()
+        && let Some(descriptor) = &target.module.descriptor
+        && let Some(capability) = descriptor.capability(target.capability)
+    {
+        let approver = args.approve.then_some(ApprovedBy::Flag);
+        let gate = |approver| {
+            modhost::tools::gate(
+                &config.approval,
+                &config.capabilities,
+                descriptor,
+                capability,
+                approver,
+            )
+        };
+        let decided = match gate(approver) {
+            Err(Refusal::NeedsApproval { tool, rule })
+                if may_prompt(args.input.as_deref()) && ask(&tool, &rule) =>
+            {
+                gate(Some(ApprovedBy::Prompt))
+            }
+            other => other,
+        };
+        match decided {
+            Ok(record) => request.approval = Some(record),
+            Err(refusal) => return report_refusal(&refusal, args.json),
         }
-        None => invoke_single_target(host, &args.target, request).await,
-    };
-    match result {
+    }
+    match host.invoke_module(target.module, request).await {
         Ok(outcome) => {
             if args.json {
                 let mut value = serde_json::to_value(&outcome)?;
@@ -126,87 +182,68 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Err(error) => {
-            if args.json {
-                super::print_json(&serde_json::json!({ "error": error.to_json() }))?;
-            } else {
-                eprintln!("error[{}]: {error}", error.kind());
-                for problem in error.problems() {
-                    eprintln!("  - {problem}");
-                }
-                eprintln!("  remedy: {}", error.remedy());
-                let tail = error.stderr_tail().trim_end();
-                if !tail.is_empty() {
-                    eprintln!("  module stderr (tail):");
-                    for line in tail.lines() {
-                        eprintln!("    {line}");
-                    }
-                }
-            }
-            Ok(ExitCode::from(if error.is_usage_error() {
-                EXIT_USAGE
-            } else {
-                EXIT_FAILED
-            }))
-        }
+        Err(error) => report_error(&error, args.json),
     }
 }
 
-/// `invoke files.search`: the module named by the prefix when it has that
-/// capability, else the one module (of all) that has a capability of that id.
-async fn invoke_single_target(
-    host: &Host,
-    target: &str,
-    mut request: InvokeRequest,
-) -> Result<modhost::InvokeOutcome, InvokeError> {
-    if let Some((prefix, _)) = target.split_once('.')
-        && let Ok(module) = host.module(prefix).await
-        && module
-            .descriptor
-            .as_ref()
-            .is_some_and(|d| d.capability(target).is_some())
-    {
-        request.capability = target.to_owned();
-        return host.invoke_module(&module, request).await;
-    }
-    let modules = host.discover().await;
-    let mut owners: Vec<_> = modules
-        .iter()
-        .filter(|m| {
-            m.descriptor
-                .as_ref()
-                .is_some_and(|d| d.capability(target).is_some())
-        })
-        .collect();
-    match owners.len() {
-        1 => {
-            let module = owners.remove(0);
-            request.capability = target.to_owned();
-            request.module = module.id.clone();
-            host.invoke_module(module, request).await
+fn report_error(error: &InvokeError, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        super::print_json(&serde_json::json!({ "error": error.to_json() }))?;
+    } else {
+        eprintln!("error[{}]: {error}", error.kind());
+        for problem in error.problems() {
+            eprintln!("  - {problem}");
         }
-        0 => {
-            // Perhaps just a module id, missing its capability.
-            if let Some(module) = modules.iter().find(|m| m.id == target) {
-                return Err(InvokeError::UnknownCapability {
-                    module: module.id.clone(),
-                    capability: String::new(),
-                    available: module.capability_ids(),
-                });
+        eprintln!("  remedy: {}", error.remedy());
+        let tail = error.stderr_tail().trim_end();
+        if !tail.is_empty() {
+            eprintln!("  module stderr (tail):");
+            for line in tail.lines() {
+                eprintln!("    {line}");
             }
-            let (module, _) = target.split_once('.').unwrap_or((target, ""));
-            Err(InvokeError::Host(HostError::UnknownModule {
-                id: module.to_owned(),
-                known: modules.iter().map(|m| m.id.clone()).collect(),
-            }))
         }
-        _ => Err(InvokeError::Host(HostError::Refused(format!(
-            "the capability {target:?} is offered by several modules ({}); name the module: modhost invoke MODULE {target}",
-            owners
-                .iter()
-                .map(|m| m.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )))),
     }
+    Ok(ExitCode::from(if error.is_usage_error() {
+        EXIT_USAGE
+    } else {
+        EXIT_FAILED
+    }))
+}
+
+/// The host refused to run the call: exit 2 (see the module docs).
+fn report_refusal(refusal: &Refusal, json: bool) -> anyhow::Result<ExitCode> {
+    if json {
+        let mut error = serde_json::json!({
+            "kind": refusal.kind(),
+            "message": refusal.to_string(),
+            "remedy": refusal.remedy(),
+        });
+        if let Some(rule) = refusal.rule() {
+            error["rule"] = rule.into();
+        }
+        super::print_json(&serde_json::json!({ "error": error }))?;
+    } else {
+        eprintln!("error[{}]: {refusal}", refusal.kind());
+        eprintln!("  remedy: {}", refusal.remedy());
+    }
+    Ok(ExitCode::from(EXIT_USAGE))
+}
+
+/// Whether a person can be asked: stdin and stderr are a terminal, and stdin
+/// is not carrying the input.
+fn may_prompt(input: Option<&str>) -> bool {
+    use std::io::IsTerminal;
+    input != Some("-") && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Ask on the terminal; only an explicit yes approves.
+fn ask(tool: &str, rule: &str) -> bool {
+    use std::io::Write;
+    eprint!("{tool} needs approval ({rule}). Run it? [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    if std::io::stdin().read_line(&mut answer).is_err() {
+        return false;
+    }
+    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }

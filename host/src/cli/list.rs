@@ -1,8 +1,14 @@
 //! `modhost list [--json]`.
+//!
+//! Each entry carries `status` (`enabled`, `disabled`, `broken`, and under
+//! `pins = "enforce"` `unpinned` or `changed`), `contract` (`v1`, `v2`,
+//! `refused`, `unevaluated`) with its `contract_standing`, and `pin`
+//! (`pinned`, `unpinned`, `changed`, `off`). Human output says, under each
+//! module that cannot be invoked, why and what to run.
 
 use std::process::ExitCode;
 
-use modhost::Host;
+use modhost::{Host, ModuleStatus};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,19 +39,41 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         .unwrap_or(7)
         .max(7);
     println!(
-        "{:id_width$}  {:version_width$}  {:8}  CAPABILITIES",
-        "ID", "VERSION", "STATUS"
+        "{:id_width$}  {:version_width$}  {:8}  {:11}  {:8}  CAPABILITIES",
+        "ID", "VERSION", "STATUS", "CONTRACT", "PIN"
     );
     for module in &modules {
         println!(
-            "{:id_width$}  {:version_width$}  {:8}  {}",
+            "{:id_width$}  {:version_width$}  {:8}  {:11}  {:8}  {}",
             module.id,
             module.version.as_deref().unwrap_or("-"),
             module.status.as_str(),
+            module.contract.label(),
+            module.pin_label(),
             module.capability_ids().join(", ")
         );
         if let Some(error) = &module.error {
-            println!("    error: {}", error.message);
+            println!("    error[{}]: {}", error.kind, error.message);
+        }
+        let report = module.contract.report();
+        if report.refusal.is_some() {
+            for finding in report.findings.iter().filter(|f| f.is_error()) {
+                let on = finding
+                    .capability
+                    .as_deref()
+                    .map(|c| format!(" {c}"))
+                    .unwrap_or_default();
+                println!("    finding[{}]{on}: {}", finding.id, finding.reason);
+            }
+            println!(
+                "    remedy: {} (`modhost describe {}` has each finding's remedy)",
+                report.remedy, module.id
+            );
+        }
+        if matches!(module.status, ModuleStatus::Unpinned | ModuleStatus::Changed)
+            && let Some(refusal) = module.pin.as_ref().and_then(|p| p.refusal(&module.id))
+        {
+            println!("    {}: {refusal}", module.status.as_str());
         }
         for warning in &module.warnings {
             println!("    warning: {warning}");

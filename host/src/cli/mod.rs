@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use modhost::{Host, HostOptions};
 
+mod conformance;
 mod describe;
 mod doctor;
 mod enable;
@@ -19,6 +20,7 @@ mod invoke;
 mod knowledge;
 mod list;
 mod mcp;
+mod pin;
 mod remove;
 mod tools;
 
@@ -67,6 +69,12 @@ enum Command {
     Knowledge(knowledge::Args),
     /// Serve the tools as an MCP server on stdio.
     Mcp(mcp::Args),
+    /// Approve a module exactly as installed now (bytes, descriptor, contract).
+    Pin(pin::Args),
+    /// Remove a module's pin.
+    Unpin(pin::Args),
+    /// Check a module (installed, or a path to an executable) against the contract.
+    Conformance(conformance::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -112,6 +120,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Tools(args) => tools::run(&host, &args).await,
         Command::Knowledge(args) => knowledge::run(&host, &args).await,
         Command::Mcp(args) => mcp::run(&host, &args).await,
+        Command::Pin(args) => pin::pin(&host, &args).await,
+        Command::Unpin(args) => pin::unpin(&host, &args).await,
+        Command::Conformance(args) => conformance::run(&host, &args).await,
         Command::Doctor(_) => unreachable!("handled above"),
     }
 }

@@ -5,8 +5,16 @@
 //! its own process group) and `wasm` (one fresh component instance per call).
 //! Everything above this layer (discovery, invoke, conformance, tools) speaks
 //! only [`Exchange`] and [`RunError`], never a transport's details.
+//!
+//! The one piece of state a transport keeps across calls is the wasm engine
+//! (compiled components, the epoch ticker). It lives in [`Engines`], one per
+//! [`crate::Host`], created on the first component call so a host that only
+//! ever runs native modules never pays for it. Without the `wasm` feature a
+//! component call is a clear "built without component support" error.
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "wasm")]
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use modproto::{Access, ErrorKind, Notification, Response};
@@ -59,11 +67,68 @@ impl Transport {
 /// `progress` from here). They are also collected in [`Exchange`].
 pub type NotificationSink = tokio::sync::mpsc::UnboundedSender<Notification>;
 
+/// The default cap on one component call's linear memory (`[limits]
+/// memory_limit_bytes`).
+pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The engines behind the transports, shared by every call of one host.
+///
+/// Cheap to clone (clones share the engine). The wasm engine is created on
+/// first use, with compiled components cached in `component_cache_dir`.
+#[derive(Debug, Clone)]
+pub struct Engines {
+    component_cache_dir: PathBuf,
+    memory_limit_bytes: u64,
+    #[cfg(feature = "wasm")]
+    wasm: Arc<OnceLock<Result<wasm::WasmEngine, String>>>,
+}
+
+impl Engines {
+    /// Engines for a host whose compiled components live in
+    /// `component_cache_dir` (normally `<home>/cache/components`) and whose
+    /// component calls may use `memory_limit_bytes` of memory.
+    pub fn new(component_cache_dir: PathBuf, memory_limit_bytes: u64) -> Engines {
+        Engines {
+            component_cache_dir,
+            memory_limit_bytes,
+            #[cfg(feature = "wasm")]
+            wasm: Arc::default(),
+        }
+    }
+
+    pub fn component_cache_dir(&self) -> &Path {
+        &self.component_cache_dir
+    }
+
+    pub fn memory_limit_bytes(&self) -> u64 {
+        self.memory_limit_bytes
+    }
+
+    /// Whether this build runs WebAssembly components at all.
+    pub fn supports_components(&self) -> bool {
+        cfg!(feature = "wasm")
+    }
+
+    /// The wasm engine, created on the first call (and the reason when it
+    /// cannot be; the failure is remembered, not retried on every call).
+    #[cfg(feature = "wasm")]
+    pub fn wasm(&self) -> Result<&wasm::WasmEngine, String> {
+        self.wasm
+            .get_or_init(|| {
+                wasm::WasmEngine::new(&self.component_cache_dir, self.memory_limit_bytes)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
 /// Run one call of the module at `module` over its transport.
 ///
 /// The single seam between the host and its transports: discovery, invoke and
 /// conformance all come through here.
 pub async fn run(
+    engines: &Engines,
     transport: Transport,
     module: &Path,
     call: &Call<'_>,
@@ -71,14 +136,36 @@ pub async fn run(
 ) -> Result<Exchange, RunError> {
     match transport {
         Transport::Native => native::run(module, call, notifications).await,
-        // The wasm runner (`wasm.rs`, feature `wasm`) plugs in here.
-        Transport::Component => Err(RunError::Spawn {
-            message: format!(
-                "{}: WebAssembly components are not yet supported by this build of modhost",
-                module.display()
-            ),
-        }),
+        Transport::Component => run_component(engines, module, call, notifications).await,
     }
+}
+
+#[cfg(feature = "wasm")]
+async fn run_component(
+    engines: &Engines,
+    module: &Path,
+    call: &Call<'_>,
+    notifications: Option<&NotificationSink>,
+) -> Result<Exchange, RunError> {
+    let engine = engines.wasm().map_err(|message| RunError::Spawn {
+        message: format!("{}: {message}", module.display()),
+    })?;
+    engine.run_module(module, call, notifications).await
+}
+
+#[cfg(not(feature = "wasm"))]
+async fn run_component(
+    _engines: &Engines,
+    module: &Path,
+    _call: &Call<'_>,
+    _notifications: Option<&NotificationSink>,
+) -> Result<Exchange, RunError> {
+    Err(RunError::Spawn {
+        message: format!(
+            "{}: this modhost was built without component support (the `wasm` cargo feature); rebuild it with default features to run WebAssembly modules",
+            module.display()
+        ),
+    })
 }
 
 /// Bounds for one call.

@@ -53,9 +53,6 @@ use self::stdio::{CappedStdout, StderrTail};
 use super::native::{Failure, classify_line};
 use super::{Call, Exchange, NotificationSink, RunError};
 
-/// The default cap on a guest's linear memory (all memories together).
-pub const DEFAULT_MEMORY_LIMIT: u64 = 256 * 1024 * 1024;
-
 /// How often the engine's epoch advances: the granularity at which a spinning
 /// guest yields and notices its deadline.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -630,11 +627,14 @@ impl Drop for EpochTicker {
 
 #[cfg(test)]
 mod tests {
-    //! The hostile guests of `tests/guests`, one call each. They must be built
-    //! first (`cargo build -p modhost-guests --target wasm32-wasip2`); a
-    //! missing guest fails the test with that command, never skips it.
+    //! The hostile guests of `tests/guests`, one call each. The guests are
+    //! built by the first test that needs them (a nested `$CARGO build
+    //! --target wasm32-wasip2 --profile wasm-test -p modhost-guests`, once per
+    //! test process); a failed build fails the test with how to fix it, never
+    //! skips it.
 
     use std::os::unix::fs::PermissionsExt;
+    use std::process::{Command, Stdio};
     use std::sync::OnceLock;
 
     use serde_json::{Value, json};
@@ -654,13 +654,51 @@ mod tests {
             .to_owned()
     }
 
+    /// Where the guests land: the `wasm-test` profile of the root Cargo.toml.
+    fn guests_dir() -> &'static Path {
+        static DIR: OnceLock<PathBuf> = OnceLock::new();
+        DIR.get_or_init(|| {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .expect("host/ lives in the workspace root");
+            let args = [
+                "build",
+                "--quiet",
+                "--target",
+                "wasm32-wasip2",
+                "--profile",
+                "wasm-test",
+                "-p",
+                "modhost-guests",
+            ];
+            let output = Command::new(&cargo)
+                .current_dir(workspace)
+                .args(args)
+                .env("CARGO_TARGET_DIR", target_dir())
+                .stdin(Stdio::null())
+                .output()
+                .unwrap_or_else(|e| panic!("could not run {cargo:?} to build the guests: {e}"));
+            assert!(
+                output.status.success(),
+                "building the guest components failed ({}): `cargo {}`
+                 If the wasm32-wasip2 target is missing, install it with
+                   rustup target add wasm32-wasip2
+                 cargo said:
+{}",
+                output.status,
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            target_dir().join("wasm32-wasip2/wasm-test")
+        })
+    }
+
     fn guest(name: &str) -> PathBuf {
-        let path = target_dir()
-            .join("wasm32-wasip2/debug")
-            .join(format!("{name}.wasm"));
+        let path = guests_dir().join(format!("{name}.wasm"));
         assert!(
             path.is_file(),
-            "guest component {} is missing; build the guests first:\n  rustup target add wasm32-wasip2\n  cargo build -p modhost-guests --target wasm32-wasip2",
+            "cargo built the guests, but {} is not there",
             path.display()
         );
         path
@@ -678,15 +716,16 @@ mod tests {
         })
     }
 
-    fn request(params: Value) -> String {
-        let mut request = json!({"jsonrpc": "2.0", "id": 1, "method": "invoke"});
-        request["params"] = params;
-        request.to_string()
+    /// An invoke request whose `input` is `input` (the guests read their
+    /// roots at `/roots/<name>` when the request names none).
+    fn request(input: Value) -> String {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "invoke", "params": {"input": input}})
+            .to_string()
     }
 
     async fn call_guest(
         name: &str,
-        params: Value,
+        input: Value,
         grants: &[Grant],
         deadline: Duration,
     ) -> Result<Exchange, RunError> {
@@ -695,7 +734,7 @@ mod tests {
             .load_async(&guest(name))
             .await
             .expect("the guest loads");
-        let line = request(params);
+        let line = request(input);
         let call = Call {
             request_line: &line,
             limits: CallLimits {
@@ -728,7 +767,7 @@ mod tests {
         let exchange = call_guest("echo", json!({"inspect": true}), &grants, LONG)
             .await
             .unwrap();
-        let result = exchange.response.outcome.unwrap();
+        let result = exchange.response.outcome.unwrap()["output"].clone();
         assert_eq!(result["env"], json!([]), "no environment leaks in");
         assert_eq!(result["data"], true, "the grant is there");
         for elsewhere in ["roots", "slash", "tmp", "cwd"] {
@@ -754,7 +793,10 @@ mod tests {
         let exchange = engine.run(&component, &call, Some(&tx)).await.unwrap();
         assert_eq!(exchange.notifications.len(), 1);
         assert_eq!(rx.try_recv().unwrap().method, "progress");
-        assert_eq!(exchange.response.outcome.unwrap()["echo"]["progress"], true);
+        assert_eq!(
+            exchange.response.outcome.unwrap()["output"]["echo"]["progress"],
+            true
+        );
         assert!(
             exchange
                 .host_warnings
@@ -876,7 +918,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             exchange.response.outcome.unwrap(),
-            json!({"echo": {"n": 1}})
+            json!({"output": {"echo": {"n": 1}}})
         );
     }
 

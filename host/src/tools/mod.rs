@@ -37,6 +37,7 @@ pub mod execute;
 pub mod export;
 pub mod host_invoker;
 pub mod knowledge_tool;
+pub mod target;
 
 pub use execute::{
     InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
@@ -193,6 +194,31 @@ fn refuse_collisions(candidates: Vec<ToolDef>) -> Registry {
         .map(|(t, _)| t)
         .collect();
     Registry { tools, problems }
+}
+
+/// The policy gate for one direct call of `capability` (what `modhost
+/// invoke` applies; the [`Toolbox`] applies the same decisions to its
+/// registered tools): an override that disables the capability refuses it,
+/// then the approval rules decide. On success, the host's approval record
+/// the request must carry.
+pub fn gate(
+    approval: &ApprovalConfig,
+    overrides: &BTreeMap<String, CapabilityOverride>,
+    descriptor: &Descriptor,
+    capability: &modproto::Capability,
+    approver: Option<ApprovedBy>,
+) -> Result<modproto::Approval, Refusal> {
+    let tool = modconform::tool_name(&descriptor.id, &capability.id);
+    if let Some((key, o)) = overrides::find_override_entry(overrides, &descriptor.id, &capability.id)
+        && !o.is_enabled()
+    {
+        return Err(Refusal::Disabled {
+            tool,
+            key: key.to_owned(),
+        });
+    }
+    let decision = approval::decide(approval, descriptor, capability, &tool);
+    approval::authorize(&decision, &tool, approver)
 }
 
 /// Why a tool call did not run at all (as opposed to ran and failed).

@@ -170,6 +170,8 @@ mod tests {
             warnings: Vec::new(),
             host_warnings: Vec::new(),
             error: None,
+            contract: crate::contract::ContractStanding::Unevaluated,
+            pin: None,
         }
     }
 

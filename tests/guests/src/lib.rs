@@ -10,6 +10,13 @@
 //! Only `echo` is well behaved; the others are hostile on purpose, and the
 //! tests check that each one ends in its own error kind with nothing changed
 //! outside its grants.
+//!
+//! Every guest is a complete module as far as the host can tell: it answers
+//! `describe` with a descriptor (id = the name it was run as, one capability
+//! `<id>.run`, the roots its attack needs), so the end-to-end tests can install
+//! it in a host home and misbehave only on `invoke`. Invoke inputs are read
+//! from `params.input` and root paths from `params.roots`, exactly as the host
+//! sends them.
 
 use std::io::{BufRead, Write};
 
@@ -22,6 +29,70 @@ pub fn read_request() -> Value {
     // A guest that cannot read stdin has nothing to misbehave about.
     let _ = std::io::stdin().lock().read_line(&mut line);
     serde_json::from_str(&line).unwrap_or(Value::Null)
+}
+
+/// Read the request; answer `describe` (and exit) with a descriptor
+/// declaring `roots`, whose one capability reads `reads` and writes `writes`.
+/// Returns the request of any other method.
+pub fn serve(roots: Value, reads: &[&str], writes: &[&str]) -> Value {
+    let request = read_request();
+    if request.get("method").and_then(Value::as_str) == Some("describe") {
+        let id = module_id();
+        answer(
+            &request,
+            json!({
+                "id": id,
+                "version": "0.1.0",
+                "title": format!("guest {id}"),
+                "description": "a wasm runner test guest",
+                "roots": roots,
+                "capabilities": [{
+                    "id": format!("{id}.run"),
+                    "title": "run",
+                    "description": "do what the guest's name says",
+                    "input_schema": {"type": "object"},
+                    "effects": {"reads": reads, "writes": writes, "network": false, "spawns": [], "cost": "trivial"},
+                }],
+            }),
+        );
+        std::process::exit(0);
+    }
+    request
+}
+
+/// The module id: the name this guest was run as (the host passes the
+/// component's file stem as `argv[0]`).
+pub fn module_id() -> String {
+    std::env::args()
+        .next()
+        .map(|arg0| {
+            let name = arg0.rsplit('/').next().unwrap_or(&arg0).to_owned();
+            name.strip_suffix(".wasm").unwrap_or(&name).to_owned()
+        })
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "guest".to_owned())
+}
+
+/// The invoke request's `input` (null when absent).
+pub fn input(request: &Value) -> Value {
+    request
+        .pointer("/params/input")
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// Where the host says the root `name` is (`params.roots.<name>.path`),
+/// else `/roots/<name>`, where the wasm runner preopens it.
+pub fn root_path(request: &Value, name: &str) -> String {
+    request
+        .pointer(&format!("/params/roots/{name}/path"))
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("/roots/{name}"), str::to_owned)
+}
+
+/// Answer with a capability result whose `output` is `output`.
+pub fn answer_output(request: &Value, output: Value) {
+    answer(request, json!({ "output": output }));
 }
 
 /// The request's id, or null.

@@ -1,27 +1,33 @@
-//! Well behaved: answers with the request's params (benchmarks and the
-//! happy-path tests). Sends one `progress` notification first when the params
-//! ask for it (`{"progress": true}`), and reports the environment and the
-//! preopened roots it can see when asked (`{"inspect": true}`).
+//! Well behaved: answers with its input (benchmarks and the happy-path tests).
+//! Sends one `progress` notification first when the input asks for it
+//! (`{"progress": true}`), and reports the environment and the preopened
+//! roots it can see when asked (`{"inspect": true}`); it declares one
+//! read-only workspace root, `data`.
 
 use serde_json::{Value, json};
 
 fn main() {
-    let request = modhost_guests::read_request();
-    let params = request.get("params").cloned().unwrap_or(Value::Null);
-    if params.get("progress").and_then(Value::as_bool) == Some(true) {
+    let request = modhost_guests::serve(
+        json!([{"name": "data", "kind": "workspace"}]),
+        &["data"],
+        &[],
+    );
+    let input = modhost_guests::input(&request);
+    if input.get("progress").and_then(Value::as_bool) == Some(true) {
         println!(
             "{}",
             json!({"jsonrpc": "2.0", "method": "progress", "params": {"request_id": "r", "progress": 1, "total": 2}})
         );
     }
-    if params.get("inspect").and_then(Value::as_bool) == Some(true) {
+    if input.get("inspect").and_then(Value::as_bool) == Some(true) {
         let env: Vec<String> = std::env::vars().map(|(k, v)| format!("{k}={v}")).collect();
         let lists = |path: &str| std::fs::read_dir(path).is_ok();
-        modhost_guests::answer(
+        modhost_guests::answer_output(
             &request,
             json!({
                 "env": env,
-                "data": lists("/roots/data"),
+                "data_path": modhost_guests::root_path(&request, "data"),
+                "data": lists(&modhost_guests::root_path(&request, "data")),
                 "roots": lists("/roots"),
                 "slash": lists("/"),
                 "tmp": lists("/tmp"),
@@ -30,5 +36,5 @@ fn main() {
         );
         return;
     }
-    modhost_guests::answer(&request, json!({"echo": params}));
+    modhost_guests::answer_output(&request, json!({"echo": input}));
 }

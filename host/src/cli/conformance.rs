@@ -1,0 +1,161 @@
+//! `modhost conformance MODULE-OR-PATH [--json]`: the conformance kit
+//! (`modconform`) on one module: static checks over its descriptor, then the
+//! behavioural battery against the live executable.
+//!
+//! The target is an installed module id, or a path to an executable (any
+//! argument with a `/`, or a file that exists when no module has that id).
+//! Every finding is reported, each with severity, capability, reason and
+//! remedy. Exit 0 when no finding is an error, 1 otherwise, 2 when the
+//! target cannot be checked at all.
+//!
+//! The module is run as the host runs it (fresh process per call, cleared
+//! environment, confined); examples get scratch `state` and `artifacts`
+//! roots, the workspace read-only, and the configured source roots and
+//! binaries (see `modhost::conformance_caller`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
+use modhost::conformance_caller::{ConformanceRoots, NativeCaller};
+use modhost::{Host, Transport};
+use serde_json::json;
+
+use super::{EXIT_FAILED, EXIT_USAGE};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// An installed module id, or a path to a module executable.
+    target: String,
+    /// One JSON object: module, path, conforms, error and warning counts, findings.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What is being checked.
+struct Target {
+    label: String,
+    program: PathBuf,
+    /// Where its knowledge files live.
+    folder: Option<PathBuf>,
+}
+
+pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
+    let target = resolve(host, &args.target).await?;
+    if Transport::of_path(&target.program) == Transport::Component {
+        eprintln!(
+            "error: {} is a WebAssembly component; `modhost conformance` checks native executables only so far",
+            target.program.display()
+        );
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix("modhost-conformance-")
+        .tempdir()
+        .context("creating a scratch directory for the conformance run")?;
+    let confinement = host.config().limits.confinement;
+    let workspace = host.workspace().to_path_buf();
+    let source_roots = host.config().source_roots.clone();
+    let binaries = host.config().binaries.clone();
+    let scratch_path = scratch.path().to_path_buf();
+    let Target {
+        label,
+        program,
+        folder,
+    } = target;
+    let program_for_output = program.clone();
+    // The battery blocks on child processes: off the async workers.
+    let verdict = tokio::task::spawn_blocking(move || -> anyhow::Result<Verdict> {
+        let options = BatteryOptions::default();
+        let mut caller = NativeCaller::new(&program, confinement);
+        let descriptor = match caller.describe(options.timeout) {
+            Ok(descriptor) => descriptor,
+            Err(problem) => {
+                return Ok(Verdict::new(
+                    label,
+                    vec![Finding::error(
+                        "battery.describe_failed",
+                        format!("{}: {problem}", program.display()),
+                        "answer a describe request with exactly one response line holding the descriptor, then exit",
+                    )],
+                ));
+            }
+        };
+        let roots = ConformanceRoots {
+            scratch: &scratch_path,
+            workspace: &workspace,
+            source_roots: &source_roots,
+            binaries: &binaries,
+        };
+        caller
+            .grant(&descriptor, roots)
+            .with_context(|| format!("preparing scratch roots in {}", scratch_path.display()))?;
+        Ok(check_module_with(
+            &mut caller,
+            &descriptor,
+            folder.as_deref(),
+            &options,
+        ))
+    })
+    .await
+    .context("the conformance run panicked")??;
+    drop(scratch);
+
+    if args.json {
+        super::print_json(&json!({
+            "module": verdict.module,
+            "path": program_for_output,
+            "conforms": verdict.conforms(),
+            "errors": verdict.errors().count(),
+            "warnings": verdict.warnings().count(),
+            "findings": verdict.findings,
+        }))?;
+    } else {
+        println!("{}", verdict.render());
+    }
+    Ok(if verdict.conforms() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAILED)
+    })
+}
+
+/// An installed module by id, else a path.
+async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
+    let as_path = Path::new(raw);
+    if !raw.contains('/') {
+        match host.module(raw).await {
+            Ok(module) if module.path.is_file() => {
+                return Ok(Target {
+                    label: module.id.clone(),
+                    program: module.path.clone(),
+                    folder: module.folder.clone(),
+                });
+            }
+            Ok(module) => anyhow::bail!(
+                "module {raw} has no executable to check ({}): {}",
+                module.path.display(),
+                module
+                    .error
+                    .map(|e| e.message)
+                    .unwrap_or_else(|| "not found".into())
+            ),
+            Err(e) if !as_path.is_file() => return Err(e.into()),
+            Err(_) => {}
+        }
+    }
+    let program = std::fs::canonicalize(as_path)
+        .with_context(|| format!("{raw} is neither an installed module nor a readable file"))?;
+    anyhow::ensure!(program.is_file(), "{} is not a file", program.display());
+    let label = program
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| raw.to_owned());
+    Ok(Target {
+        label,
+        folder: program.parent().map(Path::to_path_buf),
+        program,
+    })
+}
+

@@ -1,0 +1,259 @@
+//! The contract standing of one discovered module: which contract governs it,
+//! and, for contract 2, whether its capabilities honour its operations.
+//!
+//! Design decisions:
+//!
+//! - **Decided at discovery, before any capability is registered.** The pin
+//!   ([`modproto::contract::evaluate`]) runs on every descriptor; a contract-2
+//!   module then gets the no-weakening verdict
+//!   ([`modconform::check_host_conformance`]). Either refusal makes the module
+//!   `broken` with its own error kind (`contract_refused` for a version the
+//!   host does not speak, `nonconforming` for capabilities that weaken their
+//!   operations), so nothing downstream (tools, MCP, invoke) ever sees its
+//!   capabilities as callable. The descriptor is kept so `describe` can
+//!   explain the refusal.
+//! - **Four standings, always distinguishable**: `v1` (no v2 declaration),
+//!   `v2` (declared and honoured), `refused` (declared something this host
+//!   refuses: an unknown contract or a weakening projection) and
+//!   `unevaluated` (no descriptor could be obtained, so nothing was decided).
+//! - **Per module.** A verdict is computed from one descriptor alone; a
+//!   refused module never affects another.
+
+use std::sync::Arc;
+
+use modconform::{Finding, Verdict, check_host_conformance};
+use modproto::Descriptor;
+use modproto::contract::{self, Decision, Pin, V2Accepted};
+use serde::Serialize;
+
+use crate::discovery::ModuleError;
+
+/// Error kind of a module whose contract version the host refuses.
+pub const CONTRACT_REFUSED: &str = "contract_refused";
+/// Error kind of a contract-2 module whose capabilities weaken its operations.
+pub const NONCONFORMING: &str = "nonconforming";
+
+/// Which contract governs a module, and whether the host accepts it.
+#[derive(Debug, Clone)]
+pub enum ContractStanding {
+    /// No descriptor could be obtained: nothing was decided.
+    Unevaluated,
+    /// Contract 1: no operations, nothing to check them against.
+    V1(Pin),
+    /// Contract 2, operations binding and honoured. The verdict has no
+    /// error (it may carry warnings).
+    V2 {
+        accepted: V2Accepted,
+        verdict: Verdict,
+    },
+    /// The pin refused the declared contract version.
+    VersionRefused(Pin),
+    /// Contract 2 accepted, but a capability weakens an operation.
+    Nonconforming {
+        accepted: V2Accepted,
+        verdict: Verdict,
+    },
+}
+
+/// Decide the standing of `descriptor`.
+pub fn assess(descriptor: Arc<Descriptor>) -> ContractStanding {
+    match contract::evaluate(descriptor) {
+        Decision::V1(pin) => ContractStanding::V1(pin),
+        Decision::Refused(pin) => ContractStanding::VersionRefused(pin),
+        Decision::V2(accepted) => {
+            let verdict = check_host_conformance(&accepted);
+            if verdict.conforms() {
+                ContractStanding::V2 { accepted, verdict }
+            } else {
+                ContractStanding::Nonconforming { accepted, verdict }
+            }
+        }
+    }
+}
+
+impl ContractStanding {
+    /// `v1`, `v2`, `refused` or `unevaluated`, as `list --json` spells it.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ContractStanding::Unevaluated => "unevaluated",
+            ContractStanding::V1(_) => "v1",
+            ContractStanding::V2 { .. } => "v2",
+            ContractStanding::VersionRefused(_) | ContractStanding::Nonconforming { .. } => {
+                "refused"
+            }
+        }
+    }
+
+    /// The contract version the host speaks to the module (`"1.0"`, `"2.0"`);
+    /// `None` when it may not be spoken to at all.
+    pub fn effective(&self) -> Option<&str> {
+        match self {
+            ContractStanding::V1(pin) => pin.effective.as_deref(),
+            ContractStanding::V2 { accepted, .. } => accepted.pin().effective.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The accepted contract-2 declarations, only when they are honoured.
+    pub fn accepted(&self) -> Option<&V2Accepted> {
+        match self {
+            ContractStanding::V2 { accepted, .. } => Some(accepted),
+            _ => None,
+        }
+    }
+
+    /// The host's error for a refused module; `None` when accepted or
+    /// unevaluated.
+    pub fn refusal(&self) -> Option<ModuleError> {
+        match self {
+            ContractStanding::VersionRefused(pin) => Some(ModuleError {
+                kind: CONTRACT_REFUSED.into(),
+                message: format!(
+                    "refused by the contract pin: {}; remedy: {}",
+                    pin.reason, pin.remedy
+                ),
+            }),
+            ContractStanding::Nonconforming { verdict, .. } => Some(ModuleError {
+                kind: NONCONFORMING.into(),
+                message: format!(
+                    "refused: its capabilities weaken its contract-2 operations ({}); no capability was registered",
+                    verdict
+                        .errors()
+                        .map(|f| match &f.capability {
+                            Some(cap) => format!("{} on {cap}", f.id),
+                            None => f.id.clone(),
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The serializable explanation `list --json` and `describe` show.
+    pub fn report(&self) -> ContractReport {
+        let supported = contract::supported_ranges();
+        let from_pin = |pin: &Pin| ContractReport {
+            contract: self.label(),
+            requested: pin.requested.clone(),
+            effective: pin.effective.clone(),
+            supported: pin.supported.clone(),
+            reason: pin.reason.clone(),
+            remedy: pin.remedy.clone(),
+            refusal: None,
+            findings: Vec::new(),
+        };
+        match self {
+            ContractStanding::Unevaluated => ContractReport {
+                contract: self.label(),
+                requested: None,
+                effective: None,
+                supported,
+                reason: "the module did not describe itself, so its contract was not evaluated"
+                    .into(),
+                remedy: "fix the error that keeps it from describing itself (see `error`)".into(),
+                refusal: None,
+                findings: Vec::new(),
+            },
+            ContractStanding::V1(pin) => from_pin(pin),
+            ContractStanding::VersionRefused(pin) => ContractReport {
+                refusal: Some(CONTRACT_REFUSED),
+                ..from_pin(pin)
+            },
+            ContractStanding::V2 { accepted, verdict } => {
+                let mut report = from_pin(accepted.pin());
+                report.reason = format!(
+                    "{}; every capability declares at least the effects of its operations",
+                    report.reason
+                );
+                report.findings = verdict.findings.clone();
+                report
+            }
+            ContractStanding::Nonconforming { accepted, verdict } => {
+                let errors = verdict.errors().count();
+                let mut report = from_pin(accepted.pin());
+                report.reason = format!(
+                    "{}, but {errors} declaration{} weaken{} its operations: a capability must declare at least the effects of every operation that names it",
+                    report.reason,
+                    if errors == 1 { "" } else { "s" },
+                    if errors == 1 { "s" } else { "" },
+                );
+                report.remedy = "the module author must fix every finding below (each has its own remedy) and ship a new build; until then the host registers none of its capabilities".into();
+                report.refusal = Some(NONCONFORMING);
+                report.findings = verdict.findings.clone();
+                report
+            }
+        }
+    }
+}
+
+/// The contract standing for people and scripts (`contract_standing` in
+/// `list --json` and `describe --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ContractReport {
+    /// `v1`, `v2`, `refused` or `unevaluated`.
+    pub contract: &'static str,
+    /// The `contract_version` the descriptor declared; `None` when absent.
+    pub requested: Option<String>,
+    /// The version the host speaks to the module; `None` when refused.
+    pub effective: Option<String>,
+    /// What this host supports.
+    pub supported: String,
+    pub reason: String,
+    /// Empty when there is nothing to do.
+    pub remedy: String,
+    /// `contract_refused` or `nonconforming` when refused.
+    pub refusal: Option<&'static str>,
+    /// The no-weakening verdict of a contract-2 module, every finding.
+    pub findings: Vec<Finding>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn standing(value: serde_json::Value) -> ContractStanding {
+        assess(Arc::new(serde_json::from_value(value).unwrap()))
+    }
+
+    fn v2(writes: &[&str]) -> serde_json::Value {
+        json!({
+            "id": "m", "version": "1.0.0", "contract_version": "2.0.0",
+            "roots": [{"name": "artifacts", "kind": "artifacts"}],
+            "capabilities": [{"id": "m.make", "input_schema": {"type": "object"},
+                              "effects": {"writes": writes}}],
+            "operations": [{"id": "make", "capability": "m.make",
+                            "semantics": {"mutates": ["artifacts"]}}]
+        })
+    }
+
+    #[test]
+    fn the_four_standings_are_distinct() {
+        let v1 = standing(json!({"id": "m", "version": "1.0.0", "capabilities": []}));
+        assert_eq!(v1.label(), "v1");
+        assert!(v1.refusal().is_none());
+        assert_eq!(v1.effective(), Some("1.0"));
+
+        let good = standing(v2(&["artifacts"]));
+        assert_eq!(good.label(), "v2");
+        assert!(good.accepted().is_some() && good.refusal().is_none());
+
+        let weak = standing(v2(&[]));
+        assert_eq!(weak.label(), "refused");
+        assert!(weak.accepted().is_none());
+        assert_eq!(weak.refusal().unwrap().kind, NONCONFORMING);
+        let report = weak.report();
+        assert_eq!(report.refusal, Some(NONCONFORMING));
+        assert!(report.findings.iter().any(|f| f.is_error()), "{report:?}");
+
+        let newer = standing(json!({"id": "m", "version": "1.0.0", "contract_version": "2.9.0", "capabilities": []}));
+        assert_eq!(newer.label(), "refused");
+        let error = newer.refusal().unwrap();
+        assert_eq!(error.kind, CONTRACT_REFUSED);
+        assert!(error.message.contains("2.9"), "{}", error.message);
+
+        assert_eq!(ContractStanding::Unevaluated.label(), "unevaluated");
+    }
+}

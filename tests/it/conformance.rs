@@ -1,0 +1,93 @@
+//! `modhost conformance`: a deliberately broken module yields every expected
+//! finding in one run; the shipped `files` module passes with no errors.
+
+use std::collections::BTreeSet;
+
+use crate::support::{Fixture, Home, binaries};
+
+#[test]
+fn a_nonconformant_module_yields_every_expected_finding_in_one_run() {
+    let home = Home::new();
+    home.install(Fixture::Contract, "nonconformant");
+
+    let run = home.run(&["conformance", "nonconformant", "--json"]);
+    run.expect_code(1);
+    let report = run.json();
+    assert_eq!(report["module"], "nonconformant");
+    assert_eq!(report["conforms"], false);
+    let found: BTreeSet<String> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .inspect(|f| {
+            for key in ["id", "severity", "reason", "remedy"] {
+                assert!(f[key].is_string(), "finding without {key}: {f:#}");
+            }
+        })
+        .filter(|f| f["severity"] == "error")
+        .map(|f| f["id"].as_str().unwrap().to_owned())
+        .collect();
+    let expected = [
+        // static
+        "schema.input_not_object",
+        "effects.unknown_root",
+        "effects.unknown_binary",
+        // behavioural
+        "battery.describe_nondeterministic",
+        "battery.unknown_method",
+        "battery.malformed_line",
+        "battery.empty_stdin",
+        "battery.invalid_input",
+        "battery.example_failed",
+    ];
+    let missing: Vec<&str> = expected
+        .iter()
+        .copied()
+        .filter(|id| !found.contains(*id))
+        .collect();
+    assert!(missing.is_empty(), "missing {missing:?}; got {report:#}");
+    home.assert_no_module_processes();
+}
+
+#[test]
+fn a_path_is_checked_too_and_human_output_lists_remedies() {
+    let home = Home::new();
+    let exe = home.install(Fixture::Contract, "nonconformant");
+    let run = home.run(&["conformance", &exe.to_string_lossy()]);
+    run.expect_code(1);
+    for needle in [
+        "does not conform",
+        "error[battery.unknown_method]",
+        "error[schema.input_not_object] nonconformant.list",
+        "remedy:",
+    ] {
+        assert!(run.stdout.contains(needle), "{needle:?} missing: {run:#?}");
+    }
+
+    let missing = home.run(&["conformance", "no_such_module"]);
+    missing.expect_code(2);
+}
+
+#[test]
+fn the_shipped_files_module_conforms() {
+    let home = Home::new();
+    home.install_files();
+    let run = home.run(&["conformance", "files", "--json"]);
+    let report = run.json();
+    assert_eq!(report["errors"], 0, "{report:#}");
+    run.expect_code(0);
+
+    // And straight from the build, before installation.
+    let run = home.run(&["conformance", &binaries().files.to_string_lossy(), "--json"]);
+    assert_eq!(run.json()["errors"], 0, "{run:#?}");
+    run.expect_code(0);
+}
+
+#[test]
+fn a_good_v2_fixture_conforms() {
+    let home = Home::new();
+    home.install(Fixture::Contract, "good");
+    let run = home.run(&["conformance", "good", "--json"]);
+    assert_eq!(run.json()["errors"], 0, "{run:#?}");
+    run.expect_code(0);
+}
