@@ -148,7 +148,11 @@ impl NativeCaller {
                     };
                 }
                 Ok(_) => continue,
-                Err(e) => return Err(format!("describe answered a line that is not JSON-RPC: {e}")),
+                Err(e) => {
+                    return Err(format!(
+                        "describe answered a line that is not JSON-RPC: {e}"
+                    ));
+                }
             }
         }
         let stderr = String::from_utf8_lossy(&raw.stderr);
@@ -245,7 +249,11 @@ impl ModuleCaller for NativeCaller {
 /// Read `pipe` to its end on a thread, keeping at most `limit` bytes (the
 /// first ones, or the last ones when `keep_tail`); the rest is drained so the
 /// writer never blocks on a full pipe.
-fn pump(pipe: Option<impl Read + Send + 'static>, limit: usize, keep_tail: bool) -> mpsc::Receiver<Vec<u8>> {
+fn pump(
+    pipe: Option<impl Read + Send + 'static>,
+    limit: usize,
+    keep_tail: bool,
+) -> mpsc::Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut kept = Vec::new();
@@ -289,7 +297,10 @@ mod tests {
         let mut caller = NativeCaller::new(&program, ConfinementMode::Off);
         let raw = caller.call(b"hello\n", Duration::from_secs(5)).unwrap();
         assert!(raw.exited, "{raw:?}");
-        assert_eq!(String::from_utf8_lossy(&raw.stdout), "got hello home=unset\n");
+        assert_eq!(
+            String::from_utf8_lossy(&raw.stdout),
+            "got hello home=unset\n"
+        );
 
         let raw = caller.call(b"hang\n", Duration::from_millis(200)).unwrap();
         assert!(!raw.exited);

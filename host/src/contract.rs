@@ -179,7 +179,7 @@ impl ContractStanding {
                     if errors == 1 { "" } else { "s" },
                     if errors == 1 { "s" } else { "" },
                 );
-                report.remedy = "the module author must fix every finding below (each has its own remedy) and ship a new build; until then the host registers none of its capabilities".into();
+                report.remedy = "the module author must fix every finding (each has its own remedy) and ship a new build; until then the host registers none of its capabilities".into();
                 report.refusal = Some(NONCONFORMING);
                 report.findings = verdict.findings.clone();
                 report
@@ -248,7 +248,9 @@ mod tests {
         assert_eq!(report.refusal, Some(NONCONFORMING));
         assert!(report.findings.iter().any(|f| f.is_error()), "{report:?}");
 
-        let newer = standing(json!({"id": "m", "version": "1.0.0", "contract_version": "2.9.0", "capabilities": []}));
+        let newer = standing(
+            json!({"id": "m", "version": "1.0.0", "contract_version": "2.9.0", "capabilities": []}),
+        );
         assert_eq!(newer.label(), "refused");
         let error = newer.refusal().unwrap();
         assert_eq!(error.kind, CONTRACT_REFUSED);

@@ -297,9 +297,9 @@ pub fn apply_pins(layout: &HomeLayout, modules: &mut Vec<InstalledModule>, mode:
                         _ => ModuleStatus::Unpinned,
                     };
                 }
-                PinsMode::Warn => module.host_warnings.push(format!(
-                    "{refusal} (invoked anyway: pins = \"warn\")"
-                )),
+                PinsMode::Warn => module
+                    .host_warnings
+                    .push(format!("{refusal} (invoked anyway: pins = \"warn\")")),
                 PinsMode::Off => {}
             }
         }

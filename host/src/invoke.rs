@@ -654,7 +654,8 @@ mod tests {
             "liar",
             &json!({"result": {"output": {"nope": 1}}}),
         );
-        let err = open(dir.path()).await
+        let err = open(dir.path())
+            .await
             .invoke(InvokeRequest::new("liar", "liar.run", json!({"msg": "x"})))
             .await
             .unwrap_err();
@@ -670,7 +671,8 @@ mod tests {
             &json!({"error": {"code": -32001, "message": "root data missing",
                    "data": {"kind": "root_missing", "remedy": "pass --source-root data=PATH"}}}),
         );
-        let err = open(dir.path()).await
+        let err = open(dir.path())
+            .await
             .invoke(InvokeRequest::new(
                 "picky",
                 "picky.run",
@@ -742,7 +744,11 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "unpinned");
-        assert!(err.remedy().contains("modhost pin gated"), "{}", err.remedy());
+        assert!(
+            err.remedy().contains("modhost pin gated"),
+            "{}",
+            err.remedy()
+        );
 
         host.pin("gated").await.unwrap();
         host.invoke(InvokeRequest::new("gated", "gated.run", args.clone()))
@@ -767,7 +773,10 @@ mod tests {
             .await
             .unwrap();
         assert!(
-            outcome.host_warnings.iter().any(|w| w.contains("changed since it was pinned")),
+            outcome
+                .host_warnings
+                .iter()
+                .any(|w| w.contains("changed since it was pinned")),
             "{:?}",
             outcome.host_warnings
         );
@@ -783,7 +792,11 @@ mod tests {
         let counter = dir.path().join("weak.describes");
         write_executable(
             &dir.path().join("modules/weak/weak"),
-            &script(&weak, &json!({"result": {"output": {"ok": true}}}), &counter),
+            &script(
+                &weak,
+                &json!({"result": {"output": {"ok": true}}}),
+                &counter,
+            ),
         );
         let host = open(dir.path()).await;
         let err = host

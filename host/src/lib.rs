@@ -31,8 +31,8 @@
 pub mod approval;
 pub mod artifacts;
 pub mod config;
-pub mod conformance_caller;
 pub mod confine;
+pub mod conformance_caller;
 pub mod contract;
 pub mod describe_cache;
 pub mod discovery;

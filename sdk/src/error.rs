@@ -134,14 +134,29 @@ impl ModError {
         if is_escape_attempt(err) {
             return ModError::path_escape(err.to_string());
         }
+        let message = portable_message(err);
         match err.kind() {
-            io::ErrorKind::NotFound => ModError::not_found(err.to_string())
+            io::ErrorKind::NotFound => ModError::not_found(message)
                 .with_remedy("check the path; list the directory to see what exists"),
             io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
-                ModError::denied(err.to_string())
+                ModError::denied(message)
             }
-            _ => ModError::failed(err.to_string()),
+            _ => ModError::failed(message),
         }
+    }
+}
+
+/// The error's text without its ` (os error N)` suffix: errno numbers differ
+/// between targets (`ENOENT` is 2 on Linux and 44 in WASI), and one module
+/// must say the same thing natively and as a component.
+fn portable_message(err: &io::Error) -> String {
+    let text = err.to_string();
+    match err.raw_os_error() {
+        Some(code) => text
+            .strip_suffix(&format!(" (os error {code})"))
+            .unwrap_or(&text)
+            .to_owned(),
+        None => text,
     }
 }
 
@@ -194,6 +209,16 @@ impl From<serde_json::Error> for ModError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn io_messages_carry_no_platform_errno() {
+        // ENOENT: 2 on Linux, 44 in WASI; the message must not say which.
+        for errno in [2, 44] {
+            let err = ModError::io("workspace:nope.txt", &io::Error::from_raw_os_error(errno));
+            assert!(!err.message().contains("os error"), "{}", err.message());
+            assert!(err.message().starts_with("workspace:nope.txt"), "{}", err.message());
+        }
+    }
 
     #[test]
     fn kinds_map_to_module_range_codes() {

@@ -9,11 +9,31 @@ use crate::support::{Fixture, Home, strings};
 
 /// Each weakening fixture id, and the finding it must produce.
 const WEAKENINGS: &[(&str, &str, Option<&str>)] = &[
-    ("weak_mutates", "weakening.mutate_not_written", Some("weak_mutates.run")),
-    ("weak_reads", "weakening.read_undeclared", Some("weak_reads.run")),
-    ("weak_external", "weakening.external_without_network", Some("weak_external.fetch")),
-    ("weak_runs", "weakening.run_not_spawned", Some("weak_runs.fetch")),
-    ("weak_approval", "weakening.approval_not_required", Some("weak_approval.fetch")),
+    (
+        "weak_mutates",
+        "weakening.mutate_not_written",
+        Some("weak_mutates.run"),
+    ),
+    (
+        "weak_reads",
+        "weakening.read_undeclared",
+        Some("weak_reads.run"),
+    ),
+    (
+        "weak_external",
+        "weakening.external_without_network",
+        Some("weak_external.fetch"),
+    ),
+    (
+        "weak_runs",
+        "weakening.run_not_spawned",
+        Some("weak_runs.fetch"),
+    ),
+    (
+        "weak_approval",
+        "weakening.approval_not_required",
+        Some("weak_approval.fetch"),
+    ),
     ("weak_missing", "operation.unknown_capability", None),
 ];
 
@@ -52,7 +72,10 @@ fn each_weakening_is_refused_with_its_finding_beside_a_good_v2_module() {
     assert_eq!(good["status"], "enabled", "{good:#}");
     assert_eq!(good["contract"], "v2");
     assert_eq!(good["contract_standing"]["effective"], "2.0");
-    assert!(error_findings(&good["contract_standing"]).is_empty(), "{good:#}");
+    assert!(
+        error_findings(&good["contract_standing"]).is_empty(),
+        "{good:#}"
+    );
     assert_eq!(home.entry("echo")["contract"], "v1");
 
     for (id, finding, capability) in WEAKENINGS {
@@ -74,25 +97,47 @@ fn each_weakening_is_refused_with_its_finding_beside_a_good_v2_module() {
             vec![expected],
             "{described:#}"
         );
-        let error = home.invoke(id, &format!("{id}.run"), &json!({}), &[]).invoke_error();
+        let error = home
+            .invoke(id, &format!("{id}.run"), &json!({}), &[])
+            .invoke_error();
         assert_eq!(error["kind"], "nonconforming", "{error:#}");
     }
 
     // None of a refused module's capabilities became a tool; the good ones did.
-    let tools = home.run(&["tools", "--format", "json"]).expect_code(0).stdout.clone();
+    let tools = home
+        .run(&["tools", "--format", "json"])
+        .expect_code(0)
+        .stdout
+        .clone();
     for (id, _, _) in WEAKENINGS {
         assert!(!tools.contains(id), "{id} registered a tool:\n{tools}");
     }
-    assert!(tools.contains("good"), "the good module has no tool:\n{tools}");
-    let result = home.invoke("good", "good.run", &json!({}), &[]).invoke_result();
+    assert!(
+        tools.contains("good"),
+        "the good module has no tool:\n{tools}"
+    );
+    let result = home
+        .invoke("good", "good.run", &json!({}), &[])
+        .invoke_result();
     assert_eq!(result["output"], json!({"ok": true}));
 
     // The human listing says why.
     let listing = home.run(&["list"]).expect_code(0).stdout.clone();
-    for needle in ["nonconforming", "weakening.mutate_not_written", "modhost describe weak_mutates"] {
-        assert!(listing.contains(needle), "{needle:?} missing from:\n{listing}");
+    for needle in [
+        "nonconforming",
+        "weakening.mutate_not_written",
+        "modhost describe weak_mutates",
+    ] {
+        assert!(
+            listing.contains(needle),
+            "{needle:?} missing from:\n{listing}"
+        );
     }
-    let described = home.run(&["describe", "weak_runs"]).expect_code(0).stdout.clone();
+    let described = home
+        .run(&["describe", "weak_runs"])
+        .expect_code(0)
+        .stdout
+        .clone();
     assert!(
         described.contains("contract: refused")
             && described.contains("weakening.run_not_spawned")
@@ -114,14 +159,29 @@ fn a_newer_contract_is_refused_and_an_undescribed_module_is_unevaluated() {
     let standing = &entry["contract_standing"];
     assert_eq!(standing["requested"], "2.9.0");
     assert_eq!(standing["effective"], Value::Null);
-    assert!(standing["reason"].as_str().unwrap().contains("2.9"), "{standing:#}");
-    assert!(standing["remedy"].as_str().unwrap().contains("upgrade modhost"), "{standing:#}");
+    assert!(
+        standing["reason"].as_str().unwrap().contains("2.9"),
+        "{standing:#}"
+    );
+    assert!(
+        standing["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("upgrade modhost"),
+        "{standing:#}"
+    );
     assert!(strings(&standing["findings"]).is_empty());
-    let error = home.invoke("newer", "newer.run", &json!({}), &[]).invoke_error();
+    let error = home
+        .invoke("newer", "newer.run", &json!({}), &[])
+        .invoke_error();
     assert_eq!(error["kind"], "contract_refused", "{error:#}");
 
     let crash = home.entry("broken_crash");
     assert_eq!(crash["contract"], "unevaluated", "{crash:#}");
-    let human = home.run(&["describe", "broken_crash"]).expect_code(0).stdout.clone();
+    let human = home
+        .run(&["describe", "broken_crash"])
+        .expect_code(0)
+        .stdout
+        .clone();
     assert!(human.contains("contract: unevaluated"), "{human}");
 }

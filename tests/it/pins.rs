@@ -30,14 +30,25 @@ fn pin_change_the_bytes_refused_repin_and_invoke_works() {
     let entry = home.entry("echo");
     assert_eq!(entry["status"], "unpinned", "{entry:#}");
     assert_eq!(entry["pin"], "unpinned", "{entry:#}");
-    let described = home.run(&["describe", "echo", "--json"]).expect_code(0).json();
+    let described = home
+        .run(&["describe", "echo", "--json"])
+        .expect_code(0)
+        .json();
     assert_eq!(described["pin"], "unpinned");
     let error = home
-        .invoke("echo", "echo.write_state", &json!({"name": "a", "content": "x"}), &[])
+        .invoke(
+            "echo",
+            "echo.write_state",
+            &json!({"name": "a", "content": "x"}),
+            &[],
+        )
         .invoke_error();
     assert_eq!(error["kind"], "unpinned", "{error:#}");
     assert!(
-        error["remedy"].as_str().unwrap().contains("modhost pin echo"),
+        error["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("modhost pin echo"),
         "{error:#}"
     );
     assert_eq!(home.invocations("echo", "echo.write_state"), 0);
@@ -54,8 +65,13 @@ fn pin_change_the_bytes_refused_repin_and_invoke_works() {
     let entry = home.entry("echo");
     assert_eq!(entry["status"], "enabled", "{entry:#}");
     assert_eq!(entry["pin"], "pinned");
-    home.invoke("echo", "echo.write_state", &json!({"name": "a", "content": "x"}), &[])
-        .invoke_result();
+    home.invoke(
+        "echo",
+        "echo.write_state",
+        &json!({"name": "a", "content": "x"}),
+        &[],
+    )
+    .invoke_result();
     assert_eq!(home.invocations("echo", "echo.write_state"), 1);
 
     // New bytes under the same name: refused, saying what changed and how to accept it.
@@ -69,21 +85,35 @@ fn pin_change_the_bytes_refused_repin_and_invoke_works() {
         "{entry:#}"
     );
     let error = home
-        .invoke("echo", "echo.write_state", &json!({"name": "b", "content": "y"}), &[])
+        .invoke(
+            "echo",
+            "echo.write_state",
+            &json!({"name": "b", "content": "y"}),
+            &[],
+        )
         .invoke_error();
     assert_eq!(error["kind"], "changed", "{error:#}");
     assert!(
         error["message"].as_str().unwrap().contains("bytes changed"),
         "{error:#}"
     );
-    assert_eq!(home.invocations("echo", "echo.write_state"), 1, "a changed module ran");
+    assert_eq!(
+        home.invocations("echo", "echo.write_state"),
+        1,
+        "a changed module ran"
+    );
 
     // Re-pinned: accepted, and the pin says what it accepted.
     let run = home.run(&["pin", "echo"]);
     run.expect_code(0);
     assert!(run.stdout.contains("bytes changed"), "{run:#?}");
-    home.invoke("echo", "echo.write_state", &json!({"name": "b", "content": "y"}), &[])
-        .invoke_result();
+    home.invoke(
+        "echo",
+        "echo.write_state",
+        &json!({"name": "b", "content": "y"}),
+        &[],
+    )
+    .invoke_result();
     assert_eq!(home.invocations("echo", "echo.write_state"), 2);
 }
 
@@ -91,11 +121,14 @@ fn pin_change_the_bytes_refused_repin_and_invoke_works() {
 fn unpin_makes_a_module_uninvocable_again() {
     let home = Home::new();
     home.install(Fixture::Echo, "echo");
-    home.invoke("echo", "echo.echo", &json!({}), &[]).invoke_result();
+    home.invoke("echo", "echo.echo", &json!({}), &[])
+        .invoke_result();
 
     home.run(&["unpin", "echo"]).expect_code(0);
     assert_eq!(home.entry("echo")["status"], "unpinned");
-    let error = home.invoke("echo", "echo.echo", &json!({}), &[]).invoke_error();
+    let error = home
+        .invoke("echo", "echo.echo", &json!({}), &[])
+        .invoke_error();
     assert_eq!(error["kind"], "unpinned");
 
     let again = home.run(&["unpin", "echo"]);
@@ -121,7 +154,9 @@ fn warn_invokes_with_a_host_warning_and_off_ignores_pins() {
     let entry = home.entry("echo");
     assert_eq!(entry["status"], "enabled", "{entry:#}");
     assert_eq!(entry["pin"], "off");
-    let result = home.invoke("echo", "echo.echo", &json!({}), &[]).invoke_result();
+    let result = home
+        .invoke("echo", "echo.echo", &json!({}), &[])
+        .invoke_result();
     assert!(
         !result["host_warnings"].to_string().contains("pinned"),
         "{result:#}"
@@ -158,8 +193,16 @@ fn a_corrupt_pins_file_is_an_error_naming_it_and_is_left_alone() {
 #[test]
 fn pin_refuses_a_broken_or_refused_module_and_says_why() {
     let home = Home::new();
-    home.install_binary_unpinned(Fixture::Crash.path().as_ref(), "broken_crash", Layout::Folder);
-    home.install_binary_unpinned(Fixture::Contract.path().as_ref(), "weak_mutates", Layout::Folder);
+    home.install_binary_unpinned(
+        Fixture::Crash.path().as_ref(),
+        "broken_crash",
+        Layout::Folder,
+    );
+    home.install_binary_unpinned(
+        Fixture::Contract.path().as_ref(),
+        "weak_mutates",
+        Layout::Folder,
+    );
 
     let run = home.run(&["pin", "broken_crash"]);
     run.expect_code(2);

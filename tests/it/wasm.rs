@@ -43,14 +43,15 @@ fn files_home(as_component: bool) -> Home {
     home
 }
 
-/// What an invoke printed, minus what legitimately differs between hosts
-/// (timings) and between transports (the host's own notes on how the call
-/// was confined).
+/// What an invoke printed, minus what legitimately differs between calls
+/// (timings, the request id) and between transports (the host's own notes
+/// on how the call was confined).
 fn outcome(home: &Home, capability: &str, input: &Value) -> Value {
     let mut json = home.invoke("files", capability, input, &[]).json();
     if let Some(object) = json.as_object_mut() {
         object.remove("elapsed_ms");
         object.remove("duration_ms");
+        object.remove("request_id");
         object.remove("host_warnings");
     }
     json

@@ -158,4 +158,3 @@ async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
         program,
     })
 }
-

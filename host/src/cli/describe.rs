@@ -30,6 +30,15 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let plan = host.grants(&module, &overrides, false)?;
     let mut host_warnings = module.host_warnings.clone();
     host_warnings.extend(plan.warnings());
+    // Knowledge documents that would be left out (missing, altered): the
+    // operator should see them here, not only when an agent asks.
+    if let Some(descriptor) = &module.descriptor {
+        host_warnings.extend(
+            modhost::knowledge::check(descriptor, module.folder.as_deref())
+                .into_iter()
+                .map(|w| format!("knowledge: {w}")),
+        );
+    }
     let grants: Vec<_> = plan
         .roots
         .iter()

@@ -70,8 +70,10 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                 report.remedy, module.id
             );
         }
-        if matches!(module.status, ModuleStatus::Unpinned | ModuleStatus::Changed)
-            && let Some(refusal) = module.pin.as_ref().and_then(|p| p.refusal(&module.id))
+        if matches!(
+            module.status,
+            ModuleStatus::Unpinned | ModuleStatus::Changed
+        ) && let Some(refusal) = module.pin.as_ref().and_then(|p| p.refusal(&module.id))
         {
             println!("    {}: {refusal}", module.status.as_str());
         }
