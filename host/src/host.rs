@@ -175,7 +175,8 @@ impl Host {
     /// Every installed module, described (from cache where unchanged), sorted
     /// by folder or file name. Broken modules are included, with the reason.
     pub async fn discover(&self) -> Vec<InstalledModule> {
-        let mut modules = discovery::discover(&self.layout, &self.config.limits, &self.engines).await;
+        let mut modules =
+            discovery::discover(&self.layout, &self.config.limits, &self.engines).await;
         // Pins: each module's standing, and a pinned module whose files are
         // gone listed as broken, never silently dropped.
         discovery::apply_pins(&self.layout, &mut modules, self.config.pins);

@@ -216,7 +216,11 @@ mod tests {
         for errno in [2, 44] {
             let err = ModError::io("workspace:nope.txt", &io::Error::from_raw_os_error(errno));
             assert!(!err.message().contains("os error"), "{}", err.message());
-            assert!(err.message().starts_with("workspace:nope.txt"), "{}", err.message());
+            assert!(
+                err.message().starts_with("workspace:nope.txt"),
+                "{}",
+                err.message()
+            );
         }
     }
 

@@ -139,7 +139,12 @@ fn host_goes_on(home: &Home) {
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("read {}: {e}", dir.display()))
-        .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     names.sort();
     names
@@ -182,7 +187,10 @@ fn a_hoarding_component_hits_the_memory_limit() {
     let home = guest_home("alloc");
     let error = expect_failure(&home, "alloc", &json!({}), "memory_limit");
     assert!(
-        error["message"].as_str().unwrap_or_default().contains("67108864"),
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("67108864"),
         "the configured limit applies: {error:#}"
     );
     host_goes_on(&home);
@@ -227,7 +235,10 @@ fn writing_to_a_read_only_grant_is_refused_and_changes_nothing() {
     write_file(&ws, "existing.txt", "original");
     let before = names_in(&ws);
     expect_failure(&home, "write_readonly", &json!({}), "denied");
-    assert_eq!(std::fs::read_to_string(ws.join("existing.txt")).unwrap(), "original");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("existing.txt")).unwrap(),
+        "original"
+    );
     assert_eq!(names_in(&ws), before, "nothing was created or removed");
 }
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -117,6 +118,13 @@ def main() -> int:
         module.write_text(ECHO_MODULE)
         module.chmod(0o755)
         workspace.mkdir()
+        # Only pinned modules become tools: approve it as an operator would.
+        subprocess.run(
+            [str(MODHOST), "--home", str(home), "--workspace", str(workspace), "pin", "echo"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
         server_py = root / "fastmcp_echo.py"
         server_py.write_text(FASTMCP_SERVER)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}

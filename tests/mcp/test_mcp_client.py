@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import anyio
@@ -36,6 +37,11 @@ MODHOST = Path(os.environ.get("MODHOST_BIN", TARGET / "modhost"))
 FILES = Path(os.environ.get("FILES_BIN", TARGET / "files"))
 HANG = Path(os.environ.get("HANG_BIN", TARGET / "fixture_hang"))
 
+# Generous: the suite runs on small, loaded machines. A healthy run takes
+# well under a second per step; these only bound a hung one.
+STEP_TIMEOUT = 60.0
+PROCESS_TIMEOUT = 30.0
+
 failures: list[str] = []
 
 
@@ -46,13 +52,22 @@ def check(condition: bool, what: str) -> None:
 
 
 def make_home(root: Path) -> tuple[Path, Path]:
-    """A host home with `files` and `hang` installed, and a workspace."""
+    """A host home with `files` and `hang` installed and pinned, and a workspace."""
     home, workspace = root / "home", root / "workspace"
+    workspace.mkdir()
     for module_id, binary in (("files", FILES), ("hang", HANG)):
         folder = home / "modules" / module_id
         folder.mkdir(parents=True)
         shutil.copy2(binary, folder / module_id)
-    workspace.mkdir()
+        # Only pinned modules become tools: approve them as an operator would.
+        pinned = subprocess.run(
+            [str(MODHOST), "--home", str(home), "--workspace", str(workspace), "pin", module_id],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=STEP_TIMEOUT,
+        )
+        if pinned.returncode != 0:
+            raise SystemExit(f"modhost pin {module_id} failed: {pinned.stderr.decode(errors='replace')}")
     (workspace / "notes.txt").write_text("hello\n")
     (workspace / "src").mkdir()
     (workspace / "src" / "main.rs").write_text("fn main() {}\n")
@@ -77,6 +92,15 @@ def processes_running(path: Path) -> list[int]:
     return pids
 
 
+def kill_leftovers(path: Path) -> None:
+    """Whatever a failed check left running, so the script never leaks a process."""
+    for pid in processes_running(path):
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+
+
 def wait_until(predicate, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -98,7 +122,7 @@ async def session_checks(home: Path, workspace: Path) -> None:
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
     )
     async with stdio_client(params) as (read, write):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, read_timeout_seconds=timedelta(seconds=STEP_TIMEOUT)) as session:
             init = await session.initialize()
             check(init.protocolVersion in ("2025-06-18", "2025-11-25"), f"initialize negotiated {init.protocolVersion}")
             check(init.serverInfo.name == "modhost", "serverInfo names modhost")
@@ -141,7 +165,9 @@ async def session_checks(home: Path, workspace: Path) -> None:
                     await session.call_tool("hang__hang_run", {})
 
                 tg.start_soon(slow_call)
-                started = await anyio.to_thread.run_sync(lambda: wait_until(lambda: processes_running(hang_path), 10))
+                started = await anyio.to_thread.run_sync(
+                    lambda: wait_until(lambda: processes_running(hang_path), PROCESS_TIMEOUT)
+                )
                 check(started, "the slow call's module process is running")
                 await session.send_notification(
                     types.ClientNotification(
@@ -150,7 +176,9 @@ async def session_checks(home: Path, workspace: Path) -> None:
                         )
                     )
                 )
-                gone = await anyio.to_thread.run_sync(lambda: wait_until(lambda: not processes_running(hang_path), 5))
+                gone = await anyio.to_thread.run_sync(
+                    lambda: wait_until(lambda: not processes_running(hang_path), PROCESS_TIMEOUT)
+                )
                 check(gone, "notifications/cancelled killed the module process")
                 tg.cancel_scope.cancel()
 
@@ -178,16 +206,24 @@ def eof_check(home: Path, workspace: Path) -> None:
         server.stdin.write((json.dumps(line) + "\n").encode())
     server.stdin.flush()
     server.stdout.readline()  # the initialize answer
-    check(wait_until(lambda: processes_running(hang_path), 10), "EOF test: the call is running")
-    started = time.monotonic()
-    server.stdin.close()
     try:
-        code = server.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        code = None
-    check(code == 0, f"stdin EOF ends the server (exit {code}, {time.monotonic() - started:.2f}s)")
-    check(not processes_running(hang_path), "no module process outlives the server")
+        check(wait_until(lambda: processes_running(hang_path), PROCESS_TIMEOUT), "EOF test: the call is running")
+        started = time.monotonic()
+        server.stdin.close()
+        try:
+            code = server.wait(timeout=PROCESS_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            code = None
+        check(code == 0, f"stdin EOF ends the server (exit {code}, {time.monotonic() - started:.2f}s)")
+        check(
+            wait_until(lambda: not processes_running(hang_path), PROCESS_TIMEOUT),
+            "no module process outlives the server",
+        )
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        kill_leftovers(hang_path)
 
 
 def main() -> int:
@@ -197,7 +233,11 @@ def main() -> int:
             return 2
     with tempfile.TemporaryDirectory(prefix="modhost-mcp-") as tmp:
         home, workspace = make_home(Path(tmp))
-        anyio.run(session_checks, home, workspace)
+        hang_path = home / "modules" / "hang" / "hang"
+        try:
+            anyio.run(session_checks, home, workspace)
+        finally:
+            kill_leftovers(hang_path)
         eof_check(home, workspace)
     if failures:
         print(f"\n{len(failures)} check(s) failed:")

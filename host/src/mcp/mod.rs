@@ -78,7 +78,43 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
 }
 
 /// Serve `backend` on this process's stdin and stdout until stdin closes.
+///
+/// When both are pipes (how every MCP client starts a stdio server), they
+/// are polled directly by the runtime; tokio's `stdin()`/`stdout()` would
+/// hand every read and write to a blocking-pool thread and back, two thread
+/// switches per line that showed up in `tools/call` latency on small
+/// machines. Anything else (a terminal, a file) falls back to those.
 pub async fn serve_stdio<B: Backend>(backend: Arc<B>) -> std::io::Result<()> {
+    #[cfg(unix)]
+    if let Some((reader, writer)) = stdio_pipes() {
+        return serve(tokio::io::BufReader::new(reader), writer, backend).await;
+    }
     let stdin = tokio::io::BufReader::new(tokio::io::stdin());
     serve(stdin, tokio::io::stdout(), backend).await
+}
+
+/// Stdin and stdout as non-blocking pipe ends, when both are pipes.
+///
+/// Duplicates of fds 0 and 1 are used, so the standard descriptors stay
+/// open; the duplicates share the open file description, which becomes
+/// non-blocking — harmless here, since nothing else in `modhost mcp` reads
+/// stdin or writes stdout.
+#[cfg(unix)]
+fn stdio_pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    // Both checks before either end is made non-blocking.
+    let is_fifo = |fd: &std::os::fd::OwnedFd| {
+        rustix::fs::fstat(fd).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+        })
+    };
+    if !is_fifo(&stdin) || !is_fifo(&stdout) {
+        return None;
+    }
+    let reader = pipe::Receiver::from_owned_fd(stdin).ok()?;
+    let writer = pipe::Sender::from_owned_fd(stdout).ok()?;
+    Some((reader, writer))
 }

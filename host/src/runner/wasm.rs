@@ -718,7 +718,7 @@ mod tests {
 
     /// An invoke request whose `input` is `input` (the guests read their
     /// roots at `/roots/<name>` when the request names none).
-    fn request(input: Value) -> String {
+    fn request(input: &Value) -> String {
         json!({"jsonrpc": "2.0", "id": 1, "method": "invoke", "params": {"input": input}})
             .to_string()
     }
@@ -734,7 +734,7 @@ mod tests {
             .load_async(&guest(name))
             .await
             .expect("the guest loads");
-        let line = request(input);
+        let line = request(&input);
         let call = Call {
             request_line: &line,
             limits: CallLimits {
@@ -782,7 +782,7 @@ mod tests {
     async fn notifications_arrive_live_and_in_the_exchange() {
         let engine = engine();
         let component = engine.load_async(&guest("echo")).await.unwrap();
-        let line = request(json!({"progress": true}));
+        let line = request(&json!({"progress": true}));
         let call = Call {
             request_line: &line,
             limits: CallLimits::default(),

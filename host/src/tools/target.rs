@@ -94,19 +94,19 @@ pub fn resolve<'a>(
         return Ok(found);
     }
 
-    // Perhaps just a module id, missing its capability.
-    if let Some(module) = modules.iter().find(|m| m.id == target) {
-        return Err(InvokeError::UnknownCapability {
-            module: module.id.clone(),
-            capability: String::new(),
-            available: module.capability_ids(),
-        });
-    }
-    let module = target
+    // A module id alone, or with a capability it lacks: say what it has.
+    let (module_id, capability) = target
         .split_once("__")
         .or_else(|| target.split_once('.'))
-        .map_or(target, |(module, _)| module);
-    Err(unknown_module(modules, module))
+        .unwrap_or((target, ""));
+    match modules.iter().find(|m| m.id == module_id) {
+        Some(module) => Err(InvokeError::UnknownCapability {
+            module: module.id.clone(),
+            capability: capability.to_owned(),
+            available: module.capability_ids(),
+        }),
+        None => Err(unknown_module(modules, module_id)),
+    }
 }
 
 /// The capability's full id when `module` has `capability`, or
@@ -218,6 +218,9 @@ mod tests {
         assert!(err.to_string().contains("\"nope\""), "{err}");
         let err = resolve(&m, "files", None).unwrap_err();
         assert_eq!(err.kind(), "unknown_capability");
+        let err = resolve(&m, "files__files_nope", None).unwrap_err();
+        assert_eq!(err.kind(), "unknown_capability");
+        assert!(err.to_string().contains("files.search"), "{err}");
         let err = resolve(&m, "nope", Some("x")).unwrap_err();
         assert_eq!(err.kind(), "unknown_module");
         // A capability the module lacks resolves as written: the pipeline

@@ -34,7 +34,7 @@ pub fn read_request() -> Value {
 /// Read the request; answer `describe` (and exit) with a descriptor
 /// declaring `roots`, whose one capability reads `reads` and writes `writes`.
 /// Returns the request of any other method.
-pub fn serve(roots: Value, reads: &[&str], writes: &[&str]) -> Value {
+pub fn serve(roots: &Value, reads: &[&str], writes: &[&str]) -> Value {
     let request = read_request();
     if request.get("method").and_then(Value::as_str) == Some("describe") {
         let id = module_id();
@@ -91,7 +91,7 @@ pub fn root_path(request: &Value, name: &str) -> String {
 }
 
 /// Answer with a capability result whose `output` is `output`.
-pub fn answer_output(request: &Value, output: Value) {
+pub fn answer_output(request: &Value, output: &Value) {
     answer(request, json!({ "output": output }));
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 fn main() {
     let request = modhost_guests::serve(
-        json!([{"name": "data", "kind": "workspace"}]),
+        &json!([{"name": "data", "kind": "workspace"}]),
         &["data"],
         &[],
     );
@@ -24,7 +24,7 @@ fn main() {
         let lists = |path: &str| std::fs::read_dir(path).is_ok();
         modhost_guests::answer_output(
             &request,
-            json!({
+            &json!({
                 "env": env,
                 "data_path": modhost_guests::root_path(&request, "data"),
                 "data": lists(&modhost_guests::root_path(&request, "data")),
@@ -36,5 +36,5 @@ fn main() {
         );
         return;
     }
-    modhost_guests::answer_output(&request, json!({"echo": input}));
+    modhost_guests::answer_output(&request, &json!({"echo": input}));
 }

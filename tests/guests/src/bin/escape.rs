@@ -8,11 +8,8 @@
 use serde_json::{Value, json};
 
 fn main() {
-    let request = modhost_guests::serve(
-        json!([{"name": "rw", "kind": "state"}]),
-        &["rw"],
-        &["rw"],
-    );
+    let request =
+        modhost_guests::serve(&json!([{"name": "rw", "kind": "state"}]), &["rw"], &["rw"]);
     let outside = modhost_guests::input(&request)
         .get("outside")
         .and_then(Value::as_str)
@@ -25,7 +22,10 @@ fn main() {
             "read ..",
             std::fs::read(at("../../../../etc/passwd")).map(drop),
         ),
-        ("read ../sibling", std::fs::read(at("../outside.txt")).map(drop)),
+        (
+            "read ../sibling",
+            std::fs::read(at("../outside.txt")).map(drop),
+        ),
         ("read absolute", std::fs::read(&outside).map(drop)),
         ("write absolute", std::fs::write(&outside, b"pwned")),
         ("list /", std::fs::read_dir("/").map(drop)),
@@ -45,6 +45,6 @@ fn main() {
             "every attempt to leave the root failed",
         );
     } else {
-        modhost_guests::answer_output(&request, json!({"escaped": got_through}));
+        modhost_guests::answer_output(&request, &json!({"escaped": got_through}));
     }
 }

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 fn main() {
-    let _request = modhost_guests::serve(serde_json::json!([]), &[], &[]);
+    let _request = modhost_guests::serve(&serde_json::json!([]), &[], &[]);
     let chunk = [b'x'; 64 * 1024];
     let mut out = std::io::stdout().lock();
     loop {

@@ -5,7 +5,7 @@
 //! crash.
 
 fn main() {
-    let _request = modhost_guests::serve(serde_json::json!([]), &[], &[]);
+    let _request = modhost_guests::serve(&serde_json::json!([]), &[], &[]);
     eprintln!("silent_exit: leaving without a word");
     std::process::exit(3);
 }

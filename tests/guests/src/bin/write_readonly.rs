@@ -6,11 +6,8 @@
 use serde_json::json;
 
 fn main() {
-    let request = modhost_guests::serve(
-        json!([{"name": "ro", "kind": "workspace"}]),
-        &["ro"],
-        &[],
-    );
+    let request =
+        modhost_guests::serve(&json!([{"name": "ro", "kind": "workspace"}]), &["ro"], &[]);
     let root = modhost_guests::root_path(&request, "ro");
     let at = |name: &str| format!("{root}/{name}");
     let attempts: [(&str, std::io::Result<()>); 4] = [
@@ -31,6 +28,6 @@ fn main() {
             "every write to the read-only root failed",
         );
     } else {
-        modhost_guests::answer_output(&request, json!({"wrote": succeeded}));
+        modhost_guests::answer_output(&request, &json!({"wrote": succeeded}));
     }
 }
