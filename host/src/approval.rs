@@ -22,7 +22,9 @@
 //!   reaches the network, runs a binary, or asks for approval itself, asks.
 //! - The decision names the rule (or the default) that made it, so a refusal
 //!   can always say why, and the approval record a module receives says which
-//!   rule let the call through.
+//!   rule let the call through. A call the default allows needed no approval
+//!   and carries no record: the record means "someone (or a rule the
+//!   operator wrote) approved this", never "nothing objected".
 //! - Approval is the host's alone: the record ([`approval_record`]) is written
 //!   here, and any `approval` a caller puts in its arguments is stripped by the
 //!   request builder (it is a reserved key).
@@ -106,6 +108,10 @@ pub struct Decision {
     pub verdict: Verdict,
     /// `rule "name"`, `rule #2 (tool = "x*")`, or `default: …`.
     pub rule: String,
+    /// Whether a configured rule decided (as opposed to the default or a
+    /// built-in): an allow only produces an approval record when it did.
+    #[serde(skip)]
+    pub from_rule: bool,
 }
 
 /// Decide the policy for capability `capability` of module `descriptor`,
@@ -130,6 +136,7 @@ pub fn decide(
         Some((index, rule)) => Decision {
             verdict: rule.decision,
             rule: rule_label(index, rule),
+            from_rule: true,
         },
         None => default_decision(descriptor, capability),
     }
@@ -225,11 +232,13 @@ fn default_decision(descriptor: &Descriptor, capability: &Capability) -> Decisio
         Decision {
             verdict: Verdict::Allow,
             rule: "default: local, writes only its own state and artifacts".to_owned(),
+            from_rule: false,
         }
     } else {
         Decision {
             verdict: Verdict::Ask,
             rule: format!("default: {}", reasons.join("; ")),
+            from_rule: false,
         }
     }
 }
@@ -303,12 +312,15 @@ impl Refusal {
 
 /// Gate one call: the approval record it carries, or why it may not run.
 ///
-/// `approver` is who can answer an `ask` for this call, if anyone.
+/// `approver` is who can answer an `ask` for this call, if anyone. A call
+/// the default (or a built-in) allows needed no approval and carries no
+/// record; one an allow rule let through carries `by: "rule"`, one that was
+/// asked and approved says who approved it.
 pub fn authorize(
     decision: &Decision,
     tool: &str,
     approver: Option<ApprovedBy>,
-) -> Result<modproto::Approval, Refusal> {
+) -> Result<Option<modproto::Approval>, Refusal> {
     match (decision.verdict, approver) {
         (Verdict::Deny, _) => Err(Refusal::Denied {
             tool: tool.to_owned(),
@@ -318,8 +330,11 @@ pub fn authorize(
             tool: tool.to_owned(),
             rule: decision.rule.clone(),
         }),
-        (Verdict::Ask, Some(by)) => Ok(approval_record(by.as_str(), &decision.rule)),
-        (Verdict::Allow, _) => Ok(approval_record("rule", &decision.rule)),
+        (Verdict::Ask, Some(by)) => Ok(Some(approval_record(by.as_str(), &decision.rule))),
+        (Verdict::Allow, _) if decision.from_rule => {
+            Ok(Some(approval_record("rule", &decision.rule)))
+        }
+        (Verdict::Allow, _) => Ok(None),
     }
 }
 
@@ -453,7 +468,8 @@ mod tests {
             decide_for(&cfg, &d),
             Decision {
                 verdict: Verdict::Deny,
-                rule: "rule \"no files\"".into()
+                rule: "rule \"no files\"".into(),
+                from_rule: true,
             }
         );
         let cfg = config(
@@ -516,6 +532,7 @@ mod tests {
         let deny = Decision {
             verdict: Verdict::Deny,
             rule: "rule \"x\"".into(),
+            from_rule: true,
         };
         assert!(matches!(
             authorize(&deny, "t", Some(ApprovedBy::Flag)),
@@ -524,19 +541,29 @@ mod tests {
         let ask = Decision {
             verdict: Verdict::Ask,
             rule: "default: reaches the network".into(),
+            from_rule: false,
         };
         assert!(matches!(
             authorize(&ask, "t", None),
             Err(Refusal::NeedsApproval { .. })
         ));
-        let record = authorize(&ask, "t", Some(ApprovedBy::Client)).unwrap();
+        let record = authorize(&ask, "t", Some(ApprovedBy::Client))
+            .unwrap()
+            .expect("a record");
         assert_eq!(record.by, "client");
         assert_eq!(record.rule.as_deref(), Some("default: reaches the network"));
-        let allow = Decision {
+        let mut allow = Decision {
             verdict: Verdict::Allow,
             rule: "default: local".into(),
+            from_rule: false,
         };
-        assert_eq!(authorize(&allow, "t", None).unwrap().by, "rule");
+        assert_eq!(authorize(&allow, "t", None).unwrap(), None);
+        allow.from_rule = true;
+        allow.rule = "rule \"ok\"".into();
+        assert_eq!(
+            authorize(&allow, "t", None).unwrap().expect("a record").by,
+            "rule"
+        );
     }
 
     #[test]

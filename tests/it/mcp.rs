@@ -26,7 +26,9 @@ fn the_python_mcp_client_drives_modhost_mcp() {
         .stdin(Stdio::null())
         .output();
     match probe {
-        Err(e) => panic!("python3 is needed for the MCP client test and could not be run ({e}); install Python 3, then: {INSTALL}"),
+        Err(e) => panic!(
+            "python3 is needed for the MCP client test and could not be run ({e}); install Python 3, then: {INSTALL}"
+        ),
         Ok(out) if !out.status.success() => panic!(
             "the Python `mcp` package is needed for the MCP client test; install it with: {INSTALL}\n{}",
             String::from_utf8_lossy(&out.stderr)
@@ -68,17 +70,11 @@ fn the_python_mcp_client_drives_modhost_mcp() {
     let output = std::fs::read_to_string(&log).unwrap_or_default();
     match status {
         Some(status) if status.success() => {}
-        Some(status) => panic!(
-            "{} failed ({status}):\n{output}",
-            script.display()
-        ),
+        Some(status) => panic!("{} failed ({status}):\n{output}", script.display()),
         None => panic!(
             "{} did not finish within {SCRIPT_WATCHDOG:?}:\n{output}",
             script.display()
         ),
     }
-    assert!(
-        output.contains("all MCP client checks passed"),
-        "{output}"
-    );
+    assert!(output.contains("all MCP client checks passed"), "{output}");
 }

@@ -146,7 +146,7 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
             other => other,
         };
         match decided {
-            Ok(record) => request.approval = Some(record),
+            Ok(record) => request.approval = record,
             Err(refusal) => return report_refusal(&refusal, args.json),
         }
     }

@@ -25,6 +25,33 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         toolbox,
         delegate_approval: args.delegate_approval,
     });
-    serve_stdio(backend).await?;
+    serve_on_one_thread(backend).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Serve on a single-threaded runtime of its own.
+///
+/// A call is a short chain of wakeups (a request line, a spawn, the module's
+/// answer, a response line); on the multi-threaded runtime each link could
+/// hop between worker threads, and on a busy two-core machine every hop is a
+/// context switch on the latency path. One thread keeps the chain on one
+/// core; blocking work (reaping a module, wasm calls) still goes to the
+/// runtime's blocking pool, so a slow module never stalls the reader.
+async fn serve_on_one_thread(
+    backend: Arc<ToolboxBackend<modhost::tools::HostInvoker>>,
+) -> anyhow::Result<()> {
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("modhost-mcp".into())
+        .spawn(move || {
+            let result = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(anyhow::Error::from)
+                .and_then(|runtime| Ok(runtime.block_on(serve_stdio(backend))?));
+            let _ = done.send(result);
+        })?;
+    finished
+        .await
+        .map_err(|_| anyhow::anyhow!("the MCP server thread died"))?
 }

@@ -100,7 +100,10 @@ pub async fn serve_stdio<B: Backend>(backend: Arc<B>) -> std::io::Result<()> {
 /// non-blocking — harmless here, since nothing else in `modhost mcp` reads
 /// stdin or writes stdout.
 #[cfg(unix)]
-fn stdio_pipes() -> Option<(tokio::net::unix::pipe::Receiver, tokio::net::unix::pipe::Sender)> {
+fn stdio_pipes() -> Option<(
+    tokio::net::unix::pipe::Receiver,
+    tokio::net::unix::pipe::Sender,
+)> {
     use std::os::fd::AsFd;
     use tokio::net::unix::pipe;
     let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok()?;

@@ -49,8 +49,9 @@ pub struct InvokeCall {
     pub capability: String,
     /// The caller's arguments, as given (the pipeline validates and strips reserved keys).
     pub input: Value,
-    /// The host's approval record for this call.
-    pub approval: Approval,
+    /// The host's approval record for this call; `None` when the call
+    /// needed no approval (the default allowed it).
+    pub approval: Option<Approval>,
     pub progress: Option<ProgressSink>,
 }
 
@@ -342,6 +343,7 @@ mod tests {
             approval: Decision {
                 verdict: Verdict::Allow,
                 rule: "default".into(),
+                from_rule: false,
             },
         }
     }

@@ -120,6 +120,7 @@ mod tests {
             approval: Decision {
                 verdict: Verdict::Allow,
                 rule: "default: local".into(),
+                from_rule: false,
             },
         }
     }

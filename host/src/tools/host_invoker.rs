@@ -47,7 +47,7 @@ impl Invoker for HostInvoker {
         };
         let (sink, mut notifications) = mpsc::unbounded_channel::<Notification>();
         let request = InvokeRequest {
-            approval: Some(call.approval),
+            approval: call.approval,
             progress: call.progress.is_some().then_some(sink),
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };

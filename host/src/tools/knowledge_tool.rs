@@ -52,6 +52,7 @@ pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
         approval: Decision {
             verdict: Verdict::Allow,
             rule: "built-in: reads verified module knowledge only".to_owned(),
+            from_rule: false,
         },
     }
 }

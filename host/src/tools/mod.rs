@@ -200,16 +200,17 @@ fn refuse_collisions(candidates: Vec<ToolDef>) -> Registry {
 /// invoke` applies; the [`Toolbox`] applies the same decisions to its
 /// registered tools): an override that disables the capability refuses it,
 /// then the approval rules decide. On success, the host's approval record
-/// the request must carry.
+/// the request must carry, if any.
 pub fn gate(
     approval: &ApprovalConfig,
     overrides: &BTreeMap<String, CapabilityOverride>,
     descriptor: &Descriptor,
     capability: &modproto::Capability,
     approver: Option<ApprovedBy>,
-) -> Result<modproto::Approval, Refusal> {
+) -> Result<Option<modproto::Approval>, Refusal> {
     let tool = modconform::tool_name(&descriptor.id, &capability.id);
-    if let Some((key, o)) = overrides::find_override_entry(overrides, &descriptor.id, &capability.id)
+    if let Some((key, o)) =
+        overrides::find_override_entry(overrides, &descriptor.id, &capability.id)
         && !o.is_enabled()
     {
         return Err(Refusal::Disabled {
@@ -519,12 +520,13 @@ pub(crate) mod tests {
         {
             let calls = tb.invoker.calls.lock().unwrap();
             assert_eq!(calls[0].capability, "web.get");
-            assert_eq!(calls[0].approval.by, "client");
+            let approval = calls[0].approval.as_ref().expect("a record");
+            assert_eq!(approval.by, "client");
             assert_eq!(
-                calls[0].approval.rule.as_deref(),
+                approval.rule.as_deref(),
                 Some("default: reaches the network")
             );
-            assert_eq!(calls[1].approval.by, "rule");
+            assert!(calls[1].approval.is_none(), "the default needs no record");
         }
         assert!(matches!(
             tb.call("nope", json!({}), None, None).await,

@@ -37,6 +37,9 @@ pub struct Target<'a> {
 
 /// Resolve `target` (and the optional second word `capability`) against the
 /// discovered `modules`.
+// The error is the invoke pipeline's own type, reported by the same code;
+// it is built at most once per command, so its size costs nothing.
+#[allow(clippy::result_large_err)]
 pub fn resolve<'a>(
     modules: &'a [InstalledModule],
     target: &'a str,
@@ -120,6 +123,7 @@ fn full_capability_id<'a>(module: &'a InstalledModule, capability: &str) -> Opti
 }
 
 /// The one candidate, none, or an error naming them all.
+#[allow(clippy::result_large_err)]
 fn single<'a>(candidates: &[Target<'a>], target: &str) -> Result<Option<Target<'a>>, InvokeError> {
     match candidates {
         [] => Ok(None),
@@ -190,9 +194,15 @@ mod tests {
     fn every_spelling_reaches_the_same_capability() {
         let m = modules();
         let want = ("files".to_owned(), "files.search".to_owned());
-        assert_eq!(names(resolve(&m, "files", Some("files.search")).unwrap()), want);
+        assert_eq!(
+            names(resolve(&m, "files", Some("files.search")).unwrap()),
+            want
+        );
         assert_eq!(names(resolve(&m, "files", Some("search")).unwrap()), want);
-        assert_eq!(names(resolve(&m, "files__files_search", None).unwrap()), want);
+        assert_eq!(
+            names(resolve(&m, "files__files_search", None).unwrap()),
+            want
+        );
         assert_eq!(names(resolve(&m, "files.search", None).unwrap()), want);
         // A module id with `_` in it: the tool name is recomputed, not split.
         assert_eq!(
