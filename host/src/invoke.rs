@@ -32,7 +32,7 @@ use crate::contract::ContractStanding;
 use crate::discovery::{InstalledModule, ModuleStatus};
 use crate::host::{Host, HostError};
 use crate::request::{new_request_id, place_arguments};
-use crate::runner::{self, Call, CallLimits, Grant, NotificationSink, RunError};
+use crate::runner::{self, Call, CallLimits, NotificationSink, RunError};
 use crate::validate::{SchemaFailure, check};
 
 /// One call, as a caller asks for it.
@@ -415,7 +415,7 @@ impl Host {
             },
         })?;
 
-        let plan = self.grants(module, &request.source_roots, true)?;
+        let mut plan = self.grants(module, &request.source_roots, true)?;
         host_warnings.extend(plan.warnings());
 
         let configured = self.config().limits.invoke();
@@ -426,6 +426,15 @@ impl Host {
                 .unwrap_or(configured.max_output_bytes),
             confinement: configured.confinement,
         };
+        // Authority follows the capability, not the module: a root the
+        // capability does not declare in `effects.writes` is granted (and
+        // enforced, and announced to the module) read-only, whatever the
+        // module's root declaration says.
+        for grant in &mut plan.roots {
+            if !capability.effects.writes.contains(&grant.name) {
+                grant.access = modproto::Access::Read;
+            }
+        }
         let request_id = new_request_id();
         let params = InvokeParams {
             protocol: modproto::PROTOCOL_VERSION.to_owned(),
@@ -451,24 +460,11 @@ impl Host {
             Some(params),
         ))
         .unwrap_or_default();
-        // Confinement follows the capability, not the module: a root the
-        // capability does not declare in `effects.writes` is enforced
-        // read-only, whatever the module's root declaration says.
-        let grants: Vec<Grant> = plan
-            .roots
-            .iter()
-            .map(|grant| {
-                let mut grant = grant.clone();
-                if !capability.effects.writes.contains(&grant.name) {
-                    grant.access = modproto::Access::Read;
-                }
-                grant
-            })
-            .collect();
+        let grants = &plan.roots;
         let call = Call {
             request_line: &line,
             limits,
-            grants: &grants,
+            grants,
             network: capability.effects.network,
         };
         let exchange = runner::run(
