@@ -29,7 +29,8 @@ const REQUEST: &str =
     r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"capability":"echo","input":{"x":1}}}"#;
 
 /// The `echo` guest, built first (a nested `$CARGO build --target
-/// wasm32-wasip2 --profile wasm-test -p modhost-guests`, as the tests do).
+/// wasm32-wasip2 --profile wasm-test -p files -p modhost-guests`, as the
+/// tests do).
 fn echo_component() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -47,7 +48,16 @@ fn echo_component() -> PathBuf {
     let status = Command::new(&cargo)
         .current_dir(workspace)
         .args(["build", "--quiet", "--target", "wasm32-wasip2"])
-        .args(["--profile", "wasm-test", "-p", "modhost-guests"])
+        // The same packages as the tests build (same feature unification).
+        .args([
+            "--profile",
+            "wasm-test",
+            "-p",
+            "files",
+            "-p",
+            "modhost-guests",
+            "--bins",
+        ])
         .env("CARGO_TARGET_DIR", &target)
         .stdin(Stdio::null())
         .status()

@@ -629,7 +629,7 @@ impl Drop for EpochTicker {
 mod tests {
     //! The hostile guests of `tests/guests`, one call each. The guests are
     //! built by the first test that needs them (a nested `$CARGO build
-    //! --target wasm32-wasip2 --profile wasm-test -p modhost-guests`, once per
+    //! --target wasm32-wasip2 --profile wasm-test -p files -p modhost-guests`, once per
     //! test process); a failed build fails the test with how to fix it, never
     //! skips it.
 
@@ -669,8 +669,14 @@ mod tests {
                 "wasm32-wasip2",
                 "--profile",
                 "wasm-test",
+                // The same packages as the end-to-end tests build: another
+                // set could unify dependency features differently and
+                // overwrite the guests with different bytes mid-run.
+                "-p",
+                "files",
                 "-p",
                 "modhost-guests",
+                "--bins",
             ];
             let output = Command::new(&cargo)
                 .current_dir(workspace)
