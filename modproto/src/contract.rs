@@ -26,7 +26,10 @@ pub const NEWEST_V2: Version = Version::new(2, 0, 0);
 
 /// The supported range, for messages: `"1.0–1.1, 2.0–2.0"`.
 pub fn supported_ranges() -> String {
-    format!("1.0 to {}.{}, 2.0 to {}.{}", NEWEST_V1.major, NEWEST_V1.minor, NEWEST_V2.major, NEWEST_V2.minor)
+    format!(
+        "1.0 to {}.{}, 2.0 to {}.{}",
+        NEWEST_V1.major, NEWEST_V1.minor, NEWEST_V2.major, NEWEST_V2.minor
+    )
 }
 
 /// Which contract governs a module.
@@ -179,7 +182,11 @@ pub fn evaluate(descriptor: Arc<Descriptor>) -> Decision {
     if version.major == 1 {
         Decision::V1(pin)
     } else {
-        Decision::V2(V2Accepted { descriptor, version, pin })
+        Decision::V2(V2Accepted {
+            descriptor,
+            version,
+            pin,
+        })
     }
 }
 
@@ -207,7 +214,11 @@ pub struct ContractVersionError(pub String);
 
 impl fmt::Display for ContractVersionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "expected MAJOR.MINOR.PATCH without pre-release or build tags, got {:?}", self.0)
+        write!(
+            f,
+            "expected MAJOR.MINOR.PATCH without pre-release or build tags, got {:?}",
+            self.0
+        )
     }
 }
 

@@ -97,7 +97,12 @@ pub struct InvokeResult {
 
 impl InvokeResult {
     pub fn new(output: Value) -> Self {
-        InvokeResult { output, text: None, artifacts: Vec::new(), warnings: Vec::new() }
+        InvokeResult {
+            output,
+            text: None,
+            artifacts: Vec::new(),
+            warnings: Vec::new(),
+        }
     }
 }
 

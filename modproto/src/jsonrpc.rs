@@ -56,7 +56,12 @@ pub struct Request {
 
 impl Request {
     pub fn new(id: impl Into<Id>, method: impl Into<String>, params: Option<Value>) -> Self {
-        Request { jsonrpc: JSONRPC_VERSION.to_owned(), id: id.into(), method: method.into(), params }
+        Request {
+            jsonrpc: JSONRPC_VERSION.to_owned(),
+            id: id.into(),
+            method: method.into(),
+            params,
+        }
     }
 }
 
@@ -71,7 +76,11 @@ pub struct Notification {
 
 impl Notification {
     pub fn new(method: impl Into<String>, params: Option<Value>) -> Self {
-        Notification { jsonrpc: JSONRPC_VERSION.to_owned(), method: method.into(), params }
+        Notification {
+            jsonrpc: JSONRPC_VERSION.to_owned(),
+            method: method.into(),
+            params,
+        }
     }
 }
 
@@ -86,7 +95,11 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        RpcError { code: code.code(), message: message.into(), data: None }
+        RpcError {
+            code: code.code(),
+            message: message.into(),
+            data: None,
+        }
     }
 
     pub fn with_data(mut self, data: ErrorData) -> Self {
@@ -119,11 +132,17 @@ pub struct Response {
 
 impl Response {
     pub fn ok(id: Id, result: Value) -> Self {
-        Response { id, outcome: Ok(result) }
+        Response {
+            id,
+            outcome: Ok(result),
+        }
     }
 
     pub fn err(id: Id, error: RpcError) -> Self {
-        Response { id, outcome: Err(error) }
+        Response {
+            id,
+            outcome: Err(error),
+        }
     }
 }
 
@@ -239,7 +258,9 @@ impl Message {
             });
         }
         let Some(id) = id else {
-            return Err(invalid("a response needs an \"id\" (or the message a \"method\")"));
+            return Err(invalid(
+                "a response needs an \"id\" (or the message a \"method\")",
+            ));
         };
         let outcome = match (obj.remove("result"), obj.remove("error")) {
             (Some(result), None) => Ok(result),

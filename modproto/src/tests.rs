@@ -70,7 +70,8 @@ fn minimal_descriptor_takes_defaults() {
 #[test]
 fn source_roots_are_read_only_whatever_is_asked() {
     let r: RootDecl =
-        serde_json::from_value(json!({"name": "c", "kind": "source", "access": "read-write"})).unwrap();
+        serde_json::from_value(json!({"name": "c", "kind": "source", "access": "read-write"}))
+            .unwrap();
     assert_eq!(r.effective_access(), Access::Read);
 }
 
@@ -79,7 +80,11 @@ fn invoke_params_round_trip_and_keep_pass_through_keys() {
     let mut roots = BTreeMap::new();
     roots.insert(
         "workspace".to_owned(),
-        GrantedRoot { path: "/w".into(), kind: RootKind::Workspace, access: Access::Read },
+        GrantedRoot {
+            path: "/w".into(),
+            kind: RootKind::Workspace,
+            access: Access::Read,
+        },
     );
     let mut extra = serde_json::Map::new();
     extra.insert("trace".into(), json!("abc"));
@@ -93,12 +98,19 @@ fn invoke_params_round_trip_and_keep_pass_through_keys() {
         binaries: BTreeMap::from([("git".to_owned(), "/usr/bin/git".to_owned())]),
         deadline_ms: 30_000,
         max_output_bytes: 1 << 20,
-        approval: Some(Approval { by: "flag".into(), rule: None, at: "2026-01-01T00:00:00Z".into() }),
+        approval: Some(Approval {
+            by: "flag".into(),
+            rule: None,
+            at: "2026-01-01T00:00:00Z".into(),
+        }),
         extra,
     };
     round_trip(&params);
     let v = serde_json::to_value(&params).unwrap();
-    assert_eq!(v["trace"], "abc", "pass-through keys sit at the request root");
+    assert_eq!(
+        v["trace"], "abc",
+        "pass-through keys sit at the request root"
+    );
 }
 
 #[test]
@@ -120,9 +132,20 @@ fn invoke_result_round_trips() {
 
 #[test]
 fn notifications_round_trip() {
-    round_trip(&ProgressParams { request_id: "r".into(), progress: 1.0, total: Some(3.0), message: None });
-    round_trip(&LogParams { level: "info".into(), message: "hi".into() });
-    let n = Notification::new(METHOD_PROGRESS, Some(json!({"request_id": "r", "progress": 1})));
+    round_trip(&ProgressParams {
+        request_id: "r".into(),
+        progress: 1.0,
+        total: Some(3.0),
+        message: None,
+    });
+    round_trip(&LogParams {
+        level: "info".into(),
+        message: "hi".into(),
+    });
+    let n = Notification::new(
+        METHOD_PROGRESS,
+        Some(json!({"request_id": "r", "progress": 1})),
+    );
     let line = Message::Notification(n.clone()).to_line();
     assert_eq!(Message::parse(&line).unwrap(), Message::Notification(n));
 }
@@ -146,18 +169,24 @@ fn requests_and_responses_round_trip_through_lines() {
     let err = Response::err(
         Id::Num(1),
         RpcError::new(ErrorCode::InvalidParams, "bad input").with_data(
-            ErrorData::new(ErrorKind::INVALID_INPUT, "fix it").with_problems(vec!["a".into(), "b".into()]),
+            ErrorData::new(ErrorKind::INVALID_INPUT, "fix it")
+                .with_problems(vec!["a".into(), "b".into()]),
         ),
     );
     let line = Message::Response(err.clone()).to_line();
-    assert_eq!(Message::parse(&line).unwrap(), Message::Response(err.clone()));
+    assert_eq!(
+        Message::parse(&line).unwrap(),
+        Message::Response(err.clone())
+    );
     let back: Response = serde_json::from_str(&line).unwrap();
     assert_eq!(back, err);
 }
 
 #[test]
 fn error_codes_map_both_ways() {
-    for code in [-32700, -32600, -32601, -32602, -32603, -32000, -32001, -32002, -32003, -32050, 7] {
+    for code in [
+        -32700, -32600, -32601, -32602, -32603, -32000, -32001, -32002, -32003, -32050, 7,
+    ] {
         assert_eq!(ErrorCode::from_code(code).code(), code);
     }
 }
@@ -171,7 +200,10 @@ fn decoder_rejects_malformed_envelopes() {
         (r#"{"id":1,"result":1}"#, false),
         (r#"{"jsonrpc":"1.0","id":1,"result":1}"#, false),
         (r#"{"jsonrpc":"2.0","id":1}"#, false),
-        (r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"x"}}"#, false),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{"code":1,"message":"x"}}"#,
+            false,
+        ),
         (r#"{"jsonrpc":"2.0","id":{"a":1},"result":1}"#, false),
         (r#"{"jsonrpc":"2.0","id":1.5,"result":1}"#, false),
         (r#"{"jsonrpc":"2.0","id":null,"result":1}"#, false),
@@ -183,7 +215,9 @@ fn decoder_rejects_malformed_envelopes() {
     ];
     for (line, is_parse) in cases {
         match Message::parse(line) {
-            Err(DecodeError::Parse(_)) => assert!(is_parse, "{line} should be invalid, not unparsable"),
+            Err(DecodeError::Parse(_)) => {
+                assert!(is_parse, "{line} should be invalid, not unparsable")
+            }
             Err(DecodeError::Invalid(_)) => assert!(!is_parse, "{line} should be a parse error"),
             Ok(m) => panic!("{line} was accepted as {m:?}"),
         }
@@ -226,7 +260,10 @@ fn contract_pin_decisions() {
         assert_eq!(pin.effective.as_deref(), *effective, "{declared:?}");
         assert_eq!(pin.requested.as_deref(), *declared);
         if *label == "refused" {
-            assert!(!pin.reason.is_empty() && !pin.remedy.is_empty(), "{declared:?}: {pin:?}");
+            assert!(
+                !pin.reason.is_empty() && !pin.remedy.is_empty(),
+                "{declared:?}: {pin:?}"
+            );
         }
     }
 }
@@ -234,13 +271,19 @@ fn contract_pin_decisions() {
 #[test]
 fn newer_minor_refusal_names_both_versions_and_a_remedy() {
     let pin = decide(Some("2.4.0")).pin().clone();
-    assert!(pin.reason.contains("2.4") && pin.reason.contains("2.0"), "{}", pin.reason);
+    assert!(
+        pin.reason.contains("2.4") && pin.reason.contains("2.0"),
+        "{}",
+        pin.reason
+    );
     assert!(pin.remedy.contains("upgrade modhost"), "{}", pin.remedy);
 }
 
 #[test]
 fn only_the_pin_yields_v2_operations() {
-    let Decision::V2(accepted) = decide(Some("2.0.0")) else { panic!("expected v2") };
+    let Decision::V2(accepted) = decide(Some("2.0.0")) else {
+        panic!("expected v2")
+    };
     assert_eq!(accepted.operations().len(), 1);
     assert_eq!(accepted.descriptor().id, "sessions");
 }
@@ -281,14 +324,23 @@ fn protocol_document_examples_are_valid_messages() {
                 assert_eq!(params.protocol, PROTOCOL_VERSION);
                 invokes += 1;
             }
-            Message::Response(Response { outcome: Ok(result), .. }) if result.get("capabilities").is_some() => {
-                let errors: Vec<String> = validator.iter_errors(&result).map(|e| e.to_string()).collect();
+            Message::Response(Response {
+                outcome: Ok(result),
+                ..
+            }) if result.get("capabilities").is_some() => {
+                let errors: Vec<String> = validator
+                    .iter_errors(&result)
+                    .map(|e| e.to_string())
+                    .collect();
                 assert!(errors.is_empty(), "{errors:?}");
                 let d: Descriptor = serde_json::from_value(result).unwrap();
                 assert!(matches!(contract::evaluate(Arc::new(d)), Decision::V2(_)));
                 descriptors += 1;
             }
-            Message::Response(Response { outcome: Ok(result), .. }) if result.get("output").is_some() => {
+            Message::Response(Response {
+                outcome: Ok(result),
+                ..
+            }) if result.get("output").is_some() => {
                 let _: InvokeResult = serde_json::from_value(result).unwrap();
             }
             _ => {}
@@ -302,11 +354,19 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
     let schema: Value = serde_json::from_str(include_str!("../descriptor.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     let mut d = full_descriptor();
-    for doc in d.knowledge.overlays.iter_mut().chain(d.knowledge.skills.iter_mut()) {
+    for doc in d
+        .knowledge
+        .overlays
+        .iter_mut()
+        .chain(d.knowledge.skills.iter_mut())
+    {
         doc.sha256 = "0".repeat(64);
     }
     let value = serde_json::to_value(&d).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
     assert!(errors.is_empty(), "{errors:?}");
     for bad in [
         json!({"id": "Bad Id", "version": "1", "capabilities": []}),

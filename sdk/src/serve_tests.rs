@@ -56,9 +56,7 @@ fn module() -> Module {
         ))
         .capability(Capability::new(
             "demo.panic",
-            |_: &mut Ctx, _: crate::NoInput| -> Result<Nothing, ModError> {
-                panic!("boom {}", 42)
-            },
+            |_: &mut Ctx, _: crate::NoInput| -> Result<Nothing, ModError> { panic!("boom {}", 42) },
         ))
         .capability(
             Capability::new("demo.read", |ctx: &mut Ctx, input: PathInput| {
