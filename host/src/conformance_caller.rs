@@ -1,7 +1,8 @@
-//! The native [`ModuleCaller`]: how `modhost conformance` reaches a live
-//! module executable for the conformance battery.
+//! The [`ModuleCaller`]s: how `modhost conformance` reaches a live module
+//! for the conformance battery, a native executable ([`NativeCaller`]) or a
+//! WebAssembly component ([`WasmCaller`]).
 //!
-//! Each call is one fresh process, exactly as the host runs a module: a
+//! Natively, each call is one fresh process, exactly as the host runs a module: a
 //! cleared environment (only the variables the native runner also passes),
 //! the request bytes on stdin, stdin closed, stdout and a bounded stderr tail
 //! collected until the process exits or the timeout passes, then the whole
@@ -19,6 +20,11 @@
 //!   the operator's real state), the `workspace` is granted read-only,
 //!   source roots and binaries only when the operator configured them.
 //!   Examples that need more fail with the battery's own remedy.
+//! - **Components run as the host runs them, minus the protocol.** Each call
+//!   is a fresh instance with the raw stdin bytes (the battery sends
+//!   malformed lines and empty stdin on purpose), its grants preopened at
+//!   `/roots/<name>`, no network and no binaries; stdout comes back unparsed
+//!   ([`crate::runner::wasm::WasmEngine::run_raw`]).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -34,7 +40,9 @@ use rustix::process::{Pid, Signal, kill_process_group};
 
 use crate::confine::{self, ConfinementMode};
 use crate::runner::native::is_allowed_env;
-use crate::runner::{Grant, STDERR_TAIL_BYTES};
+#[cfg(feature = "wasm")]
+use crate::runner::wasm::{LoadedComponent, WasmEngine, WasmError};
+use crate::runner::{Grant, STDERR_TAIL_BYTES, Transport};
 
 /// The most stdout one conformance call may produce before the rest is
 /// discarded (the battery then sees a truncated answer).
@@ -87,85 +95,16 @@ impl NativeCaller {
         descriptor: &Descriptor,
         roots: ConformanceRoots<'_>,
     ) -> std::io::Result<()> {
-        self.grants.clear();
-        self.request = Grants::default();
-        for decl in &descriptor.roots {
-            let (path, access) = match decl.kind {
-                RootKind::State | RootKind::Artifacts => {
-                    let dir = roots.scratch.join(decl.kind.as_str()).join(&decl.name);
-                    std::fs::create_dir_all(&dir)?;
-                    (dir, decl.effective_access())
-                }
-                RootKind::Workspace => (roots.workspace.to_path_buf(), Access::Read),
-                RootKind::Source => match roots.source_roots.get(&decl.name) {
-                    Some(path) => (path.clone(), Access::Read),
-                    None => continue,
-                },
-            };
-            self.request.roots.insert(
-                decl.name.clone(),
-                GrantedRoot {
-                    path: path.to_string_lossy().into_owned(),
-                    kind: decl.kind,
-                    access,
-                },
-            );
-            self.grants.push(Grant {
-                name: decl.name.clone(),
-                guest: path.to_string_lossy().into_owned(),
-                host: path,
-                access,
-            });
-        }
-        for binary in &descriptor.binaries {
-            if let Some(path) = roots.binaries.get(&binary.name) {
-                self.request
-                    .binaries
-                    .insert(binary.name.clone(), path.to_string_lossy().into_owned());
-            }
-        }
-        self.network = descriptor.capabilities.iter().any(|c| c.effects.network);
+        let granted = scratch_grants(descriptor, roots, Transport::Native)?;
+        self.grants = granted.grants;
+        self.request = granted.request;
+        self.network = granted.network;
         Ok(())
     }
 
-    /// Ask the module to describe itself: the parsed descriptor, or why not.
+    /// Ask the module to describe itself (see [`describe`]).
     pub fn describe(&mut self, timeout: Duration) -> Result<Descriptor, String> {
-        let request = modproto::Request::new(1, modproto::METHOD_DESCRIBE, None);
-        let mut line = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
-        line.push(b'\n');
-        let raw = self.call(&line, timeout).map_err(|e| e.to_string())?;
-        if !raw.exited && raw.stdout.is_empty() {
-            return Err(format!("describe did not answer within {timeout:?}"));
-        }
-        let stdout = String::from_utf8_lossy(&raw.stdout);
-        for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
-            match modproto::Message::parse(line) {
-                Ok(modproto::Message::Response(response)) => {
-                    return match response.outcome {
-                        Ok(value) => serde_json::from_value(value)
-                            .map_err(|e| format!("the descriptor does not parse: {e}")),
-                        Err(error) => Err(format!("describe was answered with an error: {error}")),
-                    };
-                }
-                Ok(_) => continue,
-                Err(e) => {
-                    return Err(format!(
-                        "describe answered a line that is not JSON-RPC: {e}"
-                    ));
-                }
-            }
-        }
-        let stderr = String::from_utf8_lossy(&raw.stderr);
-        let tail = stderr.trim().lines().next_back().unwrap_or_default();
-        Err(format!(
-            "describe gave no response ({}){}",
-            raw.exit_status.as_deref().unwrap_or("no exit status"),
-            if tail.is_empty() {
-                String::new()
-            } else {
-                format!("; stderr: {tail}")
-            }
-        ))
+        describe(self, timeout)
     }
 }
 
@@ -244,6 +183,191 @@ impl ModuleCaller for NativeCaller {
     fn grants(&mut self, _capability: &Capability) -> Grants {
         self.request.clone()
     }
+}
+
+/// Runs a WebAssembly component, one fresh instance per call.
+#[cfg(feature = "wasm")]
+#[derive(Debug)]
+pub struct WasmCaller {
+    engine: WasmEngine,
+    component: std::sync::Arc<LoadedComponent>,
+    /// The async runtime the calls are driven on; [`ModuleCaller::call`] is
+    /// made from a blocking thread of it.
+    runtime: tokio::runtime::Handle,
+    /// What the instance gets preopened.
+    grants: Vec<Grant>,
+    /// The same grants, as the invoke request states them.
+    request: Grants,
+}
+
+#[cfg(feature = "wasm")]
+impl WasmCaller {
+    /// A caller of the component at `path` that grants nothing yet. Loads
+    /// (compiles) the component, so call it from a blocking thread; each
+    /// call is driven on `runtime`.
+    pub fn new(
+        engine: &WasmEngine,
+        path: &Path,
+        runtime: tokio::runtime::Handle,
+    ) -> Result<Self, WasmError> {
+        Ok(WasmCaller {
+            engine: engine.clone(),
+            component: engine.load(path)?,
+            runtime,
+            grants: Vec::new(),
+            request: Grants::default(),
+        })
+    }
+
+    /// Grant what `descriptor` declares, pointed at `roots`, preopened at
+    /// `/roots/<name>`. Creates the scratch `state/` and `artifacts/`
+    /// directories.
+    pub fn grant(
+        &mut self,
+        descriptor: &Descriptor,
+        roots: ConformanceRoots<'_>,
+    ) -> std::io::Result<()> {
+        let granted = scratch_grants(descriptor, roots, Transport::Component)?;
+        self.grants = granted.grants;
+        self.request = granted.request;
+        Ok(())
+    }
+}
+
+#[cfg(feature = "wasm")]
+impl ModuleCaller for WasmCaller {
+    fn call(&mut self, stdin: &[u8], timeout: Duration) -> Result<RawCall, CallerError> {
+        let started = Instant::now();
+        let run = self.engine.run_raw(
+            &self.component,
+            stdin,
+            &self.grants,
+            timeout,
+            MAX_STDOUT_BYTES as u64,
+        );
+        let raw = self
+            .runtime
+            .block_on(run)
+            .map_err(|e| CallerError::Start(e.to_string()))?;
+        Ok(RawCall {
+            stdout: raw.stdout,
+            stderr: raw.stderr_tail.into_bytes(),
+            exited: raw.finished,
+            exit_status: Some(raw.status),
+            elapsed: started.elapsed(),
+        })
+    }
+
+    fn grants(&mut self, _capability: &Capability) -> Grants {
+        self.request.clone()
+    }
+}
+
+/// Ask the module behind `caller` to describe itself: the parsed descriptor,
+/// or why not.
+pub fn describe(caller: &mut dyn ModuleCaller, timeout: Duration) -> Result<Descriptor, String> {
+    let request = modproto::Request::new(1, modproto::METHOD_DESCRIBE, None);
+    let mut line = serde_json::to_vec(&request).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    let raw = caller.call(&line, timeout).map_err(|e| e.to_string())?;
+    if !raw.exited && raw.stdout.is_empty() {
+        return Err(format!("describe did not answer within {timeout:?}"));
+    }
+    let stdout = String::from_utf8_lossy(&raw.stdout);
+    for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
+        match modproto::Message::parse(line) {
+            Ok(modproto::Message::Response(response)) => {
+                return match response.outcome {
+                    Ok(value) => serde_json::from_value(value)
+                        .map_err(|e| format!("the descriptor does not parse: {e}")),
+                    Err(error) => Err(format!("describe was answered with an error: {error}")),
+                };
+            }
+            Ok(_) => continue,
+            Err(e) => {
+                return Err(format!(
+                    "describe answered a line that is not JSON-RPC: {e}"
+                ));
+            }
+        }
+    }
+    let stderr = String::from_utf8_lossy(&raw.stderr);
+    let tail = stderr.trim().lines().next_back().unwrap_or_default();
+    Err(format!(
+        "describe gave no response ({}){}",
+        raw.exit_status.as_deref().unwrap_or("no exit status"),
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; stderr: {tail}")
+        }
+    ))
+}
+
+/// The grants of one conformance run: what the module is confined to, the
+/// same roots as the invoke request states them (guest paths), and whether
+/// it may use the network.
+struct ScratchGrants {
+    grants: Vec<Grant>,
+    request: Grants,
+    network: bool,
+}
+
+/// Grant what `descriptor` declares, pointed at `roots`, as `transport` sees
+/// it. Creates the scratch `state/` and `artifacts/` directories. Binaries
+/// are granted to native modules only: a component cannot run one.
+fn scratch_grants(
+    descriptor: &Descriptor,
+    roots: ConformanceRoots<'_>,
+    transport: Transport,
+) -> std::io::Result<ScratchGrants> {
+    let mut grants = Vec::new();
+    let mut request = Grants::default();
+    for decl in &descriptor.roots {
+        let (path, access) = match decl.kind {
+            RootKind::State | RootKind::Artifacts => {
+                let dir = roots.scratch.join(decl.kind.as_str()).join(&decl.name);
+                std::fs::create_dir_all(&dir)?;
+                (dir, decl.effective_access())
+            }
+            RootKind::Workspace => (roots.workspace.to_path_buf(), Access::Read),
+            RootKind::Source => match roots.source_roots.get(&decl.name) {
+                Some(path) => (path.clone(), Access::Read),
+                None => continue,
+            },
+        };
+        let guest = transport.guest_path(&decl.name, &path);
+        request.roots.insert(
+            decl.name.clone(),
+            GrantedRoot {
+                path: guest.clone(),
+                kind: decl.kind,
+                access,
+            },
+        );
+        grants.push(Grant {
+            name: decl.name.clone(),
+            guest,
+            host: path,
+            access,
+        });
+    }
+    for binary in descriptor
+        .binaries
+        .iter()
+        .filter(|_| transport == Transport::Native)
+    {
+        if let Some(path) = roots.binaries.get(&binary.name) {
+            request
+                .binaries
+                .insert(binary.name.clone(), path.to_string_lossy().into_owned());
+        }
+    }
+    Ok(ScratchGrants {
+        grants,
+        request,
+        network: descriptor.capabilities.iter().any(|c| c.effects.network),
+    })
 }
 
 /// Read `pipe` to its end on a thread, keeping at most `limit` bytes (the

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::support::{Fixture, Home, binaries};
+use crate::support::{Fixture, Home, binaries, components};
 
 #[test]
 fn a_nonconformant_module_yields_every_expected_finding_in_one_run() {
@@ -90,4 +90,32 @@ fn a_good_v2_fixture_conforms() {
     let run = home.run(&["conformance", "good", "--json"]);
     assert_eq!(run.json()["errors"], 0, "{run:#?}");
     run.expect_code(0);
+}
+
+#[test]
+fn components_get_the_battery_too() {
+    let home = Home::new();
+    // Straight from the build: the `files` component conforms.
+    let files = components().path("files");
+    let run = home.run(&["conformance", &files.to_string_lossy(), "--json"]);
+    let report = run.json();
+    assert_eq!(report["errors"], 0, "{report:#}");
+    assert_eq!(report["module"], "files", "{report:#}");
+    run.expect_code(0);
+
+    // Installed, by id: a guest that exits without answering does not.
+    home.install_component("silent_exit");
+    let run = home.run(&["conformance", "silent_exit", "--json"]);
+    run.expect_code(1);
+    let report = run.json();
+    let errors: BTreeSet<&str> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["severity"] == "error")
+        .filter_map(|f| f["id"].as_str())
+        .collect();
+    for id in ["battery.unknown_method", "battery.malformed_line"] {
+        assert!(errors.contains(id), "{id} missing; got {report:#}");
+    }
 }

@@ -2,14 +2,16 @@
 //! (`modconform`) on one module: static checks over its descriptor, then the
 //! behavioural battery against the live executable.
 //!
-//! The target is an installed module id, or a path to an executable (any
-//! argument with a `/`, or a file that exists when no module has that id).
+//! The target is an installed module id, or a path to an executable or a
+//! WebAssembly component (any argument with a `/`, or a file that exists when
+//! no module has that id).
 //! Every finding is reported, each with severity, capability, reason and
 //! remedy. Exit 0 when no finding is an error, 1 otherwise, 2 when the
 //! target cannot be checked at all.
 //!
-//! The module is run as the host runs it (fresh process per call, cleared
-//! environment, confined); examples get scratch `state` and `artifacts`
+//! The module is run as the host runs it (natively a fresh process per call,
+//! cleared environment, confined; a component a fresh instance per call with
+//! its roots preopened at `/roots/<name>`); examples get scratch `state` and `artifacts`
 //! roots, the workspace read-only, and the configured source roots and
 //! binaries (see `modhost::conformance_caller`).
 
@@ -17,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
-use modhost::conformance_caller::{ConformanceRoots, NativeCaller};
+use modconform::{BatteryOptions, Finding, ModuleCaller, Verdict, check_module_with};
+use modhost::conformance_caller::{ConformanceRoots, NativeCaller, describe};
 use modhost::{Host, Transport};
+use modproto::Descriptor;
 use serde_json::json;
 
 use super::{EXIT_FAILED, EXIT_USAGE};
@@ -37,15 +40,28 @@ pub struct Args {
 struct Target {
     label: String,
     program: PathBuf,
+    transport: Transport,
     /// Where its knowledge files live.
     folder: Option<PathBuf>,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let target = resolve(host, &args.target).await?;
-    if Transport::of_path(&target.program) == Transport::Component {
+    #[cfg(feature = "wasm")]
+    let wasm_engine = match target.transport {
+        Transport::Component => match host.engines().wasm() {
+            Ok(engine) => Some(engine.clone()),
+            Err(problem) => {
+                eprintln!("error: {}: {problem}", target.program.display());
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+        },
+        Transport::Native => None,
+    };
+    #[cfg(not(feature = "wasm"))]
+    if target.transport == Transport::Component {
         eprintln!(
-            "error: {} is a WebAssembly component; `modhost conformance` checks native executables only so far",
+            "error: {} is a WebAssembly component, and this modhost was built without component support (the `wasm` cargo feature)",
             target.program.display()
         );
         return Ok(ExitCode::from(EXIT_USAGE));
@@ -59,44 +75,45 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let source_roots = host.config().source_roots.clone();
     let binaries = host.config().binaries.clone();
     let scratch_path = scratch.path().to_path_buf();
-    let Target {
-        label,
-        program,
-        folder,
-    } = target;
-    let program_for_output = program.clone();
-    // The battery blocks on child processes: off the async workers.
+    let program_for_output = target.program.clone();
+    #[cfg(feature = "wasm")]
+    let runtime = tokio::runtime::Handle::current();
+    // The battery blocks on child processes (or on component calls driven on
+    // `runtime`): off the async workers.
     let verdict = tokio::task::spawn_blocking(move || -> anyhow::Result<Verdict> {
-        let options = BatteryOptions::default();
-        let mut caller = NativeCaller::new(&program, confinement);
-        let descriptor = match caller.describe(options.timeout) {
-            Ok(descriptor) => descriptor,
-            Err(problem) => {
-                return Ok(Verdict::new(
-                    label,
-                    vec![Finding::error(
-                        "battery.describe_failed",
-                        format!("{}: {problem}", program.display()),
-                        "answer a describe request with exactly one response line holding the descriptor, then exit",
-                    )],
-                ));
-            }
-        };
         let roots = ConformanceRoots {
             scratch: &scratch_path,
             workspace: &workspace,
             source_roots: &source_roots,
             binaries: &binaries,
         };
-        caller
-            .grant(&descriptor, roots)
-            .with_context(|| format!("preparing scratch roots in {}", scratch_path.display()))?;
-        Ok(check_module_with(
-            &mut caller,
-            &descriptor,
-            folder.as_deref(),
-            &options,
-        ))
+        #[cfg(feature = "wasm")]
+        if let Some(engine) = wasm_engine {
+            let caller = match modhost::conformance_caller::WasmCaller::new(
+                &engine,
+                &target.program,
+                runtime,
+            ) {
+                Ok(caller) => caller,
+                Err(problem) => {
+                    return Ok(Verdict::new(
+                        target.label,
+                        vec![Finding::error(
+                            "battery.describe_failed",
+                            problem.to_string(),
+                            "build the module as a wasm32-wasip2 command component that imports only WASI",
+                        )],
+                    ));
+                }
+            };
+            return battery(caller, target, roots, |caller, descriptor, roots| {
+                caller.grant(descriptor, roots)
+            });
+        }
+        let caller = NativeCaller::new(&target.program, confinement);
+        battery(caller, target, roots, |caller, descriptor, roots| {
+            caller.grant(descriptor, roots)
+        })
     })
     .await
     .context("the conformance run panicked")??;
@@ -121,6 +138,38 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Describe the module through `caller`, grant what it declares (`grant`),
+/// then run the static checks and the battery.
+fn battery<C: ModuleCaller>(
+    mut caller: C,
+    target: Target,
+    roots: ConformanceRoots<'_>,
+    grant: impl FnOnce(&mut C, &Descriptor, ConformanceRoots<'_>) -> std::io::Result<()>,
+) -> anyhow::Result<Verdict> {
+    let options = BatteryOptions::default();
+    let descriptor = match describe(&mut caller, options.timeout) {
+        Ok(descriptor) => descriptor,
+        Err(problem) => {
+            return Ok(Verdict::new(
+                target.label,
+                vec![Finding::error(
+                    "battery.describe_failed",
+                    format!("{}: {problem}", target.program.display()),
+                    "answer a describe request with exactly one response line holding the descriptor, then exit",
+                )],
+            ));
+        }
+    };
+    grant(&mut caller, &descriptor, roots)
+        .with_context(|| format!("preparing scratch roots in {}", roots.scratch.display()))?;
+    Ok(check_module_with(
+        &mut caller,
+        &descriptor,
+        target.folder.as_deref(),
+        &options,
+    ))
+}
+
 /// An installed module by id, else a path.
 async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
     let as_path = Path::new(raw);
@@ -130,6 +179,7 @@ async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
                 return Ok(Target {
                     label: module.id.clone(),
                     program: module.path.clone(),
+                    transport: module.transport,
                     folder: module.folder.clone(),
                 });
             }
@@ -154,6 +204,7 @@ async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
         .unwrap_or_else(|| raw.to_owned());
     Ok(Target {
         label,
+        transport: Transport::of_path(&program),
         folder: program.parent().map(Path::to_path_buf),
         program,
     })

@@ -51,7 +51,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 use self::cache::ComponentCache;
 use self::stdio::{CappedStdout, StderrTail};
 use super::native::{Failure, classify_line};
-use super::{Call, Exchange, NotificationSink, RunError};
+use super::{Call, Exchange, Grant, NotificationSink, RunError};
 
 /// How often the engine's epoch advances: the granularity at which a spinning
 /// guest yields and notices its deadline.
@@ -400,6 +400,121 @@ impl WasmEngine {
             }
             Err(failure) => Err(run_error(failure)),
         }
+    }
+}
+
+/// What one run of a component over raw stdio produced: the lower level the
+/// conformance kit needs (arbitrary stdin bytes, including a malformed line
+/// or none at all; stdout as written, not parsed).
+#[derive(Debug, Clone)]
+pub struct RawRun {
+    /// Everything the guest wrote to stdout, up to the cap (the write that
+    /// crosses it traps the guest).
+    pub stdout: Vec<u8>,
+    /// The bounded tail of its stderr.
+    pub stderr_tail: String,
+    /// Whether the guest ended by itself (returned, exited or trapped)
+    /// within the timeout; `false` when the host stopped it.
+    pub finished: bool,
+    /// How it ended, for people (`"exit status: 0"`, `"trapped: ..."`).
+    pub status: String,
+}
+
+impl WasmEngine {
+    /// Run `component` once with `stdin` as its whole standard input, the
+    /// `grants` preopened at their guest paths, no network, until it ends or
+    /// `timeout` passes; stdout is kept raw, capped at `max_stdout_bytes`.
+    ///
+    /// Unlike [`WasmEngine::run`] nothing is parsed and a response does not
+    /// end the call: the guest runs to its own end, as a process would.
+    pub async fn run_raw(
+        &self,
+        component: &LoadedComponent,
+        stdin: &[u8],
+        grants: &[Grant],
+        timeout: Duration,
+        max_stdout_bytes: u64,
+    ) -> Result<RawRun, RunError> {
+        let started = Instant::now();
+        let (lines_tx, mut lines_rx) = unbounded_channel();
+        let stdout = CappedStdout::new(max_stdout_bytes, lines_tx);
+        let stderr = StderrTail::default();
+
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdin(MemoryInputPipe::new(stdin.to_vec()))
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .arg(&component.name)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false);
+        for grant in grants {
+            let perms = match grant.access {
+                Access::Read => FsPerms::ReadOnly,
+                Access::ReadWrite => FsPerms::ReadWrite,
+            };
+            wasi.preopened_dir(&grant.host, &grant.guest, perms)
+                .map_err(|e| RunError::Spawn {
+                    message: format!(
+                        "could not grant root {:?} ({}) at {}: {}",
+                        grant.name,
+                        grant.host.display(),
+                        grant.guest,
+                        error_chain(&e)
+                    ),
+                })?;
+        }
+        let state = CallState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryCap {
+                limit: usize::try_from(self.inner.memory_limit).unwrap_or(usize::MAX),
+                hit: Arc::new(AtomicBool::new(false)),
+            },
+        };
+        let mut store = Store::new(&self.inner.engine, state);
+        store.limiter(|state| &mut state.limiter);
+        let deadline = started + timeout;
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(move |_| {
+            // As in `run`: yield every tick, trap at the deadline.
+            if Instant::now() >= deadline {
+                Ok(UpdateDeadline::Interrupt)
+            } else {
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        let pre = &component.pre;
+        let guest = async move {
+            let command = pre.instantiate_async(&mut store).await?;
+            command.wasi_cli_run().call_run(&mut store).await
+        };
+        // Dropping the future on timeout drops the instance with it.
+        let outcome = tokio::time::timeout_at(deadline.into(), guest).await;
+        let (finished, status) = match outcome {
+            Err(_) => (false, format!("killed after {timeout:?}")),
+            Ok(outcome) => match exit_of(outcome) {
+                Ok(()) => (true, "exit status: 0".to_owned()),
+                Err(GuestFailure::Timeout) => (false, format!("killed after {timeout:?}")),
+                Err(GuestFailure::Exited(code)) => (true, format!("exit status: {code}")),
+                Err(GuestFailure::Trapped(trap)) => (true, format!("trapped: {trap}")),
+                // exit_of reports neither; keep the mapping total.
+                Err(GuestFailure::Bad(problem)) => (true, problem),
+                Err(GuestFailure::NoResponse) => (true, "exited".to_owned()),
+            },
+        };
+        let mut raw = Vec::new();
+        while let Ok(line) = lines_rx.try_recv() {
+            raw.extend_from_slice(&line);
+            raw.push(b'\n');
+        }
+        raw.extend_from_slice(&stdout.take_partial());
+        Ok(RawRun {
+            stdout: raw,
+            stderr_tail: stderr.text(),
+            finished,
+            status,
+        })
     }
 }
 
