@@ -94,6 +94,7 @@ fn measure_invoke(
     let mut bare_samples = Vec::with_capacity(INVOKE_RUNS);
     runtime.block_on(async {
         host.discover().await; // warm the describe cache
+        host.pin("trivial").await.unwrap(); // pins are enforced by default
         for _ in 0..10 {
             host.invoke(request()).await.unwrap();
             bare_spawn(&module, &line);
