@@ -124,6 +124,7 @@ fn main() {
         request_line: REQUEST,
         limits: CallLimits::default(),
         grants: &[],
+        executables: &[],
         network: false,
     };
     let mut host = Vec::with_capacity(CALLS);

@@ -324,7 +324,12 @@ const DEVICES_READ: &[&str] = &[
 /// The filesystem rules of one call of `program` with `grants`, in order.
 ///
 /// Paths that do not exist are kept; [`prepare`] skips what it cannot open.
-pub fn path_rules(program: &Path, grants: &[Grant], network: bool) -> Vec<PathRule> {
+pub fn path_rules(
+    program: &Path,
+    grants: &[Grant],
+    executables: &[PathBuf],
+    network: bool,
+) -> Vec<PathRule> {
     let rule = |path: &Path, access| PathRule {
         path: path.to_path_buf(),
         access,
@@ -347,6 +352,13 @@ pub fn path_rules(program: &Path, grants: &[Grant], network: bool) -> Vec<PathRu
         };
         rules.push(rule(&grant.host, access));
     }
+    // Granted binaries outside the system folders (`[binaries]` in
+    // config.toml): read and execute of the file itself, nothing beside it.
+    rules.extend(
+        executables
+            .iter()
+            .map(|path| rule(path, PathAccess::ReadExecute)),
+    );
     rules
 }
 
@@ -430,6 +442,7 @@ impl Confinement {
 pub fn prepare(
     program: &Path,
     grants: &[Grant],
+    executables: &[PathBuf],
     network: bool,
     mode: ConfinementMode,
 ) -> Result<Confinement, ConfineError> {
@@ -450,14 +463,14 @@ pub fn prepare(
     #[cfg(target_os = "linux")]
     let ruleset = match support.abi {
         Some(_) => Some(ruleset::build(
-            &path_rules(program, grants, network),
+            &path_rules(program, grants, executables, network),
             network,
             &support,
         )?),
         None => None,
     };
     #[cfg(not(target_os = "linux"))]
-    let _ = (program, grants);
+    let _ = (program, grants, executables);
     Ok(Confinement {
         #[cfg(target_os = "linux")]
         ruleset,

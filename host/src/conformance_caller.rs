@@ -122,9 +122,16 @@ impl ModuleCaller for NativeCaller {
         if let Some(dir) = self.program.parent().filter(|d| !d.as_os_str().is_empty()) {
             command.current_dir(dir);
         }
-        confine::prepare(&self.program, &self.grants, self.network, self.confinement)
-            .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?
-            .apply_to(&mut command);
+        let executables: Vec<PathBuf> = self.request.binaries.values().map(PathBuf::from).collect();
+        confine::prepare(
+            &self.program,
+            &self.grants,
+            &executables,
+            self.network,
+            self.confinement,
+        )
+        .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?
+        .apply_to(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?;

@@ -393,6 +393,7 @@ pub async fn describe(
         request_line: &line,
         limits,
         grants: &[],
+        executables: &[],
         network: false,
     };
     match runner::run(engines, Transport::of_path(path), path, &call, None).await {

@@ -435,6 +435,11 @@ impl Host {
                 grant.access = modproto::Access::Read;
             }
         }
+        // Likewise a binary is granted only to a capability that declares
+        // spawning it.
+        plan.binaries
+            .retain(|name, _| capability.effects.spawns.contains(name));
+        let executables: Vec<std::path::PathBuf> = plan.binaries.values().cloned().collect();
         let request_id = new_request_id();
         let params = InvokeParams {
             protocol: modproto::PROTOCOL_VERSION.to_owned(),
@@ -465,6 +470,7 @@ impl Host {
             request_line: &line,
             limits,
             grants,
+            executables: &executables,
             network: capability.effects.network,
         };
         let exchange = runner::run(

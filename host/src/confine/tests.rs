@@ -29,6 +29,7 @@ async fn run_confined(
     let confinement = prepare(
         Path::new(program),
         grants,
+        &[],
         network,
         ConfinementMode::BestEffort,
     )
@@ -259,14 +260,20 @@ async fn resource_limits_apply() {
 
 #[tokio::test]
 async fn off_applies_nothing_and_says_so() {
-    let confinement = prepare(Path::new("/bin/sh"), &[], false, ConfinementMode::Off).unwrap();
+    let confinement = prepare(Path::new("/bin/sh"), &[], &[], false, ConfinementMode::Off).unwrap();
     assert!(!confinement.is_landlocked());
     assert!(confinement.warning().unwrap().contains("off"));
 }
 
 #[test]
 fn required_refuses_exactly_when_the_kernel_falls_short() {
-    let result = prepare(Path::new("/bin/sh"), &[], false, ConfinementMode::Required);
+    let result = prepare(
+        Path::new("/bin/sh"),
+        &[],
+        &[],
+        false,
+        ConfinementMode::Required,
+    );
     match probe().shortfall(false) {
         None => assert!(result.is_ok_and(|c| c.warning().is_none() && c.is_landlocked())),
         Some(_) => {
@@ -304,7 +311,7 @@ fn rules_follow_the_grants_and_nothing_else() {
         grant("src", Path::new("/data/src"), Access::Read),
         grant("state", Path::new("/home/h/state/m"), Access::ReadWrite),
     ];
-    let rules = path_rules(Path::new("/home/h/modules/m/m"), &grants, false);
+    let rules = path_rules(Path::new("/home/h/modules/m/m"), &grants, &[], false);
     let find = |p: &str| {
         rules
             .iter()
@@ -329,7 +336,7 @@ fn rules_follow_the_grants_and_nothing_else() {
         || r.path == Path::new("/dev/null")
         || r.path == Path::new("/home/h/state/m")));
 
-    let with_network = path_rules(Path::new("/m/m"), &[], true);
+    let with_network = path_rules(Path::new("/m/m"), &[], &[], true);
     assert!(
         with_network
             .iter()
@@ -362,4 +369,41 @@ async fn a_confined_module_cannot_leave_its_process_group() {
     assert!(!ok && !out.contains("left"), "setsid succeeded: {out}");
     let (ok, out) = sh("echo still-here", &[], false).await;
     assert!(ok && out.contains("still-here"), "{out}");
+}
+
+/// A granted binary outside the system folders (`[binaries]` in config.toml)
+/// can be run, and only the granted one.
+#[tokio::test]
+async fn only_granted_binaries_outside_system_folders_run() {
+    if !landlock_or_skip("only_granted_binaries_outside_system_folders_run") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tool = |name: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\necho {name}-ran\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    };
+    let (granted, other) = (tool("granted"), tool("other"));
+    let run = |path: &Path| {
+        let confinement = prepare(
+            Path::new("/bin/sh"),
+            &[],
+            std::slice::from_ref(&granted),
+            false,
+            ConfinementMode::BestEffort,
+        )
+        .unwrap();
+        let mut command = std::process::Command::new("/bin/sh");
+        command.arg("-c").arg(path).env_clear().stdin(Stdio::null());
+        confinement.apply_to(&mut command);
+        command.output().unwrap()
+    };
+    let ran = run(&granted);
+    assert!(ran.status.success(), "{ran:?}");
+    assert_eq!(String::from_utf8_lossy(&ran.stdout), "granted-ran\n");
+    let refused = run(&other);
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(!String::from_utf8_lossy(&refused.stdout).contains("other-ran"));
 }

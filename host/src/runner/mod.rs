@@ -210,6 +210,9 @@ pub struct Call<'a> {
     pub request_line: &'a str,
     pub limits: CallLimits,
     pub grants: &'a [Grant],
+    /// Host paths of the binaries granted for this call: a confined native
+    /// module may read and execute exactly these besides the system folders.
+    pub executables: &'a [PathBuf],
     /// Whether the call may use the network (the capability declared it).
     pub network: bool,
 }

@@ -79,13 +79,19 @@ pub async fn run(
     // Landlock and rlimits, built here and entered by the child just before
     // exec (crate::confine); refused under `confinement = "required"` when
     // the kernel falls short.
-    let confinement = confine::prepare(program, call.grants, call.network, call.limits.confinement)
-        .map_err(|e| match e {
-            ConfineError::Unconfined { reason } => RunError::Unconfined { reason },
-            other => RunError::Spawn {
-                message: format!("{}: {other}", program.display()),
-            },
-        })?;
+    let confinement = confine::prepare(
+        program,
+        call.grants,
+        call.executables,
+        call.network,
+        call.limits.confinement,
+    )
+    .map_err(|e| match e {
+        ConfineError::Unconfined { reason } => RunError::Unconfined { reason },
+        other => RunError::Spawn {
+            message: format!("{}: {other}", program.display()),
+        },
+    })?;
     let host_warnings: Vec<String> = confinement
         .warning()
         .map(str::to_owned)
@@ -455,6 +461,7 @@ mod tests {
                 ..CallLimits::default()
             },
             grants: &[],
+            executables: &[],
             network: false,
         }
     }
@@ -647,6 +654,7 @@ sleep 30",
             request_line: &line,
             limits,
             grants: &grants,
+            executables: &[],
             network: false,
         };
         let cancelled =

@@ -864,6 +864,7 @@ mod tests {
                 ..CallLimits::default()
             },
             grants,
+            executables: &[],
             network: false,
         };
         engine.run(&component, &call, None).await
@@ -908,6 +909,7 @@ mod tests {
             request_line: &line,
             limits: CallLimits::default(),
             grants: &[],
+            executables: &[],
             network: true,
         };
         let (tx, mut rx) = unbounded_channel();
