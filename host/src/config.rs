@@ -18,7 +18,7 @@
 //! memory_limit_bytes = 268435456   # per component call (wasm linear memory)
 //!
 //! [approval]                       # see crate::approval
-//! [capabilities."files.search"]    # see crate::overrides
+//! [capabilities."files.files.search"]  # see crate::overrides
 //! ```
 //!
 //! Design decisions: a missing file is an empty configuration (a fresh home

@@ -148,3 +148,36 @@ fn input_can_come_from_a_file() {
         json!({"from": "file"})
     );
 }
+
+/// The `config.toml` shown in the README is accepted as it stands, overrides
+/// included, so an operator who copies it gets a working home.
+#[test]
+fn the_readme_config_example_is_valid() {
+    let readme = include_str!("../../README.md");
+    let example: String = readme
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("README.md has a ```toml block")
+        .to_owned();
+    let home = Home::new();
+    home.install_files();
+    home.write_config(&example);
+    let tools = home
+        .run(&["tools", "--format", "json"])
+        .expect_code(0)
+        .json();
+    let search = tools
+        .as_array()
+        .expect("a list of tools")
+        .iter()
+        .find(|t| t["name"] == "files__files_search")
+        .unwrap_or_else(|| panic!("files__files_search in {tools:#}"));
+    assert!(
+        search["description"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("Search this repository.")),
+        "the README's override rewrites the description: {search:#}"
+    );
+    home.run(&["list", "--json"]).expect_code(0);
+}
