@@ -283,33 +283,9 @@ impl WasmEngine {
         let stderr = StderrTail::default();
         let memory_hit = Arc::new(AtomicBool::new(false));
 
-        let mut wasi = WasiCtxBuilder::new();
         let mut stdin_bytes = Vec::with_capacity(call.request_line.len() + 1);
         stdin_bytes.extend_from_slice(call.request_line.as_bytes());
         stdin_bytes.push(b'\n');
-        wasi.stdin(MemoryInputPipe::new(stdin_bytes))
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .arg(&component.name)
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false);
-        for grant in call.grants {
-            let perms = match grant.access {
-                Access::Read => FsPerms::ReadOnly,
-                Access::ReadWrite => FsPerms::ReadWrite,
-            };
-            wasi.preopened_dir(&grant.host, &grant.guest, perms)
-                .map_err(|e| RunError::Spawn {
-                    message: format!(
-                        "could not grant root {:?} ({}) at {}: {}",
-                        grant.name,
-                        grant.host.display(),
-                        grant.guest,
-                        error_chain(&e)
-                    ),
-                })?;
-        }
         let mut host_warnings = Vec::new();
         if call.network {
             host_warnings.push(
@@ -317,29 +293,15 @@ impl WasmEngine {
                     .to_owned(),
             );
         }
-
-        let state = CallState {
-            wasi: wasi.build(),
-            table: ResourceTable::new(),
-            limiter: MemoryCap {
-                limit: usize::try_from(self.inner.memory_limit).unwrap_or(usize::MAX),
-                hit: Arc::clone(&memory_hit),
-            },
-        };
-        let mut store = Store::new(&self.inner.engine, state);
-        store.limiter(|state| &mut state.limiter);
         let deadline = started + limits.deadline;
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            // Spinning guests come through here every tick: yield so the
-            // executor (and the deadline timer) gets a turn, and trap once
-            // the deadline has passed.
-            if Instant::now() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
+        let mut store = self.call_store(
+            component,
+            stdin_bytes,
+            (stdout.clone(), stderr.clone()),
+            call.grants,
+            Arc::clone(&memory_hit),
+            deadline,
+        )?;
 
         let pre = &component.pre;
         let guest = async move {
@@ -421,29 +383,23 @@ pub struct RawRun {
 }
 
 impl WasmEngine {
-    /// Run `component` once with `stdin` as its whole standard input, the
-    /// `grants` preopened at their guest paths, no network, until it ends or
-    /// `timeout` passes; stdout is kept raw, capped at `max_stdout_bytes`.
-    ///
-    /// Unlike [`WasmEngine::run`] nothing is parsed and a response does not
-    /// end the call: the guest runs to its own end, as a process would.
-    pub async fn run_raw(
+    /// A fresh store for one call: `stdin` then EOF, the given stdout and
+    /// stderr, `grants` preopened at their guest paths with exactly their
+    /// access, no network, the memory cap (recording a refusal in
+    /// `memory_hit`), and epoch ticks that yield and trap at `deadline`.
+    fn call_store(
         &self,
         component: &LoadedComponent,
-        stdin: &[u8],
+        stdin: Vec<u8>,
+        (stdout, stderr): (CappedStdout, StderrTail),
         grants: &[Grant],
-        timeout: Duration,
-        max_stdout_bytes: u64,
-    ) -> Result<RawRun, RunError> {
-        let started = Instant::now();
-        let (lines_tx, mut lines_rx) = unbounded_channel();
-        let stdout = CappedStdout::new(max_stdout_bytes, lines_tx);
-        let stderr = StderrTail::default();
-
+        memory_hit: Arc<AtomicBool>,
+        deadline: Instant,
+    ) -> Result<Store<CallState>, RunError> {
         let mut wasi = WasiCtxBuilder::new();
-        wasi.stdin(MemoryInputPipe::new(stdin.to_vec()))
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
+        wasi.stdin(MemoryInputPipe::new(stdin))
+            .stdout(stdout)
+            .stderr(stderr)
             .arg(&component.name)
             .allow_tcp(false)
             .allow_udp(false)
@@ -469,21 +425,53 @@ impl WasmEngine {
             table: ResourceTable::new(),
             limiter: MemoryCap {
                 limit: usize::try_from(self.inner.memory_limit).unwrap_or(usize::MAX),
-                hit: Arc::new(AtomicBool::new(false)),
+                hit: memory_hit,
             },
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|state| &mut state.limiter);
-        let deadline = started + timeout;
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(move |_| {
-            // As in `run`: yield every tick, trap at the deadline.
+            // Spinning guests come through here every tick: yield so the
+            // executor (and the deadline timer) gets a turn, and trap once
+            // the deadline has passed.
             if Instant::now() >= deadline {
                 Ok(UpdateDeadline::Interrupt)
             } else {
                 Ok(UpdateDeadline::Yield(1))
             }
         });
+        Ok(store)
+    }
+
+    /// Run `component` once with `stdin` as its whole standard input, the
+    /// `grants` preopened at their guest paths, no network, until it ends or
+    /// `timeout` passes; stdout is kept raw, capped at `max_stdout_bytes`.
+    ///
+    /// Unlike [`WasmEngine::run`] nothing is parsed and a response does not
+    /// end the call: the guest runs to its own end, as a process would.
+    pub async fn run_raw(
+        &self,
+        component: &LoadedComponent,
+        stdin: &[u8],
+        grants: &[Grant],
+        timeout: Duration,
+        max_stdout_bytes: u64,
+    ) -> Result<RawRun, RunError> {
+        let started = Instant::now();
+        let (lines_tx, mut lines_rx) = unbounded_channel();
+        let stdout = CappedStdout::new(max_stdout_bytes, lines_tx);
+        let stderr = StderrTail::default();
+
+        let deadline = started + timeout;
+        let mut store = self.call_store(
+            component,
+            stdin.to_vec(),
+            (stdout.clone(), stderr.clone()),
+            grants,
+            Arc::new(AtomicBool::new(false)),
+            deadline,
+        )?;
         let pre = &component.pre;
         let guest = async move {
             let command = pre.instantiate_async(&mut store).await?;
