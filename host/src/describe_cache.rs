@@ -21,12 +21,13 @@
 
 use std::collections::BTreeMap;
 use std::fs::Metadata;
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::atomic_file::write_bytes_atomically;
 
 const INDEX_FILE: &str = "index.json";
 
@@ -109,7 +110,7 @@ impl DescribeCache {
             return Err(std::io::Error::other(format!("not a digest: {digest:?}")));
         }
         let bytes = serde_json::to_vec(result).map_err(std::io::Error::other)?;
-        write_atomically(&self.entry_path(digest), &bytes)
+        write_bytes_atomically(&self.entry_path(digest), &bytes)
     }
 
     /// Drop index entries for paths not in `live` (when given) and write the
@@ -124,7 +125,7 @@ impl DescribeCache {
         }
         match serde_json::to_vec(&self.index) {
             Ok(bytes) => {
-                if let Err(e) = write_atomically(&self.dir.join(INDEX_FILE), &bytes) {
+                if let Err(e) = write_bytes_atomically(&self.dir.join(INDEX_FILE), &bytes) {
                     tracing::warn!(
                         "could not write {}: {e}",
                         self.dir.join(INDEX_FILE).display()
@@ -150,28 +151,6 @@ pub fn digest_file(path: &Path) -> std::io::Result<String> {
 
 fn is_hex_digest(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// Write `bytes` to `path` through a temp file in the same directory, fsync
-/// and rename, creating the directory when needed.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::File::create(&temp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
 }
 
 #[cfg(test)]

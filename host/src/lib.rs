@@ -30,6 +30,7 @@
 
 pub mod approval;
 pub mod artifacts;
+pub mod atomic_file;
 pub mod config;
 pub mod confine;
 pub mod conformance_caller;

@@ -15,12 +15,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use modproto::{Capability, Descriptor};
 use serde::{Deserialize, Serialize};
+
+use crate::atomic_file::write_bytes_atomically;
 
 /// The file name inside the host home.
 pub const PINS_FILE: &str = "pins.json";
@@ -167,19 +168,9 @@ impl Pins {
             path: self.path.clone(),
             source,
         };
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(write_err)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(write_err)?;
         let mut bytes = serde_json::to_vec_pretty(&self.file).unwrap_or_default();
         bytes.push(b'\n');
-        tmp.write_all(&bytes).map_err(write_err)?;
-        tmp.as_file().sync_all().map_err(write_err)?;
-        tmp.persist(&self.path).map_err(|e| write_err(e.error))?;
-        // Make the rename itself durable.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        write_bytes_atomically(&self.path, &bytes).map_err(write_err)
     }
 
     /// How `descriptor`, served by bytes with digest `digest`, stands against its pin.

@@ -22,15 +22,16 @@
 //! is recompiled and the entry rewritten, never trusted and never a crash.
 //! Writes are atomic: a temporary file in the same directory, fsync, rename.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use wasmtime::Engine;
 use wasmtime::component::Component;
+
+use crate::atomic_file::write_atomically;
 
 /// The first bytes of every entry; bump the version when the layout changes.
 const MAGIC: &[u8; 16] = b"modhost-cwasm-v1";
@@ -250,35 +251,14 @@ fn write_entry(
     compatibility: &[u8; 32],
     payload: &[u8],
 ) -> std::io::Result<()> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let temp = dir.join(format!(
-        ".tmp-{}-{}-{}",
-        digest.to_hex(),
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
+    write_atomically(path, |file| {
         file.write_all(MAGIC)?;
         file.write_all(digest.as_bytes())?;
         file.write_all(compatibility)?;
         file.write_all(blake3::hash(payload).as_bytes())?;
         file.write_all(&(payload.len() as u64).to_le_bytes())?;
-        file.write_all(payload)?;
-        file.sync_all()?;
-        std::fs::rename(&temp, path)?;
-        // Make the rename itself durable.
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
+        file.write_all(payload)
+    })
 }
 
 #[cfg(test)]
