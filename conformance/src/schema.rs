@@ -30,8 +30,9 @@ pub fn compile(schema: &Value) -> Result<Validator, SchemaProblem> {
     jsonschema::validator_for(schema).map_err(|e| SchemaProblem::Unusable(e.to_string()))
 }
 
-/// Every way `instance` violates the schema behind `validator`, located by
-/// JSON pointer. Empty when it is valid.
+/// Every way `instance` violates the schema behind `validator`, as
+/// `<json pointer>: <problem>` (`/` for the root). Empty when it is valid.
+/// The host reports invalid input and output in the same words.
 pub fn violations(validator: &Validator, instance: &Value) -> Vec<String> {
     validator
         .iter_errors(instance)
@@ -42,7 +43,7 @@ pub fn violations(validator: &Validator, instance: &Value) -> Vec<String> {
 fn located(error: &jsonschema::ValidationError<'_>) -> String {
     let path = error.instance_path().to_string();
     let at = if path.is_empty() { "/" } else { path.as_str() };
-    format!("at {at}: {error}")
+    format!("{at}: {error}")
 }
 
 /// The value of every `$ref` in `schema` that does not point inside the

@@ -21,18 +21,7 @@ pub enum SchemaFailure {
 pub fn check(schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
     let validator =
         jsonschema::validator_for(schema).map_err(|e| SchemaFailure::BadSchema(e.to_string()))?;
-    let violations: Vec<String> = validator
-        .iter_errors(instance)
-        .map(|error| {
-            let pointer = error.instance_path().to_string();
-            let at = if pointer.is_empty() {
-                "/".to_owned()
-            } else {
-                pointer
-            };
-            format!("{at}: {error}")
-        })
-        .collect();
+    let violations = modconform::schema::violations(&validator, instance);
     if violations.is_empty() {
         Ok(())
     } else {
