@@ -2,7 +2,9 @@
 //!
 //! 1. Invoke latency of a trivial native capability through the library,
 //!    against a bare spawn of the same executable with the same request line,
-//!    measured in the same run (target: p50 ratio <= 1.5).
+//!    measured in the same run (target: p50 ratio <= 1.5): unconfined,
+//!    confined (the default), and confined with the processes started ahead
+//!    as a long-running host does.
 //! 2. `discover` with 100 installed, describe-cached modules (target: p50 <= 20 ms).
 //!
 //! The module is a tiny `/bin/sh` script written into a temp home, so the
@@ -70,11 +72,13 @@ fn bare_spawn(path: &Path, line: &str) -> Duration {
 }
 
 /// p50 of (invoke through the host, bare spawn), interleaved so both see
-/// the same machine load. `config` is written as the home's config.toml.
+/// the same machine load. `config` is written as the home's config.toml;
+/// `warm` opens the host as `modhost mcp` does, starting processes ahead.
 fn measure_invoke(
     runtime: &tokio::runtime::Runtime,
     dir: &Path,
     config: &str,
+    warm: bool,
 ) -> (Duration, Duration) {
     let home = dir.join("home");
     let module = install(&home, "trivial");
@@ -84,6 +88,7 @@ fn measure_invoke(
         workspace: Some(dir.into()),
     })
     .unwrap();
+    let host = if warm { host.keep_warm() } else { host };
     let line = serde_json::to_string(&json!({"jsonrpc": "2.0", "id": 1, "method": "invoke", "params": {
         "protocol": "1.0", "contract_version": "1.0", "request_id": "bench", "capability": "trivial.ping",
         "input": {}, "roots": {}, "binaries": {}, "deadline_ms": 30000, "max_output_bytes": 1048576
@@ -106,6 +111,7 @@ fn measure_invoke(
             assert_eq!(outcome.result.output, json!({"pong": true}));
             bare_samples.push(bare_spawn(&module, &line));
         }
+        host.shutdown().await;
     });
     (p50(host_samples), p50(bare_samples))
 }
@@ -131,12 +137,18 @@ fn main() {
     let unconfined = temp.path().join("invoke-unconfined");
     report_invoke(
         "confinement off",
-        measure_invoke(&runtime, &unconfined, "confinement = \"off\"\n"),
+        measure_invoke(&runtime, &unconfined, "confinement = \"off\"\n", false),
     );
     let confined = temp.path().join("invoke-default");
     report_invoke(
         "confinement default",
-        measure_invoke(&runtime, &confined, ""),
+        measure_invoke(&runtime, &confined, "", false),
+    );
+    // A long-running host (`modhost mcp`) starts each call's process ahead.
+    let warm = temp.path().join("invoke-warm");
+    report_invoke(
+        "confinement default, warm processes",
+        measure_invoke(&runtime, &warm, "", true),
     );
 
     // 2. discover with 100 cached modules.

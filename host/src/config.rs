@@ -3,6 +3,7 @@
 //! ```toml
 //! pins = "enforce"                 # "enforce" | "warn" | "off"
 //! confinement = "best-effort"      # "required" | "best-effort" | "off" (see crate::confine)
+//! warm_processes = true            # `modhost mcp` starts each tool's next process ahead
 //!
 //! [source_roots]                   # name = absolute path, granted read-only
 //! transcripts = "/home/me/.sessions"
@@ -39,7 +40,7 @@ pub use crate::pins::PinsMode;
 use crate::runner::CallLimits;
 
 /// The parsed `config.toml`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// How integrity pins are applied (see [`crate::pins`]).
@@ -48,6 +49,12 @@ pub struct Config {
     /// How native calls are confined (landlock, resource limits).
     #[serde(default)]
     pub confinement: ConfinementMode,
+    /// Whether a long-running host (`modhost mcp`) starts the next native
+    /// process of each tool ahead of its call (see
+    /// [`crate::runner::native::warm`]). Off for modules that act before
+    /// reading their request, which the protocol asks them not to.
+    #[serde(default = "default_warm_processes")]
+    pub warm_processes: bool,
     /// Operator-supplied source roots by name.
     #[serde(default)]
     pub source_roots: BTreeMap<String, PathBuf>,
@@ -61,6 +68,25 @@ pub struct Config {
     /// Per-capability overrides, keyed by tool name or `module.capability`.
     #[serde(default)]
     pub capabilities: BTreeMap<String, CapabilityOverride>,
+}
+
+fn default_warm_processes() -> bool {
+    true
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pins: PinsMode::default(),
+            confinement: ConfinementMode::default(),
+            warm_processes: default_warm_processes(),
+            source_roots: BTreeMap::new(),
+            binaries: BTreeMap::new(),
+            limits: Limits::default(),
+            approval: ApprovalConfig::default(),
+            capabilities: BTreeMap::new(),
+        }
+    }
 }
 
 /// `[limits]`.
@@ -207,6 +233,11 @@ mod tests {
         assert_eq!(config.pins, PinsMode::Enforce);
         assert_eq!(config.limits, Limits::default());
         assert!(config.source_roots.is_empty());
+        assert!(
+            config.warm_processes,
+            "on unless the operator says otherwise"
+        );
+        assert!(Config::default().warm_processes);
     }
 
     #[test]
@@ -214,6 +245,7 @@ mod tests {
         let config = parse(
             r#"
 pins = "warn"
+warm_processes = false
 [source_roots]
 transcripts = "/var/sessions"
 [binaries]
@@ -227,6 +259,7 @@ describe_concurrency = 2
         )
         .unwrap();
         assert_eq!(config.pins, PinsMode::Warn);
+        assert!(!config.warm_processes);
         assert_eq!(
             config.source_roots["transcripts"],
             Path::new("/var/sessions")

@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use crate::runner::Grant;
 
 /// `confinement = ...` in `config.toml`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ConfinementMode {
     /// Refuse to run a native call that cannot be fully confined.

@@ -396,7 +396,8 @@ pub async fn describe(
         executables: &[],
         network: false,
     };
-    match runner::run(engines, Transport::of_path(path), path, &call, None).await {
+    let engines = engines.cold();
+    match runner::run(&engines, Transport::of_path(path), path, &call, None).await {
         Ok(exchange) => match exchange.response.outcome {
             Ok(value) => Ok(value),
             Err(rpc) => Err(ModuleError {

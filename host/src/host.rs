@@ -19,19 +19,24 @@
 //! parsed config); it holds no processes and no open files, so it can be
 //! shared across tasks. Clones share one [`Engines`]: the wasm engine is
 //! created on the first component call and then reused, so each component
-//! is compiled (or loaded from `cache/components/`) once per host. Every call re-reads `modules/` (cheaply, through the
-//! describe cache), so what is on disk is always the truth; a long-running
-//! caller (the MCP server) may still discover once and call
-//! [`Host::invoke_module`] with what it found.
+//! is compiled (or loaded from `cache/components/`) once per host. Every
+//! call re-reads `modules/` (cheaply, through the describe cache), so what
+//! is on disk is always the truth; a long-running caller (the MCP server)
+//! may still discover once and call [`Host::invoke_module`] with what it
+//! found. The one exception to "holds no processes" is opt-in:
+//! [`Host::keep_warm`] keeps a few started module processes per call shape
+//! waiting, and [`Host::shutdown`] ends them.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::config::{Config, ConfigError};
 use crate::discovery::{self, InstalledModule};
 use crate::grants::{self, GrantContext, GrantPlan};
 use crate::home::HomeLayout;
 use crate::runner::Engines;
+use crate::validate::Validators;
 
 /// How to open a host.
 #[derive(Debug, Clone, Default)]
@@ -106,6 +111,8 @@ pub struct Host {
     workspace: PathBuf,
     config: Config,
     engines: Engines,
+    /// Compiled input and output schemas, shared by clones.
+    validators: Arc<Validators>,
 }
 
 impl Host {
@@ -147,6 +154,7 @@ impl Host {
             workspace,
             config,
             engines,
+            validators: Arc::default(),
         })
     }
 
@@ -170,6 +178,28 @@ impl Host {
     /// created on first use).
     pub fn engines(&self) -> &Engines {
         &self.engines
+    }
+
+    /// The compiled schemas every call of this host checks against.
+    pub fn validators(&self) -> &Validators {
+        &self.validators
+    }
+
+    /// This host, starting the next native process of each call shape ahead
+    /// of its call, unless `config.toml` says `warm_processes = false`. For
+    /// a host that serves many calls; it must [`Host::shutdown`] before it
+    /// ends. Clones made before this keep starting processes on call.
+    pub fn keep_warm(mut self) -> Host {
+        if self.config.warm_processes {
+            self.engines = self.engines.keep_warm();
+        }
+        self
+    }
+
+    /// Stop what this host keeps running between calls (processes started
+    /// ahead); a no-op for a host that keeps nothing.
+    pub async fn shutdown(&self) {
+        self.engines.shutdown().await;
     }
 
     /// Every installed module, described (from cache where unchanged), sorted

@@ -33,7 +33,7 @@ use crate::discovery::{InstalledModule, ModuleStatus};
 use crate::host::{Host, HostError};
 use crate::request::{new_request_id, place_arguments};
 use crate::runner::{self, Call, CallLimits, NotificationSink, RunError};
-use crate::validate::{SchemaFailure, check};
+use crate::validate::SchemaFailure;
 
 /// One call, as a caller asks for it.
 #[derive(Debug, Clone, Default)]
@@ -403,17 +403,19 @@ impl Host {
                 placed.dropped.join(", ")
             ));
         }
-        check(&capability.input_schema, &placed.input).map_err(|failure| match failure {
-            SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
-                capability: capability.id.clone(),
-                which: "input",
-                message,
-            },
-            SchemaFailure::Violations(problems) => InvokeError::InvalidInput {
-                capability: capability.id.clone(),
-                problems,
-            },
-        })?;
+        self.validators()
+            .check(&capability.input_schema, &placed.input)
+            .map_err(|failure| match failure {
+                SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
+                    capability: capability.id.clone(),
+                    which: "input",
+                    message,
+                },
+                SchemaFailure::Violations(problems) => InvokeError::InvalidInput {
+                    capability: capability.id.clone(),
+                    problems,
+                },
+            })?;
 
         let mut plan = self.grants(module, &request.source_roots, true)?;
         host_warnings.extend(plan.warnings());
@@ -504,17 +506,19 @@ impl Host {
                 stderr_tail: exchange.stderr_tail.clone(),
             })?;
         if let Some(schema) = &capability.output_schema {
-            check(schema, &result.output).map_err(|failure| match failure {
-                SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
-                    capability: capability.id.clone(),
-                    which: "output",
-                    message,
-                },
-                SchemaFailure::Violations(problems) => InvokeError::InvalidOutput {
-                    capability: capability.id.clone(),
-                    problems,
-                },
-            })?;
+            self.validators()
+                .check(schema, &result.output)
+                .map_err(|failure| match failure {
+                    SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
+                        capability: capability.id.clone(),
+                        which: "output",
+                        message,
+                    },
+                    SchemaFailure::Violations(problems) => InvokeError::InvalidOutput {
+                        capability: capability.id.clone(),
+                        problems,
+                    },
+                })?;
         }
         let (artifacts, dropped) = check_artifacts(&result.artifacts, &plan.roots);
         host_warnings.extend(dropped);

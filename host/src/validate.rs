@@ -5,6 +5,15 @@
 //! document fails instead of making the host fetch it. Every violation is
 //! reported, not only the first: an agent fixing its arguments should need one
 //! round trip, not one per mistake.
+//!
+//! Compiling a schema costs more than checking a value against it (about a
+//! tenth of a millisecond for a small one), and a host calls the same few
+//! capabilities over and over, so [`Validators`] keeps each compiled schema,
+//! keyed by the schema's own text: a module that changes its schema gets a
+//! new entry, never a stale validator.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -17,15 +26,67 @@ pub enum SchemaFailure {
     Violations(Vec<String>),
 }
 
-/// Check `instance` against `schema`.
+/// Check `instance` against `schema` (compiled for this one check).
 pub fn check(schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
-    let validator =
-        jsonschema::validator_for(schema).map_err(|e| SchemaFailure::BadSchema(e.to_string()))?;
-    let violations = modconform::schema::violations(&validator, instance);
+    let validator = compile(schema)?;
+    check_with(&validator, instance)
+}
+
+fn compile(schema: &Value) -> Result<jsonschema::Validator, SchemaFailure> {
+    jsonschema::validator_for(schema).map_err(|e| SchemaFailure::BadSchema(e.to_string()))
+}
+
+fn check_with(validator: &jsonschema::Validator, instance: &Value) -> Result<(), SchemaFailure> {
+    let violations = modconform::schema::violations(validator, instance);
     if violations.is_empty() {
         Ok(())
     } else {
         Err(SchemaFailure::Violations(violations))
+    }
+}
+
+/// Compiled schemas, shared by every call of a host.
+#[derive(Debug, Default)]
+pub struct Validators {
+    compiled: Mutex<HashMap<String, Compiled>>,
+}
+
+/// A schema's validator, or why it does not compile (remembered too: a
+/// broken schema stays broken until its text changes).
+type Compiled = Arc<Result<jsonschema::Validator, SchemaFailure>>;
+
+/// The most schemas kept; past it the cache starts over rather than grow
+/// without bound in a host that sees ever-new schemas.
+const MAX_COMPILED: usize = 512;
+
+impl Validators {
+    /// Check `instance` against `schema`, compiling it only the first time
+    /// this text is seen.
+    pub fn check(&self, schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
+        let key = schema.to_string();
+        let cached = self.lock().get(&key).cloned();
+        let compiled = match cached {
+            Some(compiled) => compiled,
+            None => {
+                // Compiled outside the lock: concurrent first calls may both
+                // compile, and either result is the same.
+                let compiled = Arc::new(compile(schema));
+                let mut map = self.lock();
+                if map.len() >= MAX_COMPILED {
+                    map.clear();
+                }
+                map.insert(key, Arc::clone(&compiled));
+                compiled
+            }
+        };
+        match compiled.as_ref() {
+            Ok(validator) => check_with(validator, instance),
+            Err(failure) => Err(failure.clone()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Compiled>> {
+        self.compiled.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -64,6 +125,35 @@ mod tests {
             problems.iter().any(|p| p.contains("pattern")),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn the_cache_answers_like_a_fresh_compile_and_keys_by_schema_text() {
+        let validators = Validators::default();
+        for _ in 0..2 {
+            assert_eq!(
+                validators.check(&schema(), &json!({"pattern": "x"})),
+                Ok(())
+            );
+            assert_eq!(
+                validators.check(&schema(), &json!({"max": 0})),
+                check(&schema(), &json!({"max": 0}))
+            );
+        }
+        // Same shape, other text: its own entry, not the first schema's.
+        let stricter = json!({"type": "object", "required": ["other"]});
+        assert!(matches!(
+            validators.check(&stricter, &json!({"pattern": "x"})),
+            Err(SchemaFailure::Violations(_))
+        ));
+        let broken = json!({"type": 12});
+        for _ in 0..2 {
+            assert!(matches!(
+                validators.check(&broken, &json!({})),
+                Err(SchemaFailure::BadSchema(_))
+            ));
+        }
+        assert_eq!(validators.lock().len(), 3);
     }
 
     #[test]

@@ -59,6 +59,7 @@
 
 mod ctx;
 mod error;
+mod input_check;
 mod module;
 mod root;
 mod serve;

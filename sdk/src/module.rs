@@ -5,10 +5,12 @@
 //! - **The types are the schema.** A capability's input and output are Rust
 //!   types; their JSON Schemas are derived with schemars, so the descriptor
 //!   cannot drift from what the handler actually accepts and returns.
-//! - **Validation happens twice on purpose.** The input is checked against
-//!   the derived schema (every violation listed, as the host does) and then
-//!   deserialized (catching what a schema cannot express); a module run
-//!   without a host gets the same answers.
+//! - **Input is checked against the schema and the type.** Deserializing
+//!   into the input type checks what the type says; a schema that says more
+//!   (a pattern, a length, a range) is also checked, before; and a failed
+//!   deserialization is reported as every schema violation, as the host
+//!   would (see `input_check`). A module run without a host gets the same
+//!   answers.
 //! - Declaration mistakes (an input schema whose root is not an object) are
 //!   programmer errors and panic when the capability is built, so they show
 //!   up on the author's first run, not in an agent's call.
@@ -26,7 +28,15 @@ use serde_json::Value;
 
 use crate::{Ctx, ModError};
 
-type Handler = Box<dyn Fn(&mut Ctx, Value) -> Result<Value, ModError>>;
+type Handler = Box<dyn Fn(&mut Ctx, &Value) -> Result<Value, HandlerFailure>>;
+
+/// Why a handler returned no output.
+pub(crate) enum HandlerFailure {
+    /// The input did not deserialize into the capability's input type.
+    Decode(String),
+    /// The capability ran and failed.
+    Failed(ModError),
+}
 
 /// A module: its identity, roots and capabilities. Build it, then [`Module::serve`].
 pub struct Module {
@@ -186,11 +196,11 @@ impl Capability {
             "capability {id}: the input type's JSON Schema must have an object root, got {input_schema}"
         );
         let handler: Handler = Box::new(move |ctx, input| {
-            let input: I = serde_json::from_value(input)
-                .map_err(|e| ModError::invalid_input_problems(vec![e.to_string()]))?;
-            let output = handler(ctx, input)?;
-            serde_json::to_value(output)
-                .map_err(|e| ModError::failed(format!("serializing the output: {e}")))
+            let input = I::deserialize(input).map_err(|e| HandlerFailure::Decode(e.to_string()))?;
+            let output = handler(ctx, input).map_err(HandlerFailure::Failed)?;
+            serde_json::to_value(output).map_err(|e| {
+                HandlerFailure::Failed(ModError::failed(format!("serializing the output: {e}")))
+            })
         });
         Capability {
             declaration: modproto::Capability {

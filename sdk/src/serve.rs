@@ -18,6 +18,10 @@
 //! - The exit status is 0 whenever a response was written, whatever it
 //!   said: the outcome is in the response, and a non-zero exit would make the
 //!   host report a crash instead of the module's own error.
+//! - **Start-up work comes before the read.** The input schemas that need
+//!   compiling (see `input_check`) are compiled before the request line is
+//!   read. A long-running host starts module processes ahead of their calls,
+//!   so whatever a module does before reading is off the call's latency path.
 
 #![allow(
     clippy::result_large_err,
@@ -37,6 +41,8 @@ use modproto::{
 };
 use serde_json::Value;
 
+use crate::input_check::InputChecks;
+use crate::module::HandlerFailure;
 use crate::{Ctx, ModError, Module};
 
 /// The longest request line a module reads (16 MiB).
@@ -54,11 +60,14 @@ impl Module {
     /// status. [`Module::serve`] is this over stdin and stdout.
     pub fn serve_io<R: BufRead, W: Write + 'static>(&self, reader: R, writer: W) -> i32 {
         install_panic_hook();
-        let started = Instant::now();
+        let checks = InputChecks::prepare(self.descriptor());
         let out: Rc<RefCell<W>> = Rc::new(RefCell::new(writer));
-        let response = match read_request_line(reader) {
+        let request = read_request_line(reader);
+        // The call's clock starts with its request, not with the process.
+        let started = Instant::now();
+        let response = match request {
             Ok(None) => return 0,
-            Ok(Some(line)) => self.answer(&line, started, out.clone()),
+            Ok(Some(line)) => self.answer(&line, &checks, started, out.clone()),
             Err(response) => response,
         };
         let line = Message::Response(response).to_line();
@@ -72,7 +81,13 @@ impl Module {
         }
     }
 
-    fn answer(&self, line: &str, started: Instant, out: Rc<RefCell<dyn Write>>) -> Response {
+    fn answer(
+        &self,
+        line: &str,
+        checks: &InputChecks,
+        started: Instant,
+        out: Rc<RefCell<dyn Write>>,
+    ) -> Response {
         let request = match Message::parse(line) {
             Ok(Message::Request(request)) => request,
             Ok(Message::Notification(_) | Message::Response(_)) => {
@@ -93,8 +108,9 @@ impl Module {
         let id = request.id.clone();
         #[cfg(panic = "abort")]
         abort_answer::set_id(&id);
-        let outcome =
-            panic::catch_unwind(AssertUnwindSafe(|| self.dispatch(request, started, out)));
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| {
+            self.dispatch(request, checks, started, out)
+        }));
         let outcome = outcome.unwrap_or_else(|payload| Err(panic_error(payload.as_ref())));
         #[cfg(panic = "abort")]
         abort_answer::clear();
@@ -107,6 +123,7 @@ impl Module {
     fn dispatch(
         &self,
         request: Request,
+        checks: &InputChecks,
         started: Instant,
         out: Rc<RefCell<dyn Write>>,
     ) -> Result<Value, RpcError> {
@@ -120,7 +137,7 @@ impl Module {
                         ErrorData::new(ErrorKind::INVALID_REQUEST, "send the invoke params the protocol defines (protocol, contract_version, request_id, capability, input, roots, deadline_ms, max_output_bytes)"),
                     )
                 })?;
-                self.invoke(params, started, out)
+                self.invoke(params, checks, started, out)
                     .map_err(|e| e.to_rpc_error())
             }
             other => Err(RpcError::new(
@@ -137,6 +154,7 @@ impl Module {
     fn invoke(
         &self,
         params: InvokeParams,
+        checks: &InputChecks,
         started: Instant,
         out: Rc<RefCell<dyn Write>>,
     ) -> Result<Value, ModError> {
@@ -159,13 +177,33 @@ impl Module {
             )
             .with_remedy(format!("call one of: {}", known.join(", "))));
         };
-        let problems = schema_problems(&declaration.input_schema, &params.input)?;
-        if !problems.is_empty() {
-            return Err(ModError::invalid_input_problems(problems));
+        let check = checks.get(&declaration.id).ok_or_else(|| {
+            ModError::new(ErrorKind::INTERNAL, "the capability has no input check")
+        })?;
+        if check.asserts_beyond_type() {
+            let problems = check.problems(&params.input)?;
+            if !problems.is_empty() {
+                return Err(ModError::invalid_input_problems(problems));
+            }
         }
-        let input = params.input.clone();
+        let mut params = params;
+        let input = std::mem::take(&mut params.input);
         let mut ctx = Ctx::new(params, &descriptor.roots, started, out);
-        let output = handler(&mut ctx, input)?;
+        let output = match handler(&mut ctx, &input) {
+            Ok(output) => output,
+            Err(HandlerFailure::Failed(error)) => return Err(error),
+            Err(HandlerFailure::Decode(message)) => {
+                // Deserialization stops at the first problem; the schema
+                // lists them all, as the host would.
+                let problems = check.problems(&input)?;
+                let problems = if problems.is_empty() {
+                    vec![message]
+                } else {
+                    problems
+                };
+                return Err(ModError::invalid_input_problems(problems));
+            }
+        };
         let result = InvokeResult {
             output,
             text: ctx.text.take(),
@@ -174,29 +212,6 @@ impl Module {
         };
         serde_json::to_value(result).map_err(ModError::from)
     }
-}
-
-/// Every way `input` violates `schema`, each as `<pointer>: <problem>`.
-fn schema_problems(schema: &Value, input: &Value) -> Result<Vec<String>, ModError> {
-    let validator = jsonschema::validator_for(schema).map_err(|e| {
-        ModError::new(
-            ErrorKind::INTERNAL,
-            format!("the declared input schema does not compile: {e}"),
-        )
-        .with_remedy("this is a bug in the module; report it to its author")
-    })?;
-    Ok(validator
-        .iter_errors(input)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            let at = if at.is_empty() {
-                "input".to_owned()
-            } else {
-                format!("input{at}")
-            };
-            format!("{at}: {e}")
-        })
-        .collect())
 }
 
 /// Read one line of at most [`MAX_REQUEST_BYTES`]; `None` on empty input.

@@ -31,6 +31,14 @@ struct PathInput {
 #[derive(Serialize, JsonSchema)]
 struct Nothing {}
 
+/// Says nothing its type does not: checked by deserialization alone.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PlainInput {
+    name: String,
+    loud: bool,
+}
+
 fn echo(ctx: &mut Ctx, input: EchoInput) -> Result<EchoOutput, ModError> {
     let EchoInput { text, times } = input;
     ctx.progress(1.0, Some(2.0), Some("half way"));
@@ -52,6 +60,12 @@ fn module() -> Module {
             "demo.fail",
             |_: &mut Ctx, _: crate::NoInput| {
                 Err::<Nothing, _>(ModError::not_found("no such thing").with_remedy("make one"))
+            },
+        ))
+        .capability(Capability::new(
+            "demo.plain",
+            |_: &mut Ctx, input: PlainInput| -> Result<Value, ModError> {
+                Ok(json!({"name": input.name, "loud": input.loud}))
             },
         ))
         .capability(Capability::new(
@@ -239,6 +253,49 @@ fn invalid_input_lists_every_problem() {
         2,
         "{response}"
     );
+}
+
+#[test]
+fn a_schema_constraint_the_type_cannot_carry_is_enforced() {
+    // `times: u32` deserializes 99; the declared range (1..=10) refuses it.
+    let response = invoke("demo.echo", &json!({"text": "a", "times": 99}));
+    assert_eq!(
+        error_kind(&response),
+        (-32602, "invalid_input"),
+        "{response}"
+    );
+    let problems = response["error"]["data"]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{response}");
+    assert!(problems[0].as_str().unwrap().starts_with("input/times:"));
+}
+
+#[test]
+fn a_plain_typed_input_is_checked_by_its_type_and_still_lists_every_problem() {
+    let ok = invoke("demo.plain", &json!({"name": "x", "loud": true}));
+    assert_eq!(ok["result"]["output"], json!({"name": "x", "loud": true}));
+    // Deserialization stops at the first problem; the answer lists all three.
+    let response = invoke("demo.plain", &json!({"name": 1, "loud": "yes", "extra": 0}));
+    assert_eq!(
+        error_kind(&response),
+        (-32602, "invalid_input"),
+        "{response}"
+    );
+    let problems: Vec<&str> = response["error"]["data"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(problems.len(), 3, "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.starts_with("input/name:")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.starts_with("input/loud:")),
+        "{problems:?}"
+    );
+    assert!(problems.iter().any(|p| p.contains("extra")), "{problems:?}");
 }
 
 #[test]

@@ -4,7 +4,9 @@
 Covers initialize, tools/list, tools/call (files.list on a temp workspace),
 an input that violates the schema (-> isError), a cancel of a call that never
 answers (the module process must be gone afterwards), and stdin EOF while a
-call runs (the server exits promptly, no module process left behind).
+call runs (the server exits promptly, no module process left behind). The
+server starts each tool's next process ahead of its call; those must be gone
+too once the client has closed the session.
 
 Paths come from the environment; each defaults to $CARGO_TARGET_DIR/debug/<name>:
 
@@ -148,6 +150,13 @@ async def session_checks(home: Path, workspace: Path) -> None:
             paths = sorted(e.get("path") for e in structured.get("entries", []))
             check("notes.txt" in paths, f"structuredContent lists the workspace ({paths})")
             check("notes.txt" in text_of(result), "the text copy carries the output too")
+            files_path = home / "modules" / "files" / "files"
+            check(
+                wait_until(lambda: len(processes_running(files_path)) > 0, PROCESS_TIMEOUT),
+                "the next files__files_list process is started ahead of its call",
+            )
+            again = await session.call_tool("files__files_list", {})
+            check(again.structuredContent == result.structuredContent, "a warm process answers the same")
 
             bad = await session.call_tool("files__files_list", {"no_such_argument": 1})
             check(bad.isError is True, "schema-violating input comes back with isError")
@@ -234,10 +243,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="modhost-mcp-") as tmp:
         home, workspace = make_home(Path(tmp))
         hang_path = home / "modules" / "hang" / "hang"
+        files_path = home / "modules" / "files" / "files"
         try:
             anyio.run(session_checks, home, workspace)
+            check(
+                wait_until(lambda: not processes_running(files_path), PROCESS_TIMEOUT),
+                "no process started ahead outlives the server",
+            )
         finally:
             kill_leftovers(hang_path)
+            kill_leftovers(files_path)
         eof_check(home, workspace)
     if failures:
         print(f"\n{len(failures)} check(s) failed:")

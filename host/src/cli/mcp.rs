@@ -17,7 +17,10 @@ pub struct Args {
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
-    let toolbox = modhost::tools::open_toolbox(host).await?;
+    // A server calls the same tools over and over: each call's process is
+    // started ahead, while the client is busy elsewhere.
+    let host = host.clone().keep_warm();
+    let toolbox = modhost::tools::open_toolbox(&host).await?;
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");
     }
@@ -25,7 +28,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         toolbox,
         delegate_approval: args.delegate_approval,
     });
-    serve_on_one_thread(backend).await?;
+    serve_on_one_thread(host, backend).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -37,7 +40,11 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
 /// context switch on the latency path. One thread keeps the chain on one
 /// core; blocking work (reaping a module, wasm calls) still goes to the
 /// runtime's blocking pool, so a slow module never stalls the reader.
+///
+/// The processes started ahead belong to that runtime, so they are stopped
+/// on it, after the last call and before it goes.
 async fn serve_on_one_thread(
+    host: Host,
     backend: Arc<ToolboxBackend<modhost::tools::HostInvoker>>,
 ) -> anyhow::Result<()> {
     let (done, finished) = tokio::sync::oneshot::channel();
@@ -48,7 +55,13 @@ async fn serve_on_one_thread(
                 .enable_all()
                 .build()
                 .map_err(anyhow::Error::from)
-                .and_then(|runtime| Ok(runtime.block_on(serve_stdio(backend))?));
+                .and_then(|runtime| {
+                    Ok(runtime.block_on(async {
+                        let served = serve_stdio(backend).await;
+                        host.shutdown().await;
+                        served
+                    })?)
+                });
             let _ = done.send(result);
         })?;
     finished

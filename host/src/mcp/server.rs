@@ -28,9 +28,11 @@ where
     // concurrent calls never interleave mid-line.
     let writer_task = tokio::spawn(async move {
         let mut writer = writer;
-        while let Some(line) = queue.recv().await {
+        while let Some(mut line) = queue.recv().await {
+            // One write per message: a client that wakes on every read must
+            // not wake once for the line and again for its newline.
+            line.push('\n');
             writer.write_all(line.as_bytes()).await?;
-            writer.write_all(b"\n").await?;
             writer.flush().await?;
         }
         Ok::<_, std::io::Error>(())

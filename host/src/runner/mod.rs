@@ -6,15 +6,18 @@
 //! Everything above this layer (discovery, invoke, conformance, tools) speaks
 //! only [`Exchange`] and [`RunError`], never a transport's details.
 //!
-//! The one piece of state a transport keeps across calls is the wasm engine
-//! (compiled components, the epoch ticker). It lives in [`Engines`], one per
-//! [`crate::Host`], created on the first component call so a host that only
-//! ever runs native modules never pays for it. Without the `wasm` feature a
-//! component call is a clear "built without component support" error.
+//! The state a transport keeps across calls lives in [`Engines`], one per
+//! [`crate::Host`]: the wasm engine (compiled components, the epoch ticker),
+//! created on the first component call so a host that only ever runs native
+//! modules never pays for it, and, in a long-running host that asked for it,
+//! the [`native::WarmPool`] of processes started ahead of their calls.
+//! Without the `wasm` feature a component call is a clear "built without
+//! component support" error.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 #[cfg(feature = "wasm")]
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use modproto::{Access, ErrorKind, Notification, Response};
@@ -79,6 +82,8 @@ pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 256 * 1024 * 1024;
 pub struct Engines {
     component_cache_dir: PathBuf,
     memory_limit_bytes: u64,
+    /// Set by [`Engines::keep_warm`]: native processes started ahead.
+    warm: Option<Arc<native::WarmPool>>,
     #[cfg(feature = "wasm")]
     wasm: Arc<OnceLock<Result<wasm::WasmEngine, String>>>,
 }
@@ -91,8 +96,40 @@ impl Engines {
         Engines {
             component_cache_dir,
             memory_limit_bytes,
+            warm: None,
             #[cfg(feature = "wasm")]
             wasm: Arc::default(),
+        }
+    }
+
+    /// These engines, keeping the next native process of each call started
+    /// ahead ([`native::warm`]). For hosts that serve many calls (the MCP
+    /// server); such a host must call [`Engines::shutdown`] before it ends.
+    pub fn keep_warm(mut self) -> Engines {
+        self.warm = Some(Arc::new(native::WarmPool::new()));
+        self
+    }
+
+    /// These engines without the processes started ahead: for one-off calls
+    /// (a describe happens once per module's bytes), whose next process
+    /// would only wait until shutdown.
+    pub fn cold(&self) -> Engines {
+        Engines {
+            warm: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether native processes are started ahead of their calls.
+    pub fn keeps_warm(&self) -> bool {
+        self.warm.is_some()
+    }
+
+    /// Kill and reap every process started ahead (a no-op for engines that
+    /// keep none).
+    pub async fn shutdown(&self) {
+        if let Some(pool) = &self.warm {
+            pool.shutdown().await;
         }
     }
 
@@ -135,7 +172,9 @@ pub async fn run(
     notifications: Option<&NotificationSink>,
 ) -> Result<Exchange, RunError> {
     match transport {
-        Transport::Native => native::run(module, call, notifications).await,
+        Transport::Native => {
+            native::run(module, call, notifications, engines.warm.as_deref()).await
+        }
         Transport::Component => run_component(engines, module, call, notifications).await,
     }
 }
@@ -195,7 +234,7 @@ impl Default for CallLimits {
 /// Native modules see host paths (`guest == host`); components see
 /// `/roots/<name>`. Confinement (landlock for native, preopens for wasm) is
 /// built from this list and nothing else.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Grant {
     pub name: String,
     pub host: PathBuf,

@@ -27,7 +27,7 @@
 //!   request, or a response with the wrong id is `bad_response`, named.
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -37,8 +37,12 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
-use super::{Call, Exchange, NotificationSink, RunError, STDERR_TAIL_BYTES};
-use crate::confine::{self, ConfineError};
+use super::{Call, Exchange, Grant, NotificationSink, RunError, STDERR_TAIL_BYTES};
+use crate::confine::{self, ConfineError, ConfinementMode};
+
+pub mod warm;
+
+pub use warm::WarmPool;
 
 /// The JSON-RPC id the host uses for the one request of a call.
 pub const REQUEST_ID: i64 = 1;
@@ -56,12 +60,106 @@ pub fn is_allowed_env(name: &str) -> bool {
         || name.starts_with("MODHOST_")
 }
 
-/// Run one call of the native executable at `program`.
+/// What a native process is started with: everything about a call but its
+/// request. Processes started from equal specs are interchangeable, which is
+/// what lets a [`warm`] process stand in for a cold one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct SpawnSpec {
+    program: PathBuf,
+    grants: Vec<Grant>,
+    executables: Vec<PathBuf>,
+    network: bool,
+    confinement: ConfinementMode,
+}
+
+impl SpawnSpec {
+    pub fn of(program: &Path, call: &Call<'_>) -> SpawnSpec {
+        SpawnSpec {
+            program: program.to_path_buf(),
+            grants: call.grants.to_vec(),
+            executables: call.executables.to_vec(),
+            network: call.network,
+            confinement: call.limits.confinement,
+        }
+    }
+}
+
+/// Run one call of the native executable at `program`: on a process from
+/// `warm` when one is waiting for this call's spec, else on one started now.
 pub async fn run(
     program: &Path,
     call: &Call<'_>,
     notifications: Option<&NotificationSink>,
+    warm: Option<&WarmPool>,
 ) -> Result<Exchange, RunError> {
+    let spec = SpawnSpec::of(program, call);
+    let waiting = match warm {
+        Some(pool) => pool.take(&spec).await,
+        None => None,
+    };
+    let started = match waiting {
+        Some(started) => started,
+        None => start(&spec)?,
+    };
+    let exchange = answer(started, call, notifications, warm).await;
+    // Only a spec that started once is worth starting ahead: a spawn or
+    // confinement failure would only fail again, in the background.
+    if let Some(pool) = warm {
+        pool.refill(&spec);
+    }
+    exchange
+}
+
+/// A module process, started and waiting for its request on stdin.
+///
+/// Dropping it kills its process group (the blocking waiter reaps it).
+#[derive(Debug)]
+pub struct Started {
+    guard: GroupGuard,
+    exit: ExitReceiver,
+    stdin: ChildStdin,
+    stdout: ChildStdout,
+    stderr: tokio::task::JoinHandle<()>,
+    tail: Arc<Mutex<TailBuffer>>,
+    host_warnings: Vec<String>,
+}
+
+impl Started {
+    /// Whether the process is still running (it may have died while waiting).
+    fn is_alive(&mut self) -> bool {
+        matches!(
+            self.exit.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty)
+        )
+    }
+
+    /// Kill the group and wait (briefly) until the leader is reaped.
+    async fn stop(mut self) {
+        self.guard.kill();
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut self.exit).await;
+    }
+}
+
+/// Start the process for `spec`: spawn (which blocks until exec) and attach.
+pub(super) fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
+    let spawned = spawn(spec)?;
+    attach(spawned)
+}
+
+/// A child that has exec'd, its group already guarded.
+#[derive(Debug)]
+pub(super) struct Spawned {
+    child: std::process::Child,
+    guard: GroupGuard,
+    host_warnings: Vec<String>,
+}
+
+/// Fork and exec the module, confined (landlock and rlimits, entered by the
+/// child just before exec; refused under `confinement = "required"` when the
+/// kernel falls short). Blocks until the exec succeeded or failed, and needs
+/// no runtime, so a background start can run it on the blocking pool.
+pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
+    let program = &spec.program;
     let mut command = std::process::Command::new(program);
     command
         .env_clear()
@@ -73,18 +171,12 @@ pub async fn run(
     if let Some(dir) = program.parent().filter(|d| !d.as_os_str().is_empty()) {
         command.current_dir(dir);
     }
-    let spawn_error = |e: std::io::Error| RunError::Spawn {
-        message: format!("{}: {e}", program.display()),
-    };
-    // Landlock and rlimits, built here and entered by the child just before
-    // exec (crate::confine); refused under `confinement = "required"` when
-    // the kernel falls short.
     let confinement = confine::prepare(
         program,
-        call.grants,
-        call.executables,
-        call.network,
-        call.limits.confinement,
+        &spec.grants,
+        &spec.executables,
+        spec.network,
+        spec.confinement,
     )
     .map_err(|e| match e {
         ConfineError::Unconfined { reason } => RunError::Unconfined { reason },
@@ -98,36 +190,73 @@ pub async fn run(
         .into_iter()
         .collect();
     confinement.apply_to(&mut command);
-    let mut child = command.spawn().map_err(spawn_error)?;
+    let child = command.spawn().map_err(|e| RunError::Spawn {
+        message: format!("{}: {e}", program.display()),
+    })?;
     // The child is its own group leader, so its pid is the group id. From
     // here on every exit path, cancellation included, kills the group.
-    let mut guard = GroupGuard::new(Some(child.id()));
-    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let guard = GroupGuard::new(Some(child.id()));
+    Ok(Spawned {
+        child,
+        guard,
+        host_warnings,
+    })
+}
 
+/// Hand a spawned child's pipes to the runtime and start its waiter and
+/// stderr drain.
+pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
+    let Spawned {
+        mut child,
+        guard,
+        host_warnings,
+    } = spawned;
+    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     // A blocking waiter owns the child and reaps it whenever it dies, even
-    // when this future is dropped: no zombie survives a cancelled call. (A
+    // when the call is dropped: no zombie survives a cancelled call. (A
     // dedicated waitpid also wakes faster than a SIGCHLD-driven one.)
-    let (exit_tx, mut exit_rx) = tokio::sync::oneshot::channel();
+    let (exit_tx, exit) = tokio::sync::oneshot::channel();
     tokio::task::spawn_blocking(move || {
         let _ = exit_tx.send(child.wait());
     });
-
+    let pipe_error = |e: std::io::Error| RunError::Spawn {
+        message: format!("the module's pipes could not be set up: {e}"),
+    };
     let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-        return Err(RunError::Spawn {
-            message: "the module's pipes were not set up".into(),
-        });
+        return Err(pipe_error(std::io::ErrorKind::BrokenPipe.into()));
     };
-    let (stdin, stdout, stderr) = match (
-        ChildStdin::from_std(stdin),
-        ChildStdout::from_std(stdout),
-        ChildStderr::from_std(stderr),
-    ) {
-        (Ok(stdin), Ok(stdout), Ok(stderr)) => (stdin, stdout, stderr),
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Err(spawn_error(e)),
-    };
+    let stdin = ChildStdin::from_std(stdin).map_err(pipe_error)?;
+    let stdout = ChildStdout::from_std(stdout).map_err(pipe_error)?;
+    let stderr = ChildStderr::from_std(stderr).map_err(pipe_error)?;
     let tail = Arc::new(Mutex::new(TailBuffer::default()));
-    let stderr_task = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
+    let stderr = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
+    Ok(Started {
+        guard,
+        exit,
+        stdin,
+        stdout,
+        stderr,
+        tail,
+        host_warnings,
+    })
+}
 
+/// Send the request to a started process, read its answer, and end it.
+async fn answer(
+    started: Started,
+    call: &Call<'_>,
+    notifications: Option<&NotificationSink>,
+    finish_in_background: Option<&WarmPool>,
+) -> Result<Exchange, RunError> {
+    let Started {
+        guard,
+        exit: mut exit_rx,
+        stdin,
+        stdout,
+        stderr: stderr_task,
+        tail,
+        host_warnings,
+    } = started;
     let limits = call.limits;
     let mut exited: Option<ExitStatus> = None;
     let converse = async {
@@ -147,22 +276,31 @@ pub async fn run(
         Err(_) => Err(Failure::Timeout),
     };
 
-    // Whatever happened, the group goes now. After a response the leader
-    // gets a short grace to exit on its own first (a clean exit is the norm).
-    if exited.is_none()
-        && outcome.is_ok()
-        && let Ok(Ok(Ok(status))) = tokio::time::timeout(EXIT_GRACE, &mut exit_rx).await
-    {
-        exited = Some(status);
-    }
-    guard.kill();
-    let status = match exited {
-        Some(status) => Some(status),
-        None => exit_rx.await.ok().and_then(Result::ok),
+    let end = Ending {
+        guard,
+        exit: exit_rx,
+        exited,
+        stderr: stderr_task,
+        tail,
     };
-    guard.disarm();
-    let _ = tokio::time::timeout(STDERR_DRAIN, stderr_task).await;
-    let stderr_tail = tail.lock().map(|t| t.text()).unwrap_or_default();
+    // A long-running host answers a successful call at once and ends its
+    // process in the background: a module's exit (freeing its memory,
+    // unmapping its binary) can take longer than its answer did. Failures
+    // wait, so their report carries the whole stderr tail and exit status.
+    let outcome = match (finish_in_background, outcome) {
+        (Some(pool), Ok((response, notifications))) if response.outcome.is_ok() => {
+            let stderr_tail = end.tail.lock().map(|t| t.text()).unwrap_or_default();
+            pool.finish(end.finish(true));
+            return Ok(Exchange {
+                notifications,
+                response,
+                stderr_tail,
+                host_warnings,
+            });
+        }
+        (_, outcome) => outcome,
+    };
+    let (status, stderr_tail) = end.finish(outcome.is_ok()).await;
 
     match outcome {
         Ok((response, notifications)) => Ok(Exchange {
@@ -187,6 +325,47 @@ pub async fn run(
             status: describe_status(exit.or(status)),
             stderr_tail,
         }),
+    }
+}
+
+/// What is left of a call once its conversation is over: a process group
+/// to end and a stderr drain to finish.
+struct Ending {
+    guard: GroupGuard,
+    exit: ExitReceiver,
+    exited: Option<ExitStatus>,
+    stderr: tokio::task::JoinHandle<()>,
+    tail: Arc<Mutex<TailBuffer>>,
+}
+
+impl Ending {
+    /// End the group: after a response (`answered`) the leader gets a short
+    /// grace to exit on its own first (a clean exit is the norm); then the
+    /// whole group is killed and the leader reaped. Returns the exit status,
+    /// when known, and the stderr tail.
+    async fn finish(self, answered: bool) -> (Option<ExitStatus>, String) {
+        let Ending {
+            mut guard,
+            mut exit,
+            mut exited,
+            stderr,
+            tail,
+        } = self;
+        if exited.is_none()
+            && answered
+            && let Ok(Ok(Ok(status))) = tokio::time::timeout(EXIT_GRACE, &mut exit).await
+        {
+            exited = Some(status);
+        }
+        guard.kill();
+        let status = match exited {
+            Some(status) => Some(status),
+            None => exit.await.ok().and_then(Result::ok),
+        };
+        guard.disarm();
+        let _ = tokio::time::timeout(STDERR_DRAIN, stderr).await;
+        let stderr_tail = tail.lock().map(|t| t.text()).unwrap_or_default();
+        (status, stderr_tail)
     }
 }
 
@@ -440,19 +619,19 @@ impl Drop for GroupGuard {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::runner::CallLimits;
     use std::os::unix::fs::PermissionsExt;
 
-    fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    pub(crate) fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
         let path = dir.join(name);
         std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
     }
 
-    fn call(line: &str, deadline_ms: u64, max: u64) -> Call<'_> {
+    pub(crate) fn call(line: &str, deadline_ms: u64, max: u64) -> Call<'_> {
         Call {
             request_line: line,
             limits: CallLimits {
@@ -466,7 +645,7 @@ mod tests {
         }
     }
 
-    fn write_grant(path: &Path) -> crate::runner::Grant {
+    pub(crate) fn write_grant(path: &Path) -> crate::runner::Grant {
         crate::runner::Grant {
             name: "out".into(),
             host: path.to_path_buf(),
@@ -475,7 +654,7 @@ mod tests {
         }
     }
 
-    const REQ: &str = r#"{"jsonrpc":"2.0","id":1,"method":"describe"}"#;
+    pub(crate) const REQ: &str = r#"{"jsonrpc":"2.0","id":1,"method":"describe"}"#;
 
     #[tokio::test]
     async fn answers_with_notifications() {
@@ -489,7 +668,7 @@ echo 'oops' >&2
 echo '{"jsonrpc":"2.0","id":1,"result":{"x":1}}'"#,
         );
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let exchange = run(&module, &call(REQ, 5000, 1 << 20), Some(&tx))
+        let exchange = run(&module, &call(REQ, 5000, 1 << 20), Some(&tx), None)
             .await
             .unwrap();
         assert_eq!(exchange.response.outcome.unwrap()["x"], 1);
@@ -508,7 +687,9 @@ echo '{"jsonrpc":"2.0","id":1,"result":{"x":1}}'"#,
 if [ -n "$HOME" ]; then h=leaked; else h=clean; fi
 echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
         );
-        let exchange = run(&module, &call(REQ, 5000, 1 << 20), None).await.unwrap();
+        let exchange = run(&module, &call(REQ, 5000, 1 << 20), None, None)
+            .await
+            .unwrap();
         assert_eq!(exchange.response.outcome.unwrap(), "clean");
     }
 
@@ -516,7 +697,7 @@ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
     async fn garbage_is_bad_response() {
         let dir = tempfile::tempdir().unwrap();
         let module = script(dir.path(), "garbage", "read line\necho 'hello there'");
-        let err = run(&module, &call(REQ, 5000, 1 << 20), None)
+        let err = run(&module, &call(REQ, 5000, 1 << 20), None, None)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "bad_response", "{err}");
@@ -531,7 +712,7 @@ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
             "wrongid",
             r#"read line; echo '{"jsonrpc":"2.0","id":7,"result":1}'"#,
         );
-        let err = run(&module, &call(REQ, 5000, 1 << 20), None)
+        let err = run(&module, &call(REQ, 5000, 1 << 20), None, None)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "bad_response");
@@ -542,7 +723,7 @@ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
     async fn crash_reports_status_and_stderr() {
         let dir = tempfile::tempdir().unwrap();
         let module = script(dir.path(), "crash", "echo 'boom' >&2; exit 3");
-        let err = run(&module, &call(REQ, 5000, 1 << 20), None)
+        let err = run(&module, &call(REQ, 5000, 1 << 20), None, None)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "crashed");
@@ -554,7 +735,7 @@ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
     async fn hang_times_out() {
         let dir = tempfile::tempdir().unwrap();
         let module = script(dir.path(), "hang", "read line; sleep 30");
-        let err = run(&module, &call(REQ, 300, 1 << 20), None)
+        let err = run(&module, &call(REQ, 300, 1 << 20), None, None)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "timeout");
@@ -565,7 +746,7 @@ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
         let dir = tempfile::tempdir().unwrap();
         // One endless line: no newline ever arrives to end the read.
         let module = script(dir.path(), "flood", "read line; yes | tr -d '\\n'");
-        let err = run(&module, &call(REQ, 5000, 64 * 1024), None)
+        let err = run(&module, &call(REQ, 5000, 64 * 1024), None, None)
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "output_limit");
@@ -595,7 +776,7 @@ sleep 30"#,
             grants: &grants,
             ..call(REQ, 10_000, 1 << 20)
         };
-        run(&module, &call, None).await.unwrap();
+        run(&module, &call, None, None).await.unwrap();
         assert!(started.elapsed() < Duration::from_secs(5));
         let pid: i32 = std::fs::read_to_string(&pidfile)
             .unwrap()
@@ -603,21 +784,13 @@ sleep 30"#,
             .parse()
             .unwrap();
         // Killed and reaped by init: /proc entry gone or a zombie at most briefly.
-        let mut alive = true;
-        for _ in 0..50 {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat.is_empty() || stat.contains(") Z ") {
-                alive = false;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert!(!alive, "grandchild {pid} survived the call");
+        assert!(is_dead(pid, 50).await, "grandchild {pid} survived the call");
     }
 
-    /// Whether `pid` is gone (or a zombie about to be reaped).
-    async fn is_dead(pid: i32) -> bool {
-        for _ in 0..100 {
+    /// Whether `pid` is gone (or a zombie about to be reaped) within
+    /// `tries` looks, 20 ms apart.
+    pub(crate) async fn is_dead(pid: i32, tries: u32) -> bool {
+        for _ in 0..tries {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             if stat.is_empty() || stat.contains(") Z ") {
                 return true;
@@ -658,7 +831,7 @@ sleep 30",
             network: false,
         };
         let cancelled =
-            tokio::time::timeout(Duration::from_millis(500), run(&module, &call, None)).await;
+            tokio::time::timeout(Duration::from_millis(500), run(&module, &call, None, None)).await;
         assert!(
             cancelled.is_err(),
             "the call should still be running when dropped"
@@ -666,7 +839,10 @@ sleep 30",
         let pids = std::fs::read_to_string(&pidfile).unwrap();
         for pid in pids.split_whitespace() {
             let pid: i32 = pid.parse().unwrap();
-            assert!(is_dead(pid).await, "process {pid} survived cancellation");
+            assert!(
+                is_dead(pid, 100).await,
+                "process {pid} survived cancellation"
+            );
         }
     }
 
@@ -675,6 +851,7 @@ sleep 30",
         let err = run(
             Path::new("/nonexistent/module"),
             &call(REQ, 1000, 1024),
+            None,
             None,
         )
         .await

@@ -31,6 +31,7 @@
 //!   return, then its instance is dropped.
 
 mod cache;
+mod identity;
 mod stdio;
 
 use std::collections::HashMap;
@@ -49,6 +50,7 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use self::cache::ComponentCache;
+use self::identity::{FileIdentity, KnownDigests};
 use self::stdio::{CappedStdout, StderrTail};
 use super::native::{Failure, classify_line};
 use super::{Call, Exchange, Grant, NotificationSink, RunError};
@@ -130,6 +132,7 @@ struct EngineInner {
     cache: ComponentCache,
     memory_limit: u64,
     loaded: Mutex<HashMap<blake3::Hash, Arc<LoadedComponent>>>,
+    digests: KnownDigests,
     warnings: Vec<String>,
     _ticker: EpochTicker,
 }
@@ -171,6 +174,7 @@ impl WasmEngine {
                 cache,
                 memory_limit: memory_limit_bytes,
                 loaded: Mutex::new(HashMap::new()),
+                digests: KnownDigests::default(),
                 warnings: warning.into_iter().collect(),
                 _ticker: ticker,
             }),
@@ -188,11 +192,21 @@ impl WasmEngine {
     /// milliseconds of CPU: call it from a blocking context, or use
     /// [`WasmEngine::load_async`]).
     pub fn load(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
-        let bytes = std::fs::read(path).map_err(|source| WasmError::Read {
+        if let Some(loaded) = self.loaded_unchanged(path) {
+            return Ok(loaded);
+        }
+        let read_error = |source| WasmError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let mut file = std::fs::File::open(path).map_err(read_error)?;
+        // The identity is taken before the read: a write during the read
+        // changes the file's identity, so the next call hashes again.
+        let identity = FileIdentity::of(&file.metadata().map_err(read_error)?);
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
         let digest = blake3::hash(&bytes);
+        self.inner.digests.remember(path, identity, digest);
         if let Some(loaded) = self.lock_loaded().get(&digest) {
             return Ok(Arc::clone(loaded));
         }
@@ -236,6 +250,10 @@ impl WasmEngine {
     /// [`WasmEngine::load`] on a blocking thread, so compiling does not stall
     /// the async workers.
     pub async fn load_async(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
+        // The common case, an unchanged file already loaded, needs no thread.
+        if let Some(loaded) = self.loaded_unchanged(path) {
+            return Ok(loaded);
+        }
         let engine = self.clone();
         let path_owned = path.to_owned();
         match tokio::task::spawn_blocking(move || engine.load(&path_owned)).await {
@@ -253,6 +271,13 @@ impl WasmEngine {
             .loaded
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The component at `path`, already loaded, when its file is known to be
+    /// unchanged since it was hashed (one `stat`; see [`identity`]).
+    fn loaded_unchanged(&self, path: &Path) -> Option<Arc<LoadedComponent>> {
+        let digest = self.inner.digests.lookup(path)?;
+        self.lock_loaded().get(&digest).cloned()
     }
 
     /// Load the component at `module` (see [`WasmEngine::load_async`]) and

@@ -1,0 +1,369 @@
+//! Warm processes: the next process of a call, started before the call.
+//!
+//! Starting a confined native module costs more than most modules take to
+//! answer: fork, the landlock ruleset, exec, the dynamic loader, the module's
+//! own start-up. A long-running host (the MCP server) calls the same few
+//! tools with the same grants again and again, so after each call it starts
+//! the next process for that [`SpawnSpec`] in the background, and the next
+//! call writes its request to a process already waiting on stdin.
+//!
+//! What does not change, warm or cold:
+//!
+//! - one process per call: a warm process serves exactly one request, and
+//!   is confined before exec exactly as a cold one (the spec *is* what the
+//!   confinement is built from, so a process is only ever used for a call
+//!   whose grants it was started with);
+//! - the deadline counts from the request, and the group is killed when the
+//!   call ends;
+//! - a warm process that died while waiting is discarded and the call
+//!   starts a cold one, so a module that exits early costs one spawn, never
+//!   a failed call.
+//!
+//! At most [`MAX_SPECS`] specs keep processes waiting, the least recently
+//! used giving its place to a new one, so a client that calls many tools
+//! (or one tool with ever-new grants) does not accumulate processes.
+//! [`WarmPool::shutdown`] kills and reaps every waiting process; dropping the
+//! pool without it still kills them (each [`Started`] kills its group when
+//! dropped), once their start-up tasks finish on the runtime.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::ExitStatus;
+use std::sync::Mutex;
+
+use tokio::task::{JoinHandle, JoinSet};
+
+use super::{SpawnSpec, Started, attach, spawn};
+
+/// How many processes each spec keeps started: a client calling one tool in
+/// a tight loop comes back before one process could finish starting, and a
+/// second, started a call earlier, has had twice as long.
+pub const DEPTH: usize = 2;
+
+/// How many call specs may keep processes started.
+pub const MAX_SPECS: usize = 16;
+
+/// A process being started in the background (`None` when that failed).
+type Starting = JoinHandle<Option<Started>>;
+
+/// Up to [`DEPTH`] waiting (or starting) processes per [`SpawnSpec`], and
+/// the endings of answered calls still running in the background.
+#[derive(Debug, Default)]
+pub struct WarmPool {
+    waiting: Mutex<Waiting>,
+    ending: Mutex<JoinSet<()>>,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
+    by_spec: HashMap<SpawnSpec, Slot>,
+    /// Counts refills; a slot's `used` is the count at its last one.
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    queue: VecDeque<Starting>,
+    used: u64,
+}
+
+impl WarmPool {
+    pub fn new() -> WarmPool {
+        WarmPool::default()
+    }
+
+    /// The oldest process waiting for `spec`, if one is (or is still
+    /// starting: waiting for it is never slower than starting another) and
+    /// alive.
+    pub async fn take(&self, spec: &SpawnSpec) -> Option<Started> {
+        let starting = self.lock().by_spec.get_mut(spec)?.queue.pop_front()?;
+        // Cancellation-safe: dropping this future drops the handle, and the
+        // process is killed when the start-up task drops its output.
+        let mut started = starting.await.ok()??;
+        started.is_alive().then_some(started)
+    }
+
+    /// Start processes for `spec` in the background until [`DEPTH`] are
+    /// waiting or starting. A new spec beyond [`MAX_SPECS`] takes the place
+    /// of the least recently used one, whose processes are killed (each as
+    /// its start-up task drops it). Must be called on a tokio runtime.
+    pub fn refill(&self, spec: &SpawnSpec) {
+        let mut waiting = self.lock();
+        waiting.clock += 1;
+        let now = waiting.clock;
+        if !waiting.by_spec.contains_key(spec) && waiting.by_spec.len() >= MAX_SPECS {
+            let oldest = waiting
+                .by_spec
+                .iter()
+                .min_by_key(|(_, slot)| slot.used)
+                .map(|(spec, _)| spec.clone());
+            if let Some(oldest) = oldest {
+                waiting.by_spec.remove(&oldest);
+            }
+        }
+        let slot = waiting.by_spec.entry(spec.clone()).or_insert_with(|| Slot {
+            queue: VecDeque::new(),
+            used: now,
+        });
+        slot.used = now;
+        while slot.queue.len() < DEPTH {
+            slot.queue.push_back(start_in_background(spec.clone()));
+        }
+    }
+
+    /// End an answered call's process in the background; [`Self::shutdown`]
+    /// waits for it. Must be called on a tokio runtime.
+    pub(super) fn finish(
+        &self,
+        ending: impl Future<Output = (Option<ExitStatus>, String)> + Send + 'static,
+    ) {
+        let mut ending_set = self.ending.lock().unwrap_or_else(|e| e.into_inner());
+        // Collect the ones already done, so the set stays small.
+        while ending_set.try_join_next().is_some() {}
+        ending_set.spawn(async move {
+            ending.await;
+        });
+    }
+
+    /// How many processes are waiting or starting, over all specs.
+    pub fn len(&self) -> usize {
+        self.lock()
+            .by_spec
+            .values()
+            .map(|slot| slot.queue.len())
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Kill every waiting process and wait until each is reaped, and every
+    /// answered call's process has ended.
+    pub async fn shutdown(&self) {
+        let tasks: Vec<Starting> = self
+            .lock()
+            .by_spec
+            .drain()
+            .flat_map(|(_, slot)| slot.queue)
+            .collect();
+        for task in tasks {
+            if let Ok(Some(started)) = task.await {
+                started.stop().await;
+            }
+        }
+        let mut ending =
+            std::mem::take(&mut *self.ending.lock().unwrap_or_else(|e| e.into_inner()));
+        while ending.join_next().await.is_some() {}
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        // The map stays consistent whatever panicked while holding it.
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Start a process for `spec` on the blocking pool.
+fn start_in_background(spec: SpawnSpec) -> Starting {
+    tokio::spawn(async move {
+        // Let the call that just ended deliver its answer first: a fork
+        // write-protects this whole process's memory while it copies the
+        // page tables, stalling every thread of the host, the one writing
+        // the response included.
+        tokio::task::yield_now().await;
+        // Fork and exec block until the exec is done: off the runtime.
+        let spawned = tokio::task::spawn_blocking(move || spawn(&spec))
+            .await
+            .ok()?;
+        match spawned.and_then(attach) {
+            Ok(started) => Some(started),
+            Err(e) => {
+                tracing::debug!("starting a warm process failed: {e}");
+                None
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::runner::native::tests::{REQ, call, is_dead, script, write_grant};
+    use crate::runner::native::{SpawnSpec, run};
+    use crate::runner::{Call, Grant};
+
+    /// A module that, before reading its request, records its pid in
+    /// `<out>/started.<pid>`, then answers with its pid.
+    fn pid_module(dir: &Path, out: &Path) -> PathBuf {
+        script(
+            dir,
+            "pid",
+            &format!(
+                r#"touch {}/started.$$
+read line
+echo "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":$$}}""#,
+                out.display()
+            ),
+        )
+    }
+
+    async fn pid_of_call(module: &Path, call: &Call<'_>, pool: &WarmPool) -> i64 {
+        let exchange = run(module, call, None, Some(pool)).await.unwrap();
+        exchange.response.outcome.unwrap().as_i64().unwrap()
+    }
+
+    /// The pids that have started (and recorded themselves) so far.
+    fn started_pids(out: &Path) -> Vec<i64> {
+        let mut pids: Vec<i64> = std::fs::read_dir(out)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.ok()?.file_name().into_string().ok()?;
+                name.strip_prefix("started.")?.parse().ok()
+            })
+            .collect();
+        pids.sort_unstable();
+        pids
+    }
+
+    /// Wait until `count` processes have recorded their start.
+    async fn wait_for_starts(out: &Path, count: usize) -> Vec<i64> {
+        for _ in 0..250 {
+            let pids = started_pids(out);
+            if pids.len() >= count {
+                return pids;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("only {:?} started", started_pids(out));
+    }
+
+    fn with_grants<'a>(grants: &'a [Grant]) -> Call<'a> {
+        Call {
+            grants,
+            ..call(REQ, 10_000, 1 << 20)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_next_call_is_answered_by_the_process_started_after_the_last() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let module = pid_module(dir.path(), out.path());
+        let grants = [write_grant(out.path())];
+        let pool = WarmPool::new();
+
+        let first = pid_of_call(&module, &with_grants(&grants), &pool).await;
+        assert_eq!(
+            pool.len(),
+            DEPTH,
+            "processes are started for the next calls"
+        );
+        let started = wait_for_starts(out.path(), 1 + DEPTH).await;
+        let warm: Vec<i64> = started.into_iter().filter(|&p| p != first).collect();
+        // They wait on stdin, confined like the first, until calls come.
+        for &pid in &warm {
+            assert!(!is_dead(pid as i32, 5).await, "{pid} is waiting");
+        }
+        let second = pid_of_call(&module, &with_grants(&grants), &pool).await;
+        assert!(warm.contains(&second), "a waiting process answered");
+        assert!(
+            is_dead(second as i32, 100).await,
+            "and is gone after its call"
+        );
+        assert_eq!(pool.len(), DEPTH, "and was replaced");
+
+        // A call with other grants is never served by that spec's processes.
+        let other = tempfile::tempdir().unwrap();
+        let wider = [write_grant(out.path()), write_grant(other.path())];
+        let waiting = wait_for_starts(out.path(), 2 + DEPTH).await;
+        let third = pid_of_call(&module, &with_grants(&wider), &pool).await;
+        assert!(!waiting.contains(&third), "a cold process for new grants");
+        assert_eq!(pool.len(), 2 * DEPTH, "each spec keeps its own processes");
+        pool.shutdown().await;
+        assert!(pool.is_empty());
+        for pid in started_pids(out.path()) {
+            assert!(is_dead(pid as i32, 100).await, "{pid} outlived shutdown");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_waiting_process_that_died_is_replaced_by_a_cold_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let module = pid_module(dir.path(), out.path());
+        let grants = [write_grant(out.path())];
+        let pool = WarmPool::new();
+
+        let first = pid_of_call(&module, &with_grants(&grants), &pool).await;
+        let started = wait_for_starts(out.path(), 1 + DEPTH).await;
+        let warm: Vec<i64> = started.into_iter().filter(|&p| p != first).collect();
+        for &pid in &warm {
+            rustix::process::kill_process(
+                rustix::process::Pid::from_raw(pid as i32).unwrap(),
+                rustix::process::Signal::KILL,
+            )
+            .unwrap();
+            assert!(is_dead(pid as i32, 100).await);
+        }
+        let second = pid_of_call(&module, &with_grants(&grants), &pool).await;
+        assert!(
+            second != first && !warm.contains(&second),
+            "answered by a new process"
+        );
+        pool.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_answered_call_returns_at_once_and_shutdown_ends_its_process() {
+        let dir = tempfile::tempdir().unwrap();
+        // Answers, then lingers instead of exiting.
+        let module = script(
+            dir.path(),
+            "linger",
+            r#"read line
+echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":$$}"
+sleep 30"#,
+        );
+        let pool = WarmPool::new();
+        let pid = pid_of_call(&module, &call(REQ, 10_000, 1 << 20), &pool).await;
+        // The call did not wait out the exit grace: the process still runs,
+        // its ending left to the background.
+        assert!(!is_dead(pid as i32, 1).await, "{pid} was waited for");
+        pool.shutdown().await;
+        assert!(is_dead(pid as i32, 100).await, "{pid} outlived shutdown");
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_new_spec_beyond_the_limit_evicts_the_least_recently_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(
+            dir.path(),
+            "ok",
+            r#"read line; echo '{"jsonrpc":"2.0","id":1,"result":null}'"#,
+        );
+        let roots: Vec<tempfile::TempDir> = (0..=MAX_SPECS)
+            .map(|_| tempfile::tempdir().unwrap())
+            .collect();
+        let grants: Vec<[Grant; 1]> = roots.iter().map(|r| [write_grant(r.path())]).collect();
+        let pool = WarmPool::new();
+        for grant in &grants {
+            run(&module, &with_grants(grant), None, Some(&pool))
+                .await
+                .unwrap();
+        }
+        assert_eq!(pool.len(), MAX_SPECS * DEPTH, "bounded");
+        let first = SpawnSpec::of(&module, &with_grants(&grants[0]));
+        assert!(
+            pool.take(&first).await.is_none(),
+            "the oldest spec was evicted"
+        );
+        let last = SpawnSpec::of(&module, &with_grants(&grants[MAX_SPECS]));
+        assert!(
+            pool.take(&last).await.is_some(),
+            "the newest keeps its processes"
+        );
+        pool.shutdown().await;
+    }
+}
