@@ -291,6 +291,36 @@ impl InvokeError {
     }
 }
 
+/// Which side of a call a schema checks.
+#[derive(Debug, Clone, Copy)]
+enum Side {
+    Input,
+    Output,
+}
+
+/// A schema check's failure on `side` of a call of `capability`.
+fn schema_error(capability: &str, side: Side, failure: SchemaFailure) -> InvokeError {
+    let capability = capability.to_owned();
+    match (failure, side) {
+        (SchemaFailure::BadSchema(message), side) => InvokeError::BadSchema {
+            capability,
+            which: match side {
+                Side::Input => "input",
+                Side::Output => "output",
+            },
+            message,
+        },
+        (SchemaFailure::Violations(problems), Side::Input) => InvokeError::InvalidInput {
+            capability,
+            problems,
+        },
+        (SchemaFailure::Violations(problems), Side::Output) => InvokeError::InvalidOutput {
+            capability,
+            problems,
+        },
+    }
+}
+
 /// The kind of a module's error: its own `data.kind`, else one derived from the code.
 fn module_error_kind(error: &RpcError) -> &str {
     if let Some(kind) = error.kind() {
@@ -405,17 +435,7 @@ impl Host {
         }
         self.validators()
             .check(&capability.input_schema, &placed.input)
-            .map_err(|failure| match failure {
-                SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
-                    capability: capability.id.clone(),
-                    which: "input",
-                    message,
-                },
-                SchemaFailure::Violations(problems) => InvokeError::InvalidInput {
-                    capability: capability.id.clone(),
-                    problems,
-                },
-            })?;
+            .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
         let mut plan = self.grants(module, &request.source_roots, true)?;
         host_warnings.extend(plan.warnings());
@@ -508,17 +528,7 @@ impl Host {
         if let Some(schema) = &capability.output_schema {
             self.validators()
                 .check(schema, &result.output)
-                .map_err(|failure| match failure {
-                    SchemaFailure::BadSchema(message) => InvokeError::BadSchema {
-                        capability: capability.id.clone(),
-                        which: "output",
-                        message,
-                    },
-                    SchemaFailure::Violations(problems) => InvokeError::InvalidOutput {
-                        capability: capability.id.clone(),
-                        problems,
-                    },
-                })?;
+                .map_err(|failure| schema_error(&capability.id, Side::Output, failure))?;
         }
         let (artifacts, dropped) = check_artifacts(&result.artifacts, &plan.roots);
         host_warnings.extend(dropped);

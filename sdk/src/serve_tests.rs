@@ -223,16 +223,21 @@ fn invoke_returns_output_text_and_warnings_after_progress() {
     );
 }
 
-#[test]
-fn invalid_input_lists_every_problem() {
-    let response = invoke("demo.echo", &json!({"text": 5, "times": 99, "extra": true}));
-    assert_eq!(error_kind(&response), (-32602, "invalid_input"));
-    let problems: Vec<&str> = response["error"]["data"]["problems"]
+/// The `problems` of an error response.
+fn problems_of(response: &Value) -> Vec<&str> {
+    response["error"]["data"]["problems"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| p.as_str().unwrap())
-        .collect();
+        .collect()
+}
+
+#[test]
+fn invalid_input_lists_every_problem() {
+    let response = invoke("demo.echo", &json!({"text": 5, "times": 99, "extra": true}));
+    assert_eq!(error_kind(&response), (-32602, "invalid_input"));
+    let problems = problems_of(&response);
     assert_eq!(problems.len(), 3, "{problems:?}");
     assert!(
         problems.iter().any(|p| p.starts_with("input/text:")),
@@ -245,14 +250,7 @@ fn invalid_input_lists_every_problem() {
     assert!(problems.iter().any(|p| p.contains("extra")), "{problems:?}");
 
     let response = invoke("demo.echo", &json!({}));
-    assert_eq!(
-        response["error"]["data"]["problems"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2,
-        "{response}"
-    );
+    assert_eq!(problems_of(&response).len(), 2, "{response}");
 }
 
 #[test]
@@ -264,9 +262,9 @@ fn a_schema_constraint_the_type_cannot_carry_is_enforced() {
         (-32602, "invalid_input"),
         "{response}"
     );
-    let problems = response["error"]["data"]["problems"].as_array().unwrap();
+    let problems = problems_of(&response);
     assert_eq!(problems.len(), 1, "{response}");
-    assert!(problems[0].as_str().unwrap().starts_with("input/times:"));
+    assert!(problems[0].starts_with("input/times:"), "{problems:?}");
 }
 
 #[test]
@@ -280,12 +278,7 @@ fn a_plain_typed_input_is_checked_by_its_type_and_still_lists_every_problem() {
         (-32602, "invalid_input"),
         "{response}"
     );
-    let problems: Vec<&str> = response["error"]["data"]["problems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p.as_str().unwrap())
-        .collect();
+    let problems = problems_of(&response);
     assert_eq!(problems.len(), 3, "{problems:?}");
     assert!(
         problems.iter().any(|p| p.starts_with("input/name:")),

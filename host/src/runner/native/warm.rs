@@ -239,6 +239,40 @@ echo "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":$$}}""#,
         panic!("only {:?} started", started_pids(out));
     }
 
+    /// A pid module granted `out`, called once through a fresh pool.
+    struct OneCallMade {
+        _dir: tempfile::TempDir,
+        out: tempfile::TempDir,
+        module: PathBuf,
+        grants: [Grant; 1],
+        pool: WarmPool,
+        /// The pid that answered the call.
+        first: i64,
+        /// The pids started ahead for the next calls, once they have started.
+        warm: Vec<i64>,
+    }
+
+    async fn one_call_made() -> OneCallMade {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let module = pid_module(dir.path(), out.path());
+        let grants = [write_grant(out.path())];
+        let pool = WarmPool::new();
+        let first = pid_of_call(&module, &with_grants(&grants), &pool).await;
+        assert_eq!(pool.len(), DEPTH);
+        let started = wait_for_starts(out.path(), 1 + DEPTH).await;
+        let warm = started.into_iter().filter(|&p| p != first).collect();
+        OneCallMade {
+            _dir: dir,
+            out,
+            module,
+            grants,
+            pool,
+            first,
+            warm,
+        }
+    }
+
     fn with_grants<'a>(grants: &'a [Grant]) -> Call<'a> {
         Call {
             grants,
@@ -248,20 +282,20 @@ echo "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":$$}}""#,
 
     #[tokio::test(flavor = "multi_thread")]
     async fn the_next_call_is_answered_by_the_process_started_after_the_last() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = tempfile::tempdir().unwrap();
-        let module = pid_module(dir.path(), out.path());
-        let grants = [write_grant(out.path())];
-        let pool = WarmPool::new();
-
-        let first = pid_of_call(&module, &with_grants(&grants), &pool).await;
+        let OneCallMade {
+            _dir,
+            out,
+            module,
+            grants,
+            pool,
+            warm,
+            ..
+        } = one_call_made().await;
         assert_eq!(
-            pool.len(),
+            warm.len(),
             DEPTH,
             "processes are started for the next calls"
         );
-        let started = wait_for_starts(out.path(), 1 + DEPTH).await;
-        let warm: Vec<i64> = started.into_iter().filter(|&p| p != first).collect();
         // They wait on stdin, confined like the first, until calls come.
         for &pid in &warm {
             assert!(!is_dead(pid as i32, 5).await, "{pid} is waiting");
@@ -290,15 +324,15 @@ echo "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":$$}}""#,
 
     #[tokio::test(flavor = "multi_thread")]
     async fn a_waiting_process_that_died_is_replaced_by_a_cold_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = tempfile::tempdir().unwrap();
-        let module = pid_module(dir.path(), out.path());
-        let grants = [write_grant(out.path())];
-        let pool = WarmPool::new();
-
-        let first = pid_of_call(&module, &with_grants(&grants), &pool).await;
-        let started = wait_for_starts(out.path(), 1 + DEPTH).await;
-        let warm: Vec<i64> = started.into_iter().filter(|&p| p != first).collect();
+        let OneCallMade {
+            _dir,
+            module,
+            grants,
+            pool,
+            first,
+            warm,
+            ..
+        } = one_call_made().await;
         for &pid in &warm {
             rustix::process::kill_process(
                 rustix::process::Pid::from_raw(pid as i32).unwrap(),
