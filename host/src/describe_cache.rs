@@ -6,10 +6,13 @@
 //!   executable whose bytes have that digest. Content-addressed, so a module
 //!   moved to another path (enable/disable of a bare executable, install)
 //!   still hits.
-//! - `index.json`: path -> size, mtime, inode and digest. When those still
-//!   match the file on disk, the digest is taken from here without reading
-//!   the executable, which is what makes `list` of a hundred cached modules a
-//!   matter of a hundred `stat` calls.
+//! - `index.json`: path -> file identity ([`FileIdentity`]: device, inode,
+//!   size, modification and status-change times) and digest. When the
+//!   identity still matches the file on disk, the digest is taken from here
+//!   without reading the executable, which is what makes `list` of a hundred
+//!   cached modules a matter of a hundred `stat` calls. A file changed too
+//!   recently for its identity to vouch for it is not indexed, so it is
+//!   hashed again next time. An index in an older format is a miss.
 //!
 //! Only successful describes are cached: a failure may be transient (a slow
 //! machine, a missing library), and re-running a broken module is cheap
@@ -20,38 +23,20 @@
 //! concurrent `modhost` sees the old file or the new one, never half of one.
 
 use std::collections::BTreeMap;
-use std::fs::Metadata;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::atomic_file::write_bytes_atomically;
+use crate::file_identity::FileIdentity;
 
 const INDEX_FILE: &str = "index.json";
 
-/// The cheap identity of a file: changes whenever its bytes plausibly did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Fingerprint {
-    pub size: u64,
-    pub mtime_ns: i128,
-    pub inode: u64,
-}
-
-impl Fingerprint {
-    pub fn of(meta: &Metadata) -> Self {
-        Fingerprint {
-            size: meta.size(),
-            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
-            inode: meta.ino(),
-        }
-    }
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct IndexEntry {
-    fingerprint: Fingerprint,
+    identity: FileIdentity,
     digest: String,
 }
 
@@ -78,17 +63,25 @@ impl DescribeCache {
     }
 
     /// The digest of the file at `path` if the index still vouches for it.
-    pub fn indexed_digest(&self, path: &Path, fingerprint: Fingerprint) -> Option<&str> {
+    pub fn indexed_digest(&self, path: &Path, identity: FileIdentity) -> Option<&str> {
         self.index
             .get(path)
-            .filter(|entry| entry.fingerprint == fingerprint)
+            .filter(|entry| entry.identity == identity)
             .map(|entry| entry.digest.as_str())
     }
 
-    /// Remember that the file at `path`, as it is now, has `digest`.
-    pub fn record_digest(&mut self, path: &Path, fingerprint: Fingerprint, digest: &str) {
+    /// Remember that the file at `path`, whose identity was `identity` when
+    /// it was hashed just now, has `digest` (unless it changed too recently
+    /// for the identity to vouch for it).
+    pub fn record_digest(&mut self, path: &Path, identity: FileIdentity, digest: &str) {
+        if !identity.settled_at(SystemTime::now()) {
+            if self.index.remove(path).is_some() {
+                self.dirty = true;
+            }
+            return;
+        }
         let entry = IndexEntry {
-            fingerprint,
+            identity,
             digest: digest.to_owned(),
         };
         self.index.insert(path.to_path_buf(), entry);
@@ -163,38 +156,62 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let module = dir.path().join("m");
         std::fs::write(&module, b"bytes v1").unwrap();
+        // Only a file that changed before the racy window is indexed.
+        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
         let meta = std::fs::metadata(&module).unwrap();
         let digest = digest_file(&module).unwrap();
 
         let mut cache = DescribeCache::load(&dir.path().join("cache"));
         assert!(
             cache
-                .indexed_digest(&module, Fingerprint::of(&meta))
+                .indexed_digest(&module, FileIdentity::of(&meta))
                 .is_none()
         );
         assert!(cache.result(&digest).is_none());
-        cache.record_digest(&module, Fingerprint::of(&meta), &digest);
+        cache.record_digest(&module, FileIdentity::of(&meta), &digest);
         cache.store_result(&digest, &json!({"id": "m"})).unwrap();
         cache.save(Some(std::slice::from_ref(&module)));
 
         let cache = DescribeCache::load(&dir.path().join("cache"));
         assert_eq!(
-            cache.indexed_digest(&module, Fingerprint::of(&meta)),
+            cache.indexed_digest(&module, FileIdentity::of(&meta)),
             Some(digest.as_str())
         );
         assert_eq!(cache.result(&digest).unwrap()["id"], "m");
     }
 
     #[test]
-    fn changed_file_misses_the_index() {
+    fn a_file_changed_just_now_is_not_indexed() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("m");
+        std::fs::write(&module, b"bytes").unwrap();
+        let identity = FileIdentity::of_path(&module).unwrap();
+        let mut cache = DescribeCache::load(dir.path());
+        cache.record_digest(&module, identity, &digest_file(&module).unwrap());
+        assert!(cache.indexed_digest(&module, identity).is_none());
+    }
+
+    #[test]
+    fn a_changed_file_misses_the_index_even_with_its_size_and_mtime_restored() {
         let dir = tempfile::tempdir().unwrap();
         let module = dir.path().join("m");
         std::fs::write(&module, b"bytes v1").unwrap();
-        let before = Fingerprint::of(&std::fs::metadata(&module).unwrap());
+        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
+        let before = FileIdentity::of_path(&module).unwrap();
+        let mtime = std::fs::metadata(&module).unwrap().modified().unwrap();
         let mut cache = DescribeCache::load(dir.path());
         cache.record_digest(&module, before, &digest_file(&module).unwrap());
-        std::fs::write(&module, b"bytes v2, longer").unwrap();
-        let after = Fingerprint::of(&std::fs::metadata(&module).unwrap());
+        assert!(cache.indexed_digest(&module, before).is_some(), "indexed");
+
+        // The same size, rewritten in place, its mtime put back.
+        std::fs::write(&module, b"bytes v2").unwrap();
+        let file = std::fs::File::options().write(true).open(&module).unwrap();
+        file.set_modified(mtime).unwrap();
+        let after = FileIdentity::of_path(&module).unwrap();
+        assert_eq!(
+            (after.size, after.mtime_ns, after.ino),
+            (before.size, before.mtime_ns, before.ino)
+        );
         assert!(cache.indexed_digest(&module, after).is_none());
     }
 
@@ -213,10 +230,12 @@ mod tests {
     #[test]
     fn save_drops_entries_of_vanished_modules() {
         let dir = tempfile::tempdir().unwrap();
-        let fp = Fingerprint {
+        let fp = FileIdentity {
+            dev: 1,
+            ino: 1,
             size: 1,
             mtime_ns: 1,
-            inode: 1,
+            ctime_ns: 1,
         };
         let mut cache = DescribeCache::load(dir.path());
         cache.record_digest(Path::new("/gone"), fp, &"b".repeat(64));

@@ -36,7 +36,8 @@ use serde_json::Value;
 
 use crate::config::{Limits, PinsMode};
 use crate::contract::{ContractReport, ContractStanding};
-use crate::describe_cache::{DescribeCache, Fingerprint, digest_file};
+use crate::describe_cache::{DescribeCache, digest_file};
+use crate::file_identity::FileIdentity;
 use crate::home::HomeLayout;
 use crate::pins::{PinStanding, Pins, PinsError};
 use crate::runner::{self, Call, RunError, Transport};
@@ -104,6 +105,10 @@ pub struct InstalledModule {
     pub descriptor: Option<Arc<Descriptor>>,
     /// blake3 (hex) of the executable's bytes, when it could be read.
     pub digest: Option<String>,
+    /// The executable's identity when `digest` was taken (or vouched for by
+    /// the describe cache): what [`InstalledModule::still_holds_its_digest`]
+    /// compares against.
+    pub identity: Option<FileIdentity>,
     /// What the module says about itself (the descriptor's `warnings`).
     pub warnings: Vec<String>,
     /// What the host found.
@@ -146,6 +151,21 @@ pub struct ModuleSummary {
 }
 
 impl InstalledModule {
+    /// Whether the executable still holds the bytes discovery hashed: one
+    /// `stat` while its identity is unchanged, a hash when it is not. A
+    /// module discovered once and called for a long time (the MCP server)
+    /// checks this on every call, so bytes swapped after approval never run
+    /// as the approved ones. A module without a digest has nothing to keep.
+    pub fn still_holds_its_digest(&self) -> std::io::Result<bool> {
+        let (Some(identity), Some(digest)) = (self.identity, &self.digest) else {
+            return Ok(true);
+        };
+        if FileIdentity::of_path(&self.path)? == identity {
+            return Ok(true);
+        }
+        Ok(digest_file(&self.path)? == *digest)
+    }
+
     pub fn summary(&self) -> ModuleSummary {
         ModuleSummary {
             id: self.id.clone(),
@@ -233,6 +253,7 @@ pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> I
         disabled: false,
         descriptor: None,
         digest: Some(record.digest.clone()),
+        identity: None,
         warnings: Vec::new(),
         host_warnings: Vec::new(),
         contract: ContractStanding::Unevaluated,
@@ -436,6 +457,7 @@ pub fn parse_descriptor(value: Value) -> Result<Descriptor, ModuleError> {
 struct Prepared {
     candidate: Candidate,
     digest: Option<String>,
+    identity: Option<FileIdentity>,
     /// From the cache.
     result: Option<Value>,
     /// From running describe.
@@ -443,17 +465,18 @@ struct Prepared {
 }
 
 fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
-    let prepared = |candidate, digest, result| Prepared {
+    let prepared = |candidate, digest, identity, result| Prepared {
         candidate,
         digest,
+        identity,
         result,
         described: None,
     };
     let Some(executable) = candidate.executable.clone() else {
-        return prepared(candidate, None, None);
+        return prepared(candidate, None, None, None);
     };
     if candidate.error.is_some() {
-        return prepared(candidate, None, None);
+        return prepared(candidate, None, None, None);
     }
     let meta = match std::fs::metadata(&executable) {
         Ok(meta) => meta,
@@ -462,15 +485,15 @@ fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
                 kind: "no_executable".into(),
                 message: format!("{}: {e}", executable.display()),
             });
-            return prepared(candidate, None, None);
+            return prepared(candidate, None, None, None);
         }
     };
-    let fingerprint = Fingerprint::of(&meta);
-    let digest = match cache.indexed_digest(&executable, fingerprint) {
+    let identity = FileIdentity::of(&meta);
+    let digest = match cache.indexed_digest(&executable, identity) {
         Some(digest) => digest.to_owned(),
         None => match digest_file(&executable) {
             Ok(digest) => {
-                cache.record_digest(&executable, fingerprint, &digest);
+                cache.record_digest(&executable, identity, &digest);
                 digest
             }
             Err(e) => {
@@ -478,7 +501,7 @@ fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
                     kind: "unreadable".into(),
                     message: format!("could not read {}: {e}", executable.display()),
                 });
-                return prepared(candidate, None, None);
+                return prepared(candidate, None, None, None);
             }
         },
     };
@@ -486,13 +509,14 @@ fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
     if result.is_some() {
         tracing::debug!("describe cache hit: {}", executable.display());
     }
-    prepared(candidate, Some(digest), result)
+    prepared(candidate, Some(digest), Some(identity), result)
 }
 
 fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
     let Prepared {
         candidate,
         digest,
+        identity,
         result,
         described,
     } = item;
@@ -516,6 +540,7 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
         disabled: candidate.disabled,
         descriptor: None,
         digest: digest.clone(),
+        identity,
         warnings: Vec::new(),
         host_warnings: candidate.host_warnings,
         error: candidate.error,

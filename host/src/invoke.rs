@@ -31,6 +31,7 @@ use crate::artifacts::{CheckedArtifact, check_artifacts};
 use crate::contract::ContractStanding;
 use crate::discovery::{InstalledModule, ModuleStatus};
 use crate::host::{Host, HostError};
+use crate::pins::PinsMode;
 use crate::request::{new_request_id, place_arguments};
 use crate::runner::{self, Call, CallLimits, NotificationSink, RunError};
 use crate::validate::SchemaFailure;
@@ -346,6 +347,27 @@ impl Host {
         self.invoke_module(&module, request).await
     }
 
+    /// What changed in `module`'s file since it was discovered, if anything
+    /// (its bytes, or whether it can be read at all). Not looked at under
+    /// `pins = "off"`.
+    fn change_since_discovery(&self, module: &InstalledModule) -> Option<String> {
+        if self.config().pins == PinsMode::Off {
+            return None;
+        }
+        match module.still_holds_its_digest() {
+            Ok(true) => None,
+            Ok(false) => Some(format!(
+                "{} changed since module {} was discovered: these are not the bytes that were checked and approved",
+                module.path.display(),
+                module.id
+            )),
+            Err(e) => Some(format!(
+                "{} can no longer be read to check it is unchanged: {e}",
+                module.path.display()
+            )),
+        }
+    }
+
     /// Invoke one capability of an already discovered module. `request.module`
     /// is ignored.
     pub async fn invoke_module(
@@ -402,6 +424,19 @@ impl Host {
                 });
             }
         };
+        // Under `pins = "enforce"` a change refuses the call, under
+        // `"warn"` it is a warning.
+        let changed = self.change_since_discovery(module);
+        if let Some(problem) = &changed
+            && self.config().pins == PinsMode::Enforce
+        {
+            return Err(InvokeError::Changed {
+                id: module.id.clone(),
+                refusal: format!(
+                    "{problem}; refused (a long-running caller must be restarted to see the change)"
+                ),
+            });
+        }
         let contract_version = match contract::evaluate(descriptor.clone()) {
             Decision::Refused(pin) => {
                 return Err(InvokeError::ContractRefused {
@@ -426,6 +461,7 @@ impl Host {
             })?;
 
         let mut host_warnings = module.host_warnings.clone();
+        host_warnings.extend(changed);
         let placed = place_arguments(request.args);
         if !placed.dropped.is_empty() {
             host_warnings.push(format!(
@@ -796,6 +832,42 @@ mod tests {
             "{:?}",
             outcome.host_warnings
         );
+    }
+
+    #[tokio::test]
+    async fn bytes_swapped_after_discovery_never_run_as_the_approved_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = install(dir.path(), "swapped", false);
+        let host = open(dir.path()).await;
+        // Discovered once, as a long-running caller (the MCP server) does.
+        let module = host.module("swapped").await.unwrap();
+        let call = || InvokeRequest::new("swapped", "swapped.run", json!({"msg": "x"}));
+        host.invoke_module(&module, call()).await.unwrap();
+
+        // Rewritten in place: same size, its modification time put back.
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let swapped = text.replacen('x', "y", 1);
+        assert_eq!(swapped.len(), text.len());
+        assert_ne!(swapped, text);
+        std::fs::write(&path, &swapped).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let err = host.invoke_module(&module, call()).await.unwrap_err();
+        assert_eq!(err.kind(), "changed", "{err}");
+        assert!(
+            err.to_string()
+                .contains("changed since module swapped was discovered"),
+            "{err}"
+        );
+
+        // Put back byte for byte: the approved bytes run again.
+        std::fs::write(&path, &text).unwrap();
+        host.invoke_module(&module, call()).await.unwrap();
     }
 
     #[tokio::test]

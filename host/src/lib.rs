@@ -37,6 +37,7 @@ pub mod conformance_caller;
 pub mod contract;
 pub mod describe_cache;
 pub mod discovery;
+pub mod file_identity;
 pub mod grants;
 pub mod home;
 pub mod host;

@@ -31,7 +31,7 @@
 //!   return, then its instance is dropped.
 
 mod cache;
-mod identity;
+mod known_digests;
 mod stdio;
 
 use std::collections::HashMap;
@@ -50,10 +50,11 @@ use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use self::cache::ComponentCache;
-use self::identity::{FileIdentity, KnownDigests};
+use self::known_digests::KnownDigests;
 use self::stdio::{CappedStdout, StderrTail};
 use super::native::{Failure, classify_line};
 use super::{Call, Exchange, Grant, NotificationSink, RunError};
+use crate::file_identity::FileIdentity;
 
 /// How often the engine's epoch advances: the granularity at which a spinning
 /// guest yields and notices its deadline.
@@ -274,7 +275,7 @@ impl WasmEngine {
     }
 
     /// The component at `path`, already loaded, when its file is known to be
-    /// unchanged since it was hashed (one `stat`; see [`identity`]).
+    /// unchanged since it was hashed (one `stat`; see [`known_digests`]).
     fn loaded_unchanged(&self, path: &Path) -> Option<Arc<LoadedComponent>> {
         let digest = self.inner.digests.lookup(path)?;
         self.lock_loaded().get(&digest).cloned()

@@ -171,6 +171,7 @@ mod tests {
             disabled: false,
             descriptor: Some(Arc::new(descriptor)),
             digest: None,
+            identity: None,
             warnings: Vec::new(),
             host_warnings: Vec::new(),
             error: None,
