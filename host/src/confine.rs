@@ -432,6 +432,36 @@ impl Confinement {
         #[cfg(not(target_os = "linux"))]
         let _ = command;
     }
+
+    /// What the child enters just before `exec`, for a spawner of its own
+    /// (`runner::native::spawn`); `None` when there is nothing to enter.
+    #[cfg(target_os = "linux")]
+    pub fn into_child(self) -> Option<ChildConfinement> {
+        let Confinement {
+            ruleset, limits, ..
+        } = self;
+        if ruleset.is_none() && limits.is_none() {
+            return None;
+        }
+        Some(ChildConfinement(child::Prepared::new(ruleset, limits)))
+    }
+}
+
+/// The confinement as a child enters it between `fork` (or `clone`) and
+/// `exec` ([`Confinement::into_child`]).
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+pub struct ChildConfinement(child::Prepared);
+
+#[cfg(target_os = "linux")]
+impl ChildConfinement {
+    /// Enter the confinement: resource limits, then landlock and the seccomp
+    /// filter. Only system calls on values prepared before the fork: no
+    /// allocation, no locks, so it may run in a child that shares the host's
+    /// memory.
+    pub fn enter(&self) -> std::io::Result<()> {
+        self.0.enter()
+    }
 }
 
 /// Prepare the confinement of one call of `program`.
@@ -626,7 +656,7 @@ mod child {
         }
 
         /// Enter the confinement. Runs in the child: syscalls only.
-        fn enter(&self) -> std::io::Result<()> {
+        pub(super) fn enter(&self) -> std::io::Result<()> {
             if let Some(limits) = self.limits {
                 set_limit(Resource::Core, 0)?;
                 set_limit(Resource::Fsize, limits.file_size)?;

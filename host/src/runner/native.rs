@@ -26,20 +26,20 @@
 //!   notification other than `progress`/`log` or with malformed params, a
 //!   request, or a response with the wrong id is `bad_response`, named.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use modproto::{Id, LogParams, Message, Notification, ProgressParams, Response};
 use rustix::process::{Pid, Signal, kill_process_group};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
+use tokio::net::unix::pipe;
 
 use super::{Call, Exchange, Grant, NotificationSink, RunError, STDERR_TAIL_BYTES};
 use crate::confine::{self, ConfineError, ConfinementMode};
 
+pub mod spawn;
 pub mod warm;
 
 pub use warm::WarmPool;
@@ -117,8 +117,8 @@ pub async fn run(
 pub struct Started {
     guard: GroupGuard,
     exit: ExitReceiver,
-    stdin: ChildStdin,
-    stdout: ChildStdout,
+    stdin: pipe::Sender,
+    stdout: pipe::Receiver,
     stderr: tokio::task::JoinHandle<()>,
     tail: Arc<Mutex<TailBuffer>>,
     host_warnings: Vec<String>,
@@ -149,7 +149,7 @@ pub(super) fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
 /// A child that has exec'd, its group already guarded.
 #[derive(Debug)]
 pub(super) struct Spawned {
-    child: std::process::Child,
+    child: spawn::Child,
     guard: GroupGuard,
     host_warnings: Vec<String>,
 }
@@ -160,17 +160,6 @@ pub(super) struct Spawned {
 /// no runtime, so a background start can run it on the blocking pool.
 pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
     let program = &spec.program;
-    let mut command = std::process::Command::new(program);
-    command
-        .env_clear()
-        .envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    if let Some(dir) = program.parent().filter(|d| !d.as_os_str().is_empty()) {
-        command.current_dir(dir);
-    }
     let confinement = confine::prepare(
         program,
         &spec.grants,
@@ -189,13 +178,18 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
         .map(str::to_owned)
         .into_iter()
         .collect();
-    confinement.apply_to(&mut command);
-    let child = command.spawn().map_err(|e| RunError::Spawn {
+    let child = spawn::spawn(
+        program,
+        std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)),
+        program.parent().filter(|d| !d.as_os_str().is_empty()),
+        confinement.into_child().as_ref(),
+    )
+    .map_err(|e| RunError::Spawn {
         message: format!("{}: {e}", program.display()),
     })?;
     // The child is its own group leader, so its pid is the group id. From
     // here on every exit path, cancellation included, kills the group.
-    let guard = GroupGuard::new(Some(child.id()));
+    let guard = GroupGuard::new(u32::try_from(child.pid).ok());
     Ok(Spawned {
         child,
         guard,
@@ -207,27 +201,29 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
 /// stderr drain.
 pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
     let Spawned {
-        mut child,
+        child,
         guard,
         host_warnings,
     } = spawned;
-    let pipes = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    // A blocking waiter owns the child and reaps it whenever it dies, even
-    // when the call is dropped: no zombie survives a cancelled call. (A
-    // dedicated waitpid also wakes faster than a SIGCHLD-driven one.)
+    let spawn::Child {
+        pid,
+        stdin,
+        stdout,
+        stderr,
+    } = child;
+    // A blocking waiter reaps the child whenever it dies, even when the call
+    // is dropped: no zombie survives a cancelled call. (A dedicated waitpid
+    // also wakes faster than a SIGCHLD-driven one.)
     let (exit_tx, exit) = tokio::sync::oneshot::channel();
     tokio::task::spawn_blocking(move || {
-        let _ = exit_tx.send(child.wait());
+        let _ = exit_tx.send(wait_for(pid));
     });
     let pipe_error = |e: std::io::Error| RunError::Spawn {
         message: format!("the module's pipes could not be set up: {e}"),
     };
-    let (Some(stdin), Some(stdout), Some(stderr)) = pipes else {
-        return Err(pipe_error(std::io::ErrorKind::BrokenPipe.into()));
-    };
-    let stdin = ChildStdin::from_std(stdin).map_err(pipe_error)?;
-    let stdout = ChildStdout::from_std(stdout).map_err(pipe_error)?;
-    let stderr = ChildStderr::from_std(stderr).map_err(pipe_error)?;
+    let stdin = pipe::Sender::from_owned_fd(stdin).map_err(pipe_error)?;
+    let stdout = pipe::Receiver::from_owned_fd(stdout).map_err(pipe_error)?;
+    let stderr = pipe::Receiver::from_owned_fd(stderr).map_err(pipe_error)?;
     let tail = Arc::new(Mutex::new(TailBuffer::default()));
     let stderr = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
     Ok(Started {
@@ -239,6 +235,20 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         tail,
         host_warnings,
     })
+}
+
+/// Block until `pid` exits; its status.
+fn wait_for(pid: i32) -> std::io::Result<ExitStatus> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("no such child"))?;
+    loop {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => return Ok(ExitStatus::from_raw(status.as_raw())),
+            Ok(None) => return Err(std::io::Error::other("waitpid returned no status")),
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// Send the request to a started process, read its answer, and end it.
@@ -381,7 +391,7 @@ pub(super) enum Failure {
     NoResponse(Option<ExitStatus>),
 }
 
-async fn write_request(mut stdin: ChildStdin, line: &str) {
+async fn write_request(mut stdin: pipe::Sender, line: &str) {
     // A module may exit (or close stdin) without reading: a broken pipe here is
     // not the error to report; what it wrote, or did not, is.
     let mut bytes = Vec::with_capacity(line.len() + 1);
@@ -398,7 +408,7 @@ async fn converse(
     exit: &mut ExitReceiver,
     exited: &mut Option<ExitStatus>,
     guard: &GroupGuard,
-    mut stdout: ChildStdout,
+    mut stdout: pipe::Receiver,
     max_output_bytes: u64,
     sink: Option<&NotificationSink>,
 ) -> Result<(Response, Vec<Notification>), Failure> {
