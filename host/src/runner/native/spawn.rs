@@ -17,8 +17,9 @@
 //!   prepared before the clone (C strings, descriptors, the confinement);
 //! - every signal is blocked across the clone, and the child resets every
 //!   handler to the default before unblocking, so no host handler ever runs
-//!   on the child's stack (and `SIGPIPE`, ignored by Rust programs, is back to
-//!   the default for the module);
+//!   on the child's stack; as with `std::process::Command`, the module starts
+//!   with no signal blocked and `SIGPIPE` (which Rust programs ignore) back
+//!   to its default;
 //! - a failure is reported as a stage and an errno through a close-on-exec
 //!   pipe, which closes unwritten when the exec succeeds.
 
@@ -107,17 +108,15 @@ pub fn spawn(
         ],
         report: report_write.as_raw_fd(),
         confinement,
-        // SAFETY: an all-zero sigset_t is a valid (empty) set; it is
-        // overwritten with the host's mask below before the child reads it.
-        mask: unsafe { std::mem::zeroed() },
     };
 
     // SAFETY: sigfillset and pthread_sigmask only write the sets passed in;
     // the old mask is restored right after the clone, on every path.
     let pid = unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut host_mask: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&raw mut all);
-        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut context.mask);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut host_mask);
         // The stack grows down from its end, 16-byte aligned as the ABI asks.
         let top = stack.as_mut_ptr().add(STACK_BYTES);
         let top = top.sub(top as usize % 16);
@@ -134,7 +133,7 @@ pub fn spawn(
         let clone_error = std::io::Error::last_os_error();
         libc::pthread_sigmask(
             libc::SIG_SETMASK,
-            &raw const context.mask,
+            &raw const host_mask,
             std::ptr::null_mut(),
         );
         if pid < 0 {
@@ -188,8 +187,6 @@ struct ChildContext<'a> {
     /// Close-on-exec; the child writes its failure here.
     report: RawFd,
     confinement: Option<&'a ChildConfinement>,
-    /// The host thread's signal mask, restored in the child before exec.
-    mask: libc::sigset_t,
 }
 
 /// The child, between clone and exec. System calls only (see the module
@@ -230,11 +227,10 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
                 e.raw_os_error().unwrap_or(libc::EPERM),
             );
         }
-        libc::sigprocmask(
-            libc::SIG_SETMASK,
-            &raw const context.mask,
-            std::ptr::null_mut(),
-        );
+        // A module starts with no signal blocked, whatever the host thread had.
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&raw mut none);
+        libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut());
         libc::execve(context.program, context.argv, context.envp);
         fail(context.report, Stage::Exec, last_errno())
     }
@@ -400,7 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn sigpipe_is_back_to_the_default_in_the_child() {
+    fn sigpipe_is_back_to_the_default_and_nothing_is_blocked_in_the_child() {
         // Rust ignores SIGPIPE; a module must not inherit that.
         let child = spawn(Path::new("/bin/sh"), env(), None, None).unwrap();
         let mut stdin = std::fs::File::from(child.stdin);
