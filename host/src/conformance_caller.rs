@@ -2,8 +2,9 @@
 //! for the conformance battery, a native executable ([`NativeCaller`]) or a
 //! WebAssembly component ([`WasmCaller`]).
 //!
-//! Natively, each call is one fresh process, exactly as the host runs a module: a
-//! cleared environment (only the variables the native runner also passes),
+//! Natively, each call is one fresh process, started exactly as the host
+//! starts a module (`runner::native::spawn`): a cleared environment (only the
+//! variables the native runner also passes),
 //! the request bytes on stdin, stdin closed, stdout and a bounded stderr tail
 //! collected until the process exits or the timeout passes, then the whole
 //! process group killed. The module runs confined like any call
@@ -28,18 +29,16 @@
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use modconform::{CallerError, Grants, ModuleCaller, RawCall};
 use modproto::{Access, Capability, Descriptor, GrantedRoot, RootKind};
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, Signal, WaitOptions, WaitStatus, kill_process_group, waitpid};
 
 use crate::confine::{self, ConfinementMode};
-use crate::runner::native::is_allowed_env;
+use crate::runner::native::{is_allowed_env, spawn};
 #[cfg(feature = "wasm")]
 use crate::runner::wasm::{LoadedComponent, WasmEngine, WasmError};
 use crate::runner::{Grant, STDERR_TAIL_BYTES, Transport};
@@ -111,59 +110,55 @@ impl NativeCaller {
 impl ModuleCaller for NativeCaller {
     fn call(&mut self, stdin: &[u8], timeout: Duration) -> Result<RawCall, CallerError> {
         let started = Instant::now();
-        let mut command = Command::new(&self.program);
-        command
-            .env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        if let Some(dir) = self.program.parent().filter(|d| !d.as_os_str().is_empty()) {
-            command.current_dir(dir);
-        }
         let executables: Vec<PathBuf> = self.request.binaries.values().map(PathBuf::from).collect();
-        confine::prepare(
+        let confinement = confine::prepare(
             &self.program,
             &self.grants,
             &executables,
             self.network,
             self.confinement,
         )
-        .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?
-        .apply_to(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?;
+        .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?;
+        // Started exactly as the native runner starts a module.
+        let child = spawn::spawn(
+            &self.program,
+            std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)),
+            self.program.parent().filter(|d| !d.as_os_str().is_empty()),
+            confinement.into_child().as_ref(),
+        )
+        .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?;
         // Its own group leader: the pid is the group id.
-        let group = Pid::from_raw(child.id() as i32);
+        let pid = Pid::from_raw(child.pid);
         let kill_group = || {
-            if let Some(pgid) = group {
+            if let Some(pgid) = pid {
                 // ESRCH (nobody left) is the normal case after a clean exit.
                 let _ = kill_process_group(pgid, Signal::KILL);
             }
         };
+        let reap = |options| match pid {
+            Some(pid) => waitpid(Some(pid), options),
+            None => Ok(None),
+        };
 
         let input = stdin.to_vec();
-        let stdin_pipe = child.stdin.take();
+        let stdin_pipe = std::fs::File::from(child.stdin);
         std::thread::spawn(move || {
-            if let Some(mut pipe) = stdin_pipe {
-                // A module may exit without reading; a broken pipe is fine.
-                let _ = pipe.write_all(&input);
-            }
+            let mut pipe = stdin_pipe;
+            // A module may exit without reading; a broken pipe is fine.
+            let _ = pipe.write_all(&input);
             // Dropping the pipe closes the module's stdin.
         });
-        let stdout = pump(child.stdout.take(), MAX_STDOUT_BYTES, false);
-        let stderr = pump(child.stderr.take(), STDERR_TAIL_BYTES, true);
+        let stdout = pump(std::fs::File::from(child.stdout), MAX_STDOUT_BYTES, false);
+        let stderr = pump(std::fs::File::from(child.stderr), STDERR_TAIL_BYTES, true);
 
         let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
+            match reap(WaitOptions::NOHANG) {
+                Ok(Some((_, status))) => break Some(status),
                 Ok(None) if started.elapsed() >= timeout => break None,
                 Ok(None) => std::thread::sleep(Duration::from_millis(2)),
                 Err(e) => {
                     kill_group();
-                    let _ = child.wait();
+                    let _ = reap(WaitOptions::empty());
                     return Err(CallerError::Io(format!("waiting for the module: {e}")));
                 }
             }
@@ -172,9 +167,12 @@ impl ModuleCaller for NativeCaller {
         kill_group();
         let exited = status.is_some();
         let status = match status {
-            Some(status) => status.to_string(),
-            None => match child.wait() {
-                Ok(status) => format!("killed after {timeout:?} ({status})"),
+            Some(status) => exit_status(status).to_string(),
+            None => match reap(WaitOptions::empty()) {
+                Ok(Some((_, status))) => {
+                    format!("killed after {timeout:?} ({})", exit_status(status))
+                }
+                Ok(None) => format!("killed after {timeout:?}"),
                 Err(e) => format!("killed after {timeout:?} (not reaped: {e})"),
             },
         };
@@ -380,29 +378,32 @@ fn scratch_grants(
 /// Read `pipe` to its end on a thread, keeping at most `limit` bytes (the
 /// first ones, or the last ones when `keep_tail`); the rest is drained so the
 /// writer never blocks on a full pipe.
+fn exit_status(status: WaitStatus) -> std::process::ExitStatus {
+    use std::os::unix::process::ExitStatusExt;
+    std::process::ExitStatus::from_raw(status.as_raw())
+}
+
 fn pump(
-    pipe: Option<impl Read + Send + 'static>,
+    mut pipe: impl Read + Send + 'static,
     limit: usize,
     keep_tail: bool,
 ) -> mpsc::Receiver<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut kept = Vec::new();
-        if let Some(mut pipe) = pipe {
-            let mut buffer = [0u8; 8192];
-            loop {
-                match pipe.read(&mut buffer) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        if keep_tail {
-                            kept.extend_from_slice(&buffer[..n]);
-                            if kept.len() > limit {
-                                kept.drain(..kept.len() - limit);
-                            }
-                        } else if kept.len() < limit {
-                            let room = limit - kept.len();
-                            kept.extend_from_slice(&buffer[..n.min(room)]);
+        let mut buffer = [0u8; 8192];
+        loop {
+            match pipe.read(&mut buffer) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if keep_tail {
+                        kept.extend_from_slice(&buffer[..n]);
+                        if kept.len() > limit {
+                            kept.drain(..kept.len() - limit);
                         }
+                    } else if kept.len() < limit {
+                        let room = limit - kept.len();
+                        kept.extend_from_slice(&buffer[..n.min(room)]);
                     }
                 }
             }
