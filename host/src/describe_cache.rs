@@ -14,9 +14,11 @@
 //!   recently for its identity to vouch for it is not indexed, so it is
 //!   hashed again next time. An index in an older format is a miss.
 //!
-//! Only successful describes are cached: a failure may be transient (a slow
-//! machine, a missing library), and re-running a broken module is cheap
-//! except when it hangs, which the describe timeout bounds.
+//! A failed describe is remembered too, but only for [`FAILURE_TTL`] and
+//! only while the file keeps its identity: a failure may be transient (a slow
+//! machine, a missing library), yet a module that hangs on describe must not
+//! cost a whole describe timeout on every `list` and every `invoke` of any
+//! module. Touching the file (or changing it) retries at once.
 //!
 //! The cache is disposable: a missing or corrupt index or entry is a miss,
 //! never an error, and writes go through a temp file and a rename so a
@@ -24,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,10 +36,25 @@ use crate::file_identity::FileIdentity;
 
 const INDEX_FILE: &str = "index.json";
 
+/// How long a failed describe is remembered.
+pub const FAILURE_TTL: Duration = Duration::from_secs(5 * 60);
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct IndexEntry {
     identity: FileIdentity,
     digest: String,
+    /// The last describe of these bytes failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failure: Option<Failure>,
+}
+
+/// A failed describe, as remembered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    pub kind: String,
+    pub message: String,
+    /// When it failed, in seconds since the Unix epoch.
+    pub at: u64,
 }
 
 /// The describe cache of one home.
@@ -83,8 +100,41 @@ impl DescribeCache {
         let entry = IndexEntry {
             identity,
             digest: digest.to_owned(),
+            failure: None,
         };
         self.index.insert(path.to_path_buf(), entry);
+        self.dirty = true;
+    }
+
+    /// The describe failure remembered for the file at `path`, while it keeps
+    /// `identity` and for [`FAILURE_TTL`] after `now`'s failure time.
+    pub fn remembered_failure(
+        &self,
+        path: &Path,
+        identity: FileIdentity,
+        now: SystemTime,
+    ) -> Option<&Failure> {
+        let entry = self.index.get(path).filter(|e| e.identity == identity)?;
+        let failure = entry.failure.as_ref()?;
+        let now = now.duration_since(SystemTime::UNIX_EPOCH).ok()?.as_secs();
+        (now.saturating_sub(failure.at) < FAILURE_TTL.as_secs()).then_some(failure)
+    }
+
+    /// Remember that describing the file at `path` failed just now. Only a
+    /// file the index vouches for (see [`Self::record_digest`]) is
+    /// remembered; any other is simply described again next time.
+    pub fn remember_failure(&mut self, path: &Path, kind: &str, message: &str) {
+        let Some(entry) = self.index.get_mut(path) else {
+            return;
+        };
+        let at = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        entry.failure = Some(Failure {
+            kind: kind.to_owned(),
+            message: message.to_owned(),
+            at,
+        });
         self.dirty = true;
     }
 
@@ -213,6 +263,42 @@ mod tests {
             (before.size, before.mtime_ns, before.ino)
         );
         assert!(cache.indexed_digest(&module, after).is_none());
+    }
+
+    #[test]
+    fn a_failure_is_remembered_for_a_while_and_only_for_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = dir.path().join("m");
+        std::fs::write(&module, b"hangs").unwrap();
+        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
+        let identity = FileIdentity::of_path(&module).unwrap();
+        let mut cache = DescribeCache::load(dir.path());
+        cache.record_digest(&module, identity, &digest_file(&module).unwrap());
+        cache.remember_failure(&module, "timeout", "did not answer");
+        cache.save(None);
+
+        let cache = DescribeCache::load(dir.path());
+        let now = SystemTime::now();
+        let failure = cache.remembered_failure(&module, identity, now).unwrap();
+        assert_eq!(
+            (failure.kind.as_str(), failure.message.as_str()),
+            ("timeout", "did not answer")
+        );
+        let later = now + FAILURE_TTL + Duration::from_secs(1);
+        assert!(
+            cache.remembered_failure(&module, identity, later).is_none(),
+            "forgotten in time"
+        );
+
+        // Touched: another identity, so described again at once.
+        std::fs::File::options()
+            .write(true)
+            .open(&module)
+            .unwrap()
+            .set_modified(SystemTime::now())
+            .unwrap();
+        let touched = FileIdentity::of_path(&module).unwrap();
+        assert!(cache.remembered_failure(&module, touched, now).is_none());
     }
 
     #[test]

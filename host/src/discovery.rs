@@ -29,6 +29,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use modproto::{Descriptor, Request};
 use serde::Serialize;
@@ -36,7 +37,7 @@ use serde_json::Value;
 
 use crate::config::{Limits, PinsMode};
 use crate::contract::{ContractReport, ContractStanding};
-use crate::describe_cache::{DescribeCache, digest_file};
+use crate::describe_cache::{self, DescribeCache, digest_file};
 use crate::file_identity::FileIdentity;
 use crate::home::HomeLayout;
 use crate::pins::{PinStanding, Pins, PinsError};
@@ -369,7 +370,7 @@ pub async fn discover(
     ));
     let mut tasks = tokio::task::JoinSet::new();
     for (index, item) in prepared.iter().enumerate() {
-        if item.result.is_some() || item.candidate.error.is_some() {
+        if item.result.is_some() || item.remembered.is_some() || item.candidate.error.is_some() {
             continue;
         }
         let Some(executable) = item.candidate.executable.clone() else {
@@ -390,7 +391,12 @@ pub async fn discover(
         }
     }
 
-    // Phase 3: parse, check, cache.
+    // Phase 3: parse, check, cache (failures too, for a while).
+    for item in &prepared {
+        if let (Some(Err(error)), Some(path)) = (&item.described, &item.candidate.executable) {
+            cache.remember_failure(path, &error.kind, &error.message);
+        }
+    }
     let mut modules: Vec<InstalledModule> = prepared
         .into_iter()
         .map(|item| finish(item, &cache))
@@ -460,6 +466,8 @@ struct Prepared {
     identity: Option<FileIdentity>,
     /// From the cache.
     result: Option<Value>,
+    /// A recent describe failure of the same file, from the cache.
+    remembered: Option<ModuleError>,
     /// From running describe.
     described: Option<Result<Value, ModuleError>>,
 }
@@ -470,6 +478,7 @@ fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
         digest,
         identity,
         result,
+        remembered: None,
         described: None,
     };
     let Some(executable) = candidate.executable.clone() else {
@@ -508,8 +517,33 @@ fn prepare(mut candidate: Candidate, cache: &mut DescribeCache) -> Prepared {
     let result = cache.result(&digest);
     if result.is_some() {
         tracing::debug!("describe cache hit: {}", executable.display());
+        return prepared(candidate, Some(digest), Some(identity), result);
     }
-    prepared(candidate, Some(digest), Some(identity), result)
+    let remembered = cache
+        .remembered_failure(&executable, identity, SystemTime::now())
+        .map(|failure| remembered_error(failure, &executable));
+    Prepared {
+        remembered,
+        ..prepared(candidate, Some(digest), Some(identity), None)
+    }
+}
+
+/// A remembered describe failure as the module's error, saying how to retry.
+fn remembered_error(failure: &describe_cache::Failure, path: &Path) -> ModuleError {
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let retry = describe_cache::FAILURE_TTL
+        .as_secs()
+        .saturating_sub(now.saturating_sub(failure.at));
+    ModuleError {
+        kind: failure.kind.clone(),
+        message: format!(
+            "{} (remembered from an earlier describe; it is tried again in {retry} s, or at once after `touch {}`)",
+            failure.message,
+            path.display()
+        ),
+    }
 }
 
 fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
@@ -518,6 +552,7 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
         digest,
         identity,
         result,
+        remembered,
         described,
     } = item;
     let transport = candidate
@@ -558,10 +593,10 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
             return module;
         }
         (None, None) => {
-            module.error = Some(ModuleError {
+            module.error = Some(remembered.unwrap_or_else(|| ModuleError {
                 kind: "describe_failed".into(),
                 message: "the module was not described".into(),
-            });
+            }));
             return module;
         }
     };
@@ -975,6 +1010,48 @@ mod discover_tests {
         assert_eq!(kind("other").as_deref(), Some("id_mismatch"));
         let crash = modules.iter().find(|m| m.id == "crash").unwrap();
         assert!(crash.error.as_ref().unwrap().message.contains("dying"));
+    }
+
+    #[tokio::test]
+    async fn a_module_that_hangs_on_describe_costs_one_timeout_not_one_per_discovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = HomeLayout::new(dir.path());
+        let counter = dir.path().join("hang.describes");
+        let hang = dir.path().join("modules").join("hang");
+        write_executable(
+            &hang,
+            &format!(
+                "#!/bin/sh\necho x >> '{}'\nread line\nsleep 30\n",
+                counter.display()
+            ),
+        );
+        // Only a file older than the racy window is vouched for by its identity.
+        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
+        let limits = Limits {
+            describe_timeout_ms: 200,
+            ..limits()
+        };
+
+        let first = discover(&layout, &limits, &engines(&layout)).await;
+        assert_eq!(first[0].error.as_ref().unwrap().kind, "timeout");
+        assert_eq!(describes(&counter), 1);
+
+        let second = discover(&layout, &limits, &engines(&layout)).await;
+        let error = second[0].error.as_ref().unwrap();
+        assert_eq!(error.kind, "timeout", "the same failure");
+        assert!(error.message.contains("remembered"), "{}", error.message);
+        assert!(error.message.contains("touch"), "{}", error.message);
+        assert_eq!(describes(&counter), 1, "not run again");
+
+        // Touched: described again at once.
+        std::fs::File::options()
+            .write(true)
+            .open(&hang)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now())
+            .unwrap();
+        discover(&layout, &limits, &engines(&layout)).await;
+        assert_eq!(describes(&counter), 2);
     }
 
     #[tokio::test]
