@@ -54,12 +54,40 @@ enum Stage {
     Exec = 3,
 }
 
+/// How often an exec refused with `ETXTBSY` is tried again.
+const TEXT_BUSY_RETRIES: u32 = 5;
+
 /// Start `program` (an absolute or relative path, never searched in `PATH`)
 /// with exactly `env`, in `cwd`, as the leader of a new process group, its
 /// stdin, stdout and stderr piped to the host, confined by `confinement`
 /// just before exec. Returns once the exec has succeeded or failed.
-#[allow(unsafe_code)]
+///
+/// An exec refused with `ETXTBSY` ("text file busy") is retried a few times,
+/// a few milliseconds apart: a file just written by this process can still
+/// be open for writing in a child another thread is starting, until that
+/// child's own exec closes it (every process that writes and runs files
+/// from several threads meets this race).
 pub fn spawn(
+    program: &Path,
+    env: impl Iterator<Item = (OsString, OsString)>,
+    cwd: Option<&Path>,
+    confinement: Option<&ChildConfinement>,
+) -> std::io::Result<Child> {
+    let env: Vec<(OsString, OsString)> = env.collect();
+    let mut attempt = 0;
+    loop {
+        match spawn_once(program, env.iter().cloned(), cwd, confinement) {
+            Err(e) if errno_of(&e) == Some(libc::ETXTBSY) && attempt < TEXT_BUSY_RETRIES => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt) * 2));
+            }
+            result => return result,
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn spawn_once(
     program: &Path,
     env: impl Iterator<Item = (OsString, OsString)>,
     cwd: Option<&Path>,
@@ -163,16 +191,41 @@ pub fn spawn(
         ));
     }
     let errno = i32::from_le_bytes([report[1], report[2], report[3], report[4]]);
-    let cause = std::io::Error::from_raw_os_error(errno);
     let stage = match report[0] {
         x if x == Stage::Setup as u8 => "setting up the process",
         x if x == Stage::Confine as u8 => "entering the confinement",
         _ => "exec",
     };
     Err(std::io::Error::new(
-        cause.kind(),
-        format!("{stage}: {cause}"),
+        std::io::Error::from_raw_os_error(errno).kind(),
+        SpawnFailure { stage, errno },
     ))
+}
+
+/// Why the child did not reach its exec, or why the exec failed.
+#[derive(Debug)]
+struct SpawnFailure {
+    stage: &'static str,
+    errno: i32,
+}
+
+impl std::fmt::Display for SpawnFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cause = std::io::Error::from_raw_os_error(self.errno);
+        write!(f, "{}: {cause}", self.stage)
+    }
+}
+
+impl std::error::Error for SpawnFailure {}
+
+/// The errno of a failure from [`spawn_once`], wherever it happened.
+fn errno_of(error: &std::io::Error) -> Option<i32> {
+    error.raw_os_error().or_else(|| {
+        error
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<SpawnFailure>())
+            .map(|failure| failure.errno)
+    })
 }
 
 /// What the child needs, prepared before the clone.
@@ -393,6 +446,23 @@ mod tests {
             err.to_string().starts_with("setting up the process: "),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_busy_text_file_is_retried_and_then_reported_with_its_errno() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("busy");
+        std::fs::write(&program, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        // Held open for writing for the whole test: every exec is ETXTBSY.
+        let _writer = std::fs::File::options().write(true).open(&program).unwrap();
+        let err = spawn(&program, env(), None, None).unwrap_err();
+        assert_eq!(errno_of(&err), Some(libc::ETXTBSY), "{err}");
+        assert!(err.to_string().starts_with("exec: "), "{err}");
     }
 
     #[test]
