@@ -181,3 +181,34 @@ fn the_readme_config_example_is_valid() {
     );
     home.run(&["list", "--json"]).expect_code(0);
 }
+
+#[test]
+fn a_reader_that_went_away_ends_the_command_quietly() {
+    // `modhost list | head -1`, with head gone before modhost writes.
+    let home = Home::new();
+    home.install_files();
+    for args in [
+        vec!["list"],
+        vec!["invoke", "files.search", "--input", r#"{"pattern": "x"}"#],
+    ] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let output = std::process::Command::new(&binaries().modhost)
+            .arg("--home")
+            .arg(home.path())
+            .arg("--workspace")
+            .arg(home.workspace())
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(writer)
+            .output()
+            .expect("run modhost");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(
+            output.status.code(),
+            Some(141),
+            "{args:?}: the status of a SIGPIPE'd tool\n{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

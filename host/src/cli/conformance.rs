@@ -129,7 +129,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             "findings": verdict.findings,
         }))?;
     } else {
-        println!("{}", verdict.render());
+        outln!("{}", verdict.render());
     }
     Ok(if verdict.conforms() {
         ExitCode::SUCCESS

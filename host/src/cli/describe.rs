@@ -63,16 +63,16 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    println!("{} {}", module.id, module.version.as_deref().unwrap_or("-"));
-    println!("  status:    {}", module.status.as_str());
-    println!("  path:      {}", module.path.display());
-    println!("  transport: {}", module.transport.as_str());
+    outln!("{} {}", module.id, module.version.as_deref().unwrap_or("-"));
+    outln!("  status:    {}", module.status.as_str());
+    outln!("  path:      {}", module.path.display());
+    outln!("  transport: {}", module.transport.as_str());
     if let Some(error) = &module.error {
-        println!("  error:     {} ({})", error.message, error.kind);
+        outln!("  error:     {} ({})", error.message, error.kind);
     }
     let contract = module.contract.report();
-    println!("contract: {}", contract.contract);
-    println!(
+    outln!("contract: {}", contract.contract);
+    outln!(
         "  requested: {}",
         contract
             .requested
@@ -80,56 +80,56 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             .unwrap_or("(none declared: contract 1)")
     );
     if let Some(effective) = &contract.effective {
-        println!("  spoken as: {effective}");
+        outln!("  spoken as: {effective}");
     }
-    println!("  host supports: {}", contract.supported);
-    println!("  reason: {}", contract.reason);
+    outln!("  host supports: {}", contract.supported);
+    outln!("  reason: {}", contract.reason);
     if !contract.remedy.is_empty() {
-        println!("  remedy: {}", contract.remedy);
+        outln!("  remedy: {}", contract.remedy);
     }
     for finding in &contract.findings {
         for (n, line) in finding.to_string().lines().enumerate() {
-            println!("  {}{line}", if n == 0 { "" } else { "  " });
+            outln!("  {}{line}", if n == 0 { "" } else { "  " });
         }
     }
     match &module.pin {
-        None => println!("pin: off (pins = \"off\" in config.toml)"),
+        None => outln!("pin: off (pins = \"off\" in config.toml)"),
         Some(standing) => {
-            println!("pin: {}", standing.label());
+            outln!("pin: {}", standing.label());
             if let Some(refusal) = standing.refusal(&module.id) {
-                println!("  {refusal}");
+                outln!("  {refusal}");
             }
         }
     }
     if let Some(descriptor) = &module.descriptor {
         if !descriptor.title.is_empty() {
-            println!("  title:     {}", descriptor.title);
+            outln!("  title:     {}", descriptor.title);
         }
         if !descriptor.description.is_empty() {
-            println!("  {}", descriptor.description);
+            outln!("  {}", descriptor.description);
         }
-        println!("roots:");
+        outln!("roots:");
         for decl in &descriptor.roots {
             let granted = plan.roots.iter().find(|g| g.name == decl.name);
             match granted {
-                Some(g) => println!(
+                Some(g) => outln!(
                     "  {} ({}, {}) -> {}",
                     decl.name,
                     decl.kind.as_str(),
                     g.access.as_str(),
                     g.host.display()
                 ),
-                None => println!("  {} ({}) -> NOT GRANTED", decl.name, decl.kind.as_str()),
+                None => outln!("  {} ({}) -> NOT GRANTED", decl.name, decl.kind.as_str()),
             }
         }
-        println!("capabilities:");
+        outln!("capabilities:");
         for capability in &descriptor.capabilities {
             let effects = &capability.effects;
-            println!("  {}  {}", capability.id, capability.title);
+            outln!("  {}  {}", capability.id, capability.title);
             if !capability.description.is_empty() {
-                println!("      {}", capability.description);
+                outln!("      {}", capability.description);
             }
-            println!(
+            outln!(
                 "      reads: [{}]  writes: [{}]  network: {}  cost: {}",
                 effects.reads.join(", "),
                 effects.writes.join(", "),
@@ -139,10 +139,10 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     for warning in &module.warnings {
-        println!("warning: {warning}");
+        outln!("warning: {warning}");
     }
     for warning in &host_warnings {
-        println!("host warning: {warning}");
+        outln!("host warning: {warning}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -115,12 +115,12 @@ fn print_human(report: &serde_json::Value) {
             .map(str::to_owned)
             .unwrap_or_else(|| v.to_string())
     };
-    println!("home:        {}", text(&report["home"]));
+    outln!("home:        {}", text(&report["home"]));
     if let Some(error) = report.get("error") {
-        println!("error:       {}", text(error));
+        outln!("error:       {}", text(error));
     } else {
-        println!("workspace:   {}", text(&report["workspace"]));
-        println!(
+        outln!("workspace:   {}", text(&report["workspace"]));
+        outln!(
             "config:      {} ({})",
             text(&report["config"]),
             if report["config_present"] == true {
@@ -130,7 +130,7 @@ fn print_human(report: &serde_json::Value) {
             }
         );
         for dir in report["layout"].as_array().into_iter().flatten() {
-            println!(
+            outln!(
                 "layout:      {:10} {}",
                 text(&dir["name"]),
                 if dir["present"] == true {
@@ -141,28 +141,31 @@ fn print_human(report: &serde_json::Value) {
             );
         }
         let m = &report["modules"];
-        println!(
+        outln!(
             "modules:     {} found ({} enabled, {} disabled, {} broken)",
-            m["total"], m["enabled"], m["disabled"], m["broken"]
+            m["total"],
+            m["enabled"],
+            m["disabled"],
+            m["broken"]
         );
         let w = &report["components"];
-        println!(
+        outln!(
             "components:  engine {}; cache {}; memory limit {} bytes per call",
             text(&w["engine"]),
             text(&w["cache_dir"]),
             w["memory_limit_bytes"]
         );
         for warning in w["warnings"].as_array().into_iter().flatten() {
-            println!("components:  warning: {}", text(warning));
+            outln!("components:  warning: {}", text(warning));
         }
     }
     let c = &report["confinement"];
-    println!("confinement: process groups yes, environment allowlist yes");
-    println!("confinement: {}", text(&c["summary"]));
+    outln!("confinement: process groups yes, environment allowlist yes");
+    outln!("confinement: {}", text(&c["summary"]));
     if let Some(mode) = c["mode"].as_str() {
-        println!("confinement: mode {mode} (config.toml `confinement`)");
+        outln!("confinement: mode {mode} (config.toml `confinement`)");
     }
     if let Some(shortfall) = c["shortfall"].as_str() {
-        println!("confinement: warning: {shortfall}");
+        outln!("confinement: warning: {shortfall}");
     }
 }

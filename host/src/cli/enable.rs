@@ -16,6 +16,6 @@ pub async fn run(host: &Host, args: &Args, enable: bool) -> anyhow::Result<ExitC
     } else {
         host.disable(&args.module).await?
     };
-    println!("{} {}", module.id, module.status.as_str());
+    outln!("{} {}", module.id, module.status.as_str());
     Ok(ExitCode::SUCCESS)
 }

@@ -26,7 +26,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             sha256: args.sha256.clone(),
         })
         .await?;
-    println!(
+    outln!(
         "installed {} {} at {}",
         module.id,
         module.version.as_deref().unwrap_or("-"),

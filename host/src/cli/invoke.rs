@@ -159,15 +159,15 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
             } else {
                 match &outcome.result.text {
                     Some(text) => {
-                        print!("{text}");
+                        out!("{text}");
                         if !text.ends_with('\n') {
-                            println!();
+                            outln!();
                         }
                     }
-                    None => println!("{}", serde_json::to_string_pretty(&outcome.result.output)?),
+                    None => outln!("{}", serde_json::to_string_pretty(&outcome.result.output)?),
                 }
                 for artifact in &outcome.artifacts {
-                    println!(
+                    outln!(
                         "{}{}",
                         modproto::ARTIFACT_MARKER,
                         serde_json::to_string(artifact)?

@@ -45,7 +45,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             text.push_str(doc.content.trim_end());
             text.push('\n');
         }
-        print!("{text}");
+        out!("{text}");
         for w in &loaded.warnings {
             eprintln!("warning: {w}");
         }

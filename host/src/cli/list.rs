@@ -25,7 +25,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if modules.is_empty() {
-        println!(
+        outln!(
             "no modules installed in {}",
             host.layout().modules_dir().display()
         );
@@ -38,12 +38,16 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         .max()
         .unwrap_or(7)
         .max(7);
-    println!(
+    outln!(
         "{:id_width$}  {:version_width$}  {:8}  {:11}  {:8}  CAPABILITIES",
-        "ID", "VERSION", "STATUS", "CONTRACT", "PIN"
+        "ID",
+        "VERSION",
+        "STATUS",
+        "CONTRACT",
+        "PIN"
     );
     for module in &modules {
-        println!(
+        outln!(
             "{:id_width$}  {:version_width$}  {:8}  {:11}  {:8}  {}",
             module.id,
             module.version.as_deref().unwrap_or("-"),
@@ -53,7 +57,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             module.capability_ids().join(", ")
         );
         if let Some(error) = &module.error {
-            println!("    error[{}]: {}", error.kind, error.message);
+            outln!("    error[{}]: {}", error.kind, error.message);
         }
         let report = module.contract.report();
         if report.refusal.is_some() {
@@ -63,11 +67,12 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                     .as_deref()
                     .map(|c| format!(" {c}"))
                     .unwrap_or_default();
-                println!("    finding[{}]{on}: {}", finding.id, finding.reason);
+                outln!("    finding[{}]{on}: {}", finding.id, finding.reason);
             }
-            println!(
+            outln!(
                 "    remedy: {} (`modhost describe {}` has each finding's remedy)",
-                report.remedy, module.id
+                report.remedy,
+                module.id
             );
         }
         if matches!(
@@ -75,13 +80,13 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             ModuleStatus::Unpinned | ModuleStatus::Changed
         ) && let Some(refusal) = module.pin.as_ref().and_then(|p| p.refusal(&module.id))
         {
-            println!("    {}: {refusal}", module.status.as_str());
+            outln!("    {}: {refusal}", module.status.as_str());
         }
         for warning in &module.warnings {
-            println!("    warning: {warning}");
+            outln!("    warning: {warning}");
         }
         for warning in &module.host_warnings {
-            println!("    host warning: {warning}");
+            outln!("    host warning: {warning}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -11,6 +11,9 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use modhost::{Host, HostOptions};
 
+#[macro_use]
+mod stdout;
+
 mod conformance;
 mod describe;
 mod doctor;

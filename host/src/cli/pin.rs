@@ -32,10 +32,10 @@ pub async fn pin(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         ("pinned", _) => "pinned (unchanged since its last pin)".to_owned(),
         _ => "pinned".to_owned(),
     };
-    println!("{} {} {what}", record.module, record.version);
-    println!("  digest:     {}", record.digest);
-    println!("  descriptor: {}", record.descriptor_digest);
-    println!("  contract:   {}", record.contract_version);
+    outln!("{} {} {what}", record.module, record.version);
+    outln!("  digest:     {}", record.digest);
+    outln!("  descriptor: {}", record.descriptor_digest);
+    outln!("  contract:   {}", record.contract_version);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -44,7 +44,7 @@ pub async fn unpin(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     if args.json {
         super::print_json(&json!({"module": args.module, "unpinned": removed}))?;
     } else if removed {
-        println!(
+        outln!(
             "{} unpinned; it cannot be invoked until pinned again",
             args.module
         );

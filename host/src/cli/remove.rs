@@ -15,12 +15,12 @@ pub struct Args {
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let report = host.remove(&args.module, args.purge).await?;
-    println!("removed {} ({})", report.id, report.removed.display());
+    outln!("removed {} ({})", report.id, report.removed.display());
     for dir in &report.purged {
-        println!("purged {}", dir.display());
+        outln!("purged {}", dir.display());
     }
     if let Some(state) = &report.kept_state {
-        println!(
+        outln!(
             "kept its state in {} (remove --purge deletes it)",
             state.display()
         );
