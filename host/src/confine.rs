@@ -25,10 +25,13 @@
 //!
 //! - **Built in the parent, applied in the child.** All the work that
 //!   allocates (opening paths, building the ruleset, formatting messages)
-//!   happens in the host before `fork`. Between `fork` and `exec` the child
-//!   only calls `setrlimit`, `prctl(PR_SET_NO_NEW_PRIVS)`,
-//!   `landlock_restrict_self` and `prctl(PR_SET_SECCOMP)` on values, a file
-//!   descriptor and a static filter prepared beforehand: raw syscalls, async-signal-safe, no allocation. The landlock
+//!   happens in the host before the child exists. Between its start and
+//!   `exec` (after a `clone` sharing the host's memory, see
+//!   `runner::native::spawn`, or a `fork`) the child only calls `setrlimit`,
+//!   `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self` and
+//!   `prctl(PR_SET_SECCOMP)` on values, a file descriptor and a static
+//!   filter prepared beforehand: raw syscalls, async-signal-safe, no
+//!   allocation. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
 //! - **The enforcement level is computed, not guessed.** [`probe`] asks the

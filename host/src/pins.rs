@@ -327,7 +327,7 @@ fn json_digest<T: Serialize>(value: &T) -> String {
     blake3::hash(&bytes).to_hex().to_string()
 }
 
-/// What [`Host::pin`] recorded.
+/// What [`Host::pin`](crate::Host::pin) recorded.
 #[derive(Debug, Clone, Serialize)]
 pub struct PinOutcome {
     pub record: PinRecord,

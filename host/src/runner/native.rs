@@ -2,16 +2,18 @@
 //!
 //! Lifecycle of a call:
 //!
-//! 1. Spawn the executable in its own process group, with a cleared
-//!    environment (only [`is_allowed_env`] passes: PATH, LANG, LC_*, TZ and the
-//!    host's own `MODHOST_*`; never the caller's secrets), working directory
-//!    the module's folder.
+//! 1. Spawn the executable ([`spawn`]) in its own process group, confined,
+//!    with a cleared environment (only [`is_allowed_env`] passes: PATH, LANG,
+//!    LC_*, TZ and the host's own `MODHOST_*`; never the caller's secrets),
+//!    working directory the module's folder; or take the process a
+//!    long-running host started ahead for this call ([`warm`]).
 //! 2. Write the request line and `\n`, close stdin.
 //! 3. Read stdout incrementally, counting every byte against the output cap;
 //!    collect `progress`/`log` notifications (and forward them live), stop at
 //!    the first response. stderr is drained concurrently into a bounded tail.
 //! 4. Give the process a short grace to exit, then SIGKILL the whole group
-//!    (grandchildren included) and reap.
+//!    (grandchildren included) and reap; a long-running host answers a
+//!    successful call first and does this in the background.
 //!
 //! Design decisions:
 //!
@@ -19,7 +21,7 @@
 //!   helpers; killing only the leader would leave them holding our pipes or
 //!   running on. Every exit path (response, timeout, output cap, crash,
 //!   cancellation by dropping the future) ends with SIGKILL to `-pgid`;
-//!   cancellation goes through [`GroupGuard`]'s `Drop`.
+//!   cancellation goes through `GroupGuard`'s `Drop`.
 //! - **A response ends the read.** We never wait for stdout EOF after the
 //!   response: a grandchild holding stdout open must not hang the host.
 //! - **Strict framing.** Anything on stdout that is not a JSON-RPC message, a

@@ -1,8 +1,8 @@
 //! Warm processes: the next process of a call, started before the call.
 //!
 //! Starting a confined native module costs more than most modules take to
-//! answer: fork, the landlock ruleset, exec, the dynamic loader, the module's
-//! own start-up. A long-running host (the MCP server) calls the same few
+//! answer: the landlock ruleset, the clone and exec, the dynamic loader, the
+//! module's own start-up. A long-running host (the MCP server) calls the same few
 //! tools with the same grants again and again, so after each call it starts
 //! the next process for that [`SpawnSpec`] in the background, and the next
 //! call writes its request to a process already waiting on stdin.
@@ -165,12 +165,11 @@ impl WarmPool {
 /// Start a process for `spec` on the blocking pool.
 fn start_in_background(spec: SpawnSpec) -> Starting {
     tokio::spawn(async move {
-        // Let the call that just ended deliver its answer first: a fork
-        // write-protects this whole process's memory while it copies the
-        // page tables, stalling every thread of the host, the one writing
-        // the response included.
+        // Let the call that just ended deliver its answer first: a start
+        // keeps a core busy for a while (the exec, the module's start-up),
+        // and on a small machine that core is the one the answer needs.
         tokio::task::yield_now().await;
-        // Fork and exec block until the exec is done: off the runtime.
+        // The spawn blocks until the exec is done: off the runtime.
         let spawned = tokio::task::spawn_blocking(move || spawn(&spec))
             .await
             .ok()?;
