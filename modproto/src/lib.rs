@@ -14,7 +14,7 @@
 //! - **Versioned on its own.** [`PROTOCOL_VERSION`] is the version of the bytes
 //!   on the wire; it changes only when the wire changes, never because a crate
 //!   was released. The *contract version* a module declares
-//!   ([`contract::ContractVersion`]) is a separate, semantic axis: which
+//!   (`contract_version`, decided by [`contract::evaluate`]) is a separate, semantic axis: which
 //!   declarations the host may rely on.
 //! - **Untrusted input is the default.** Every decoder here is written for
 //!   bytes that came from a program the host does not trust: unknown fields are
