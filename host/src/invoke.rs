@@ -497,6 +497,17 @@ impl Host {
         // spawning it.
         plan.binaries
             .retain(|name, _| capability.effects.spawns.contains(name));
+        // A component cannot start a process at all: it is told of no
+        // binary, rather than of host paths it could never run.
+        if module.transport == runner::Transport::Component && !plan.binaries.is_empty() {
+            let names: Vec<&str> = plan.binaries.keys().map(String::as_str).collect();
+            host_warnings.push(format!(
+                "components cannot run programs, so {} {} not granted",
+                names.join(", "),
+                if names.len() == 1 { "was" } else { "were" }
+            ));
+            plan.binaries.clear();
+        }
         let executables: Vec<std::path::PathBuf> = plan.binaries.values().cloned().collect();
         let request_id = new_request_id();
         let params = InvokeParams {

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{Home, Run, write_file};
+use crate::support::{Home, Run, strings, write_file};
 
 /// A home with the same workspace content as the native `files` tests, and
 /// `files` installed natively or as a component.
@@ -167,6 +167,30 @@ fn a_component_sees_only_its_grants_at_guest_paths() {
             "{elsewhere}: nothing but the grant is visible: {output:#}"
         );
     }
+}
+
+#[test]
+fn a_component_is_granted_no_binary_and_told_why() {
+    let home = guest_home("spawner");
+    home.write_config(
+        "[binaries]\n\
+         tool = \"/bin/true\"\n",
+    );
+    // Declaring a program to run makes the default approval `ask`.
+    let run = home.invoke("spawner", "spawner.run", &json!({}), &["--approve"]);
+    let result = run.invoke_result();
+    assert_eq!(
+        result["output"]["binaries"],
+        json!({}),
+        "no host path a component could never run: {result:#}"
+    );
+    let warnings = strings(&result["host_warnings"]);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("components cannot run programs, so tool was not granted")),
+        "{warnings:?}"
+    );
 }
 
 #[test]

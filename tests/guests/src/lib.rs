@@ -7,9 +7,9 @@
 //! cargo build -p modhost-guests --target wasm32-wasip2
 //! ```
 //!
-//! Only `echo` is well behaved; the others are hostile on purpose, and the
-//! tests check that each one ends in its own error kind with nothing changed
-//! outside its grants.
+//! Only `echo` and `spawner` are well behaved; the others are hostile on
+//! purpose, and the tests check that each one ends in its own error kind with
+//! nothing changed outside its grants.
 //!
 //! Every guest is a complete module as far as the host can tell: it answers
 //! `describe` with a descriptor (id = the name it was run as, one capability
@@ -35,6 +35,11 @@ pub fn read_request() -> Value {
 /// declaring `roots`, whose one capability reads `reads` and writes `writes`.
 /// Returns the request of any other method.
 pub fn serve(roots: &Value, reads: &[&str], writes: &[&str]) -> Value {
+    serve_spawning(roots, reads, writes, &[])
+}
+
+/// [`serve`], with a capability that also declares it runs `spawns`.
+pub fn serve_spawning(roots: &Value, reads: &[&str], writes: &[&str], spawns: &[&str]) -> Value {
     let request = read_request();
     if request.get("method").and_then(Value::as_str) == Some("describe") {
         let id = module_id();
@@ -46,12 +51,13 @@ pub fn serve(roots: &Value, reads: &[&str], writes: &[&str]) -> Value {
                 "title": format!("guest {id}"),
                 "description": "a wasm runner test guest",
                 "roots": roots,
+                "binaries": spawns.iter().map(|name| json!({"name": name, "description": "a program"})).collect::<Vec<_>>(),
                 "capabilities": [{
                     "id": format!("{id}.run"),
                     "title": "run",
                     "description": "do what the guest's name says",
                     "input_schema": {"type": "object"},
-                    "effects": {"reads": reads, "writes": writes, "network": false, "spawns": [], "cost": "trivial"},
+                    "effects": {"reads": reads, "writes": writes, "network": false, "spawns": spawns, "cost": "trivial"},
                 }],
             }),
         );
