@@ -435,6 +435,17 @@ impl WasmEngine {
                 Access::Read => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,
             };
+            if grant.host.is_file() {
+                // WASI preopens are directories; granting the folder around
+                // the file would grant its neighbours too.
+                return Err(RunError::Spawn {
+                    message: format!(
+                        "root {:?} is the file {}, and a component can only be granted folders; point the root at a folder that holds only what the module may see",
+                        grant.name,
+                        grant.host.display()
+                    ),
+                });
+            }
             wasi.preopened_dir(&grant.host, &grant.guest, perms)
                 .map_err(|e| RunError::Spawn {
                     message: format!(
@@ -1074,6 +1085,21 @@ mod tests {
             err.to_string().contains("/nonexistent/modhost-root"),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_file_grant_is_refused_with_what_to_grant_instead() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "x").unwrap();
+        let grants = [grant("notes", &file, Access::Read)];
+        let err = call_guest("echo", json!({}), &grants, LONG)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "spawn_failed", "{err}");
+        let message = err.to_string();
+        assert!(message.contains("notes.txt"), "{message}");
+        assert!(message.contains("only be granted folders"), "{message}");
     }
 
     #[test]
