@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::support::{Home, Run, strings, write_file};
+use crate::support::{Home, Run, components, strings, write_file};
 
 /// A home with the same workspace content as the native `files` tests, and
 /// `files` installed natively or as a component.
@@ -191,6 +191,24 @@ fn a_component_is_granted_no_binary_and_told_why() {
             .any(|w| w.contains("components cannot run programs, so tool was not granted")),
         "{warnings:?}"
     );
+}
+
+#[test]
+fn the_first_compile_of_a_component_is_announced_once() {
+    let home = Home::new();
+    let target = home.modules().join("echo").join("echo.wasm");
+    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+    std::fs::copy(components().path("echo"), &target).unwrap();
+    let first = home.run(&["pin", "echo"]);
+    first.expect_code(0);
+    assert!(
+        first.stderr.contains("compiling")
+            && first.stderr.contains("later runs load it from the cache"),
+        "{first:#?}"
+    );
+    let second = home.run(&["list"]);
+    second.expect_code(0);
+    assert!(!second.stderr.contains("compiling"), "{second:#?}");
 }
 
 #[test]

@@ -132,27 +132,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 fn init_logging(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
+        // Warnings, and the one progress note of long work: compiling a
+        // component the first time.
+        0 => "warn,modhost::runner::wasm=info",
         1 => "info",
         2 => "debug",
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only for a person at a terminal, never in a log file or an
+    // MCP client's stderr capture.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(ansi)
         .try_init();
 }
 
-/// Print `value` as pretty JSON on stdout. A closed pipe (`| head`) is not
-/// an error worth a panic.
+/// Print `value` as pretty JSON on stdout (a closed pipe ends the command
+/// quietly, see [`stdout`]).
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    use std::io::Write;
     let text = serde_json::to_string_pretty(value)?;
-    match writeln!(std::io::stdout().lock(), "{text}") {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
+    outln!("{text}");
+    Ok(())
 }

@@ -215,6 +215,12 @@ impl WasmEngine {
         let (component, origin) = match inner.cache.get(&inner.engine, &digest) {
             Some(component) => (component, LoadOrigin::DiskCache),
             None => {
+                // Seconds for a large component: say so, once.
+                tracing::info!(
+                    "compiling {} ({:.1} MB) for this host; later runs load it from the cache",
+                    path.display(),
+                    bytes.len() as f64 / 1e6
+                );
                 let component =
                     Component::new(&inner.engine, &bytes).map_err(|e| WasmError::Compile {
                         path: path.to_owned(),
