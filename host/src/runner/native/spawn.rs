@@ -174,7 +174,17 @@ fn spawn_once(
     drop((stdin_read, stdout_write, stderr_write, report_write));
 
     let mut report = [0u8; 5];
-    let read = read_all(&report_read, &mut report)?;
+    let read = match read_all(&report_read, &mut report) {
+        Ok(read) => read,
+        Err(e) => {
+            // Whether the exec happened is unknown: the child must not run on.
+            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+            reap(pid);
+            return Err(e);
+        }
+    };
     if read == 0 {
         return Ok(Child {
             pid,
