@@ -283,6 +283,22 @@ mod tests {
         data: PathBuf,
     }
 
+    impl Fixture {
+        /// The grant context of this fixture's home and workspace.
+        fn ctx<'a>(
+            &'a self,
+            source_roots: &'a BTreeMap<String, PathBuf>,
+            binaries: &'a BTreeMap<String, PathBuf>,
+        ) -> GrantContext<'a> {
+            GrantContext {
+                layout: &self.layout,
+                workspace: &self.workspace,
+                source_roots,
+                binaries,
+            }
+        }
+    }
+
     fn fixture() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -309,12 +325,7 @@ mod tests {
         ]);
         let sources = BTreeMap::from([("data".to_owned(), f.data.clone())]);
         let binaries = BTreeMap::new();
-        let ctx = GrantContext {
-            layout: &f.layout,
-            workspace: &f.workspace,
-            source_roots: &sources,
-            binaries: &binaries,
-        };
+        let ctx = f.ctx(&sources, &binaries);
         let plan = plan(&d, "m", Transport::Native, ctx, true).unwrap();
         assert!(plan.missing.is_empty(), "{:?}", plan.missing);
         let by_name: BTreeMap<_, _> = plan.roots.iter().map(|g| (g.name.as_str(), g)).collect();
@@ -342,12 +353,7 @@ mod tests {
         let f = fixture();
         let d = descriptor(&[root("state", RootKind::State, None)]);
         let none = BTreeMap::new();
-        let ctx = GrantContext {
-            layout: &f.layout,
-            workspace: &f.workspace,
-            source_roots: &none,
-            binaries: &none,
-        };
+        let ctx = f.ctx(&none, &none);
         plan(&d, "m", Transport::Native, ctx, false).unwrap();
         assert!(!f.layout.state_dir("m").exists());
     }
@@ -357,12 +363,7 @@ mod tests {
         let f = fixture();
         let d = descriptor(&[root("state", RootKind::State, None)]);
         let none = BTreeMap::new();
-        let ctx = GrantContext {
-            layout: &f.layout,
-            workspace: &f.workspace,
-            source_roots: &none,
-            binaries: &none,
-        };
+        let ctx = f.ctx(&none, &none);
         let a = plan(&d, "a", Transport::Native, ctx, true).unwrap();
         let b = plan(&d, "b", Transport::Native, ctx, true).unwrap();
         assert_ne!(a.roots[0].host, b.roots[0].host);
@@ -377,12 +378,7 @@ mod tests {
         ]);
         let sources = BTreeMap::from([("gone".to_owned(), f.data.join("nope"))]);
         let none = BTreeMap::new();
-        let ctx = GrantContext {
-            layout: &f.layout,
-            workspace: &f.workspace,
-            source_roots: &sources,
-            binaries: &none,
-        };
+        let ctx = f.ctx(&sources, &none);
         let plan = plan(&d, "m", Transport::Native, ctx, true).unwrap();
         assert!(plan.roots.is_empty());
         assert_eq!(plan.missing.len(), 2);
@@ -421,12 +417,7 @@ mod tests {
         let f = fixture();
         let d = descriptor(&[root("workspace", RootKind::Workspace, None)]);
         let none = BTreeMap::new();
-        let ctx = GrantContext {
-            layout: &f.layout,
-            workspace: &f.workspace,
-            source_roots: &none,
-            binaries: &none,
-        };
+        let ctx = f.ctx(&none, &none);
         let plan = plan(&d, "m", Transport::Component, ctx, false).unwrap();
         assert_eq!(plan.roots[0].guest, "/roots/workspace");
         assert_eq!(plan.roots[0].host, f.workspace);

@@ -26,12 +26,6 @@ pub enum SchemaFailure {
     Violations(Vec<String>),
 }
 
-/// Check `instance` against `schema` (compiled for this one check).
-pub fn check(schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
-    let validator = compile(schema)?;
-    check_with(&validator, instance)
-}
-
 fn compile(schema: &Value) -> Result<jsonschema::Validator, SchemaFailure> {
     jsonschema::validator_for(schema).map_err(|e| SchemaFailure::BadSchema(e.to_string()))
 }
@@ -94,6 +88,11 @@ impl Validators {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// One check with a schema compiled for it alone.
+    fn check(schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
+        Validators::default().check(schema, instance)
+    }
 
     fn schema() -> Value {
         json!({

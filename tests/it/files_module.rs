@@ -4,11 +4,18 @@ use serde_json::{Value, json};
 
 use crate::support::{Home, strings, write_file};
 
-/// A workspace with a match in a kept file, the same text in ignored and
-/// binary files, and a secret outside the workspace.
+/// A home with `files` installed over [`write_known_content`].
 fn files_home() -> Home {
     let home = Home::new();
     home.install_files();
+    write_known_content(&home);
+    home
+}
+
+/// A workspace with a match in a kept file, the same text in ignored and
+/// binary files, and a secret outside the workspace (shared with the
+/// component tests, which compare both transports on it).
+pub(crate) fn write_known_content(home: &Home) {
     let ws = home.workspace();
     // `.git` makes the workspace a repository, the case where every tool
     // agrees `.gitignore` applies.
@@ -32,7 +39,6 @@ fn files_home() -> Home {
         "secret.txt",
         "TOP SECRET outside the workspace\n",
     );
-    home
 }
 
 fn search(home: &Home, input: &Value) -> Value {

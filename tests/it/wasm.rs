@@ -24,22 +24,7 @@ fn files_home(as_component: bool) -> Home {
     } else {
         home.install_files();
     }
-    let ws = home.workspace();
-    std::fs::create_dir_all(ws.join(".git")).expect(".git");
-    write_file(&ws, ".gitignore", "ignored/\n*.log\n");
-    write_file(
-        &ws,
-        "src/lib.rs",
-        "fn alpha() {}\n// NEEDLE one\nfn beta() {}\n",
-    );
-    write_file(&ws, "docs/guide.md", "Needle two\n");
-    write_file(&ws, "ignored/secret.txt", "NEEDLE hidden\n");
-    write_file(&ws, "build.log", "NEEDLE in a log\n");
-    write_file(
-        &home.outside(),
-        "secret.txt",
-        "TOP SECRET outside the workspace\n",
-    );
+    crate::files_module::write_known_content(&home);
     home
 }
 

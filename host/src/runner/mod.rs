@@ -120,11 +120,6 @@ impl Engines {
         }
     }
 
-    /// Whether native processes are started ahead of their calls.
-    pub fn keeps_warm(&self) -> bool {
-        self.warm.is_some()
-    }
-
     /// Kill and reap every process started ahead (a no-op for engines that
     /// keep none).
     pub async fn shutdown(&self) {

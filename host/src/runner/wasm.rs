@@ -441,26 +441,26 @@ impl WasmEngine {
                 Access::Read => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,
             };
-            if grant.host.is_file() {
-                // WASI preopens are directories; granting the folder around
-                // the file would grant its neighbours too.
-                return Err(RunError::Spawn {
-                    message: format!(
-                        "root {:?} is the file {}, and a component can only be granted folders; point the root at a folder that holds only what the module may see",
-                        grant.name,
-                        grant.host.display()
-                    ),
-                });
-            }
             wasi.preopened_dir(&grant.host, &grant.guest, perms)
-                .map_err(|e| RunError::Spawn {
-                    message: format!(
-                        "could not grant root {:?} ({}) at {}: {}",
-                        grant.name,
-                        grant.host.display(),
-                        grant.guest,
-                        error_chain(&e)
-                    ),
+                .map_err(|e| {
+                    // WASI preopens are directories; granting the folder
+                    // around a file would grant its neighbours too.
+                    let message = if grant.host.is_file() {
+                        format!(
+                            "root {:?} is the file {}, and a component can only be granted folders; point the root at a folder that holds only what the module may see",
+                            grant.name,
+                            grant.host.display()
+                        )
+                    } else {
+                        format!(
+                            "could not grant root {:?} ({}) at {}: {}",
+                            grant.name,
+                            grant.host.display(),
+                            grant.guest,
+                            error_chain(&e)
+                        )
+                    };
+                    RunError::Spawn { message }
                 })?;
         }
         let state = CallState {
