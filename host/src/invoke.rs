@@ -437,19 +437,24 @@ impl Host {
                 ),
             });
         }
-        let contract_version = match contract::evaluate(descriptor.clone()) {
-            Decision::Refused(pin) => {
-                return Err(InvokeError::ContractRefused {
-                    id: module.id.clone(),
-                    reason: pin.reason,
-                    remedy: pin.remedy,
-                });
-            }
-            decision => decision
-                .pin()
-                .effective
-                .clone()
-                .unwrap_or_else(|| "1.0".into()),
+        // Decided at discovery; only a module that was never assessed (one
+        // assembled by hand rather than discovered) is pinned here.
+        let contract_version = match module.contract.effective() {
+            Some(effective) => effective.to_owned(),
+            None => match contract::evaluate(descriptor.clone()) {
+                Decision::Refused(pin) => {
+                    return Err(InvokeError::ContractRefused {
+                        id: module.id.clone(),
+                        reason: pin.reason,
+                        remedy: pin.remedy,
+                    });
+                }
+                decision => decision
+                    .pin()
+                    .effective
+                    .clone()
+                    .unwrap_or_else(|| "1.0".into()),
+            },
         };
         let capability = descriptor
             .capability(&request.capability)
