@@ -114,6 +114,19 @@ pub struct Decision {
     pub from_rule: bool,
 }
 
+impl Decision {
+    /// Whether a long-running host may start processes for this tool before
+    /// its calls come ([`crate::runner::Call::start_ahead`]).
+    ///
+    /// Only on `allow`: a process started ahead executes the module (its
+    /// start-up, with the call's grants) before any call exists to approve.
+    /// An `ask` approval covers one call, so the process serving it is
+    /// started after that approval and for it alone; a `deny` never runs.
+    pub fn allows_starting_ahead(&self) -> bool {
+        self.verdict == Verdict::Allow
+    }
+}
+
 /// Decide the policy for capability `capability` of module `descriptor`,
 /// exposed as tool `tool`.
 pub fn decide(
@@ -564,6 +577,29 @@ mod tests {
             authorize(&allow, "t", None).unwrap().expect("a record").by,
             "rule"
         );
+    }
+
+    #[test]
+    fn only_an_allow_lets_processes_start_ahead() {
+        let roots = json!([{"name": "state", "kind": "state"}]);
+        let cfg = ApprovalConfig::default();
+        let allowed = module(&roots, &json!({"writes": ["state"]}));
+        assert!(decide_for(&cfg, &allowed).allows_starting_ahead());
+        // Asked for by the module itself, or by the default for the network:
+        // approved call by call, so never started ahead of one.
+        for effects in [json!({"approval": true}), json!({"network": true})] {
+            let asks = module(&roots, &effects);
+            assert!(
+                !decide_for(&cfg, &asks).allows_starting_ahead(),
+                "{effects}"
+            );
+        }
+        let deny = config("[[approval.rules]]\ndecision = \"deny\"");
+        assert!(!decide_for(&deny, &allowed).allows_starting_ahead());
+        // An operator's allow rule is an approval given ahead for every call.
+        let allow = config("[[approval.rules]]\neffect = \"network\"\ndecision = \"allow\"");
+        let net = module(&roots, &json!({"network": true}));
+        assert!(decide_for(&allow, &net).allows_starting_ahead());
     }
 
     #[test]

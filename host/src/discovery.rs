@@ -422,6 +422,7 @@ pub async fn describe(
         grants: &[],
         executables: &[],
         network: false,
+        start_ahead: false,
     };
     let engines = engines.cold();
     match runner::run(&engines, Transport::of_path(path), path, &call, None).await {

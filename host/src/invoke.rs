@@ -55,6 +55,12 @@ pub struct InvokeRequest {
     /// The approval decision, when the call was approved (written into the
     /// request by the host; a caller's `approval` argument never is).
     pub approval: Option<Approval>,
+    /// Whether this call may be served by a process started ahead, and
+    /// leave the next ones started (in a host that keeps processes warm).
+    /// Set only by a caller that evaluated the approval policy and got
+    /// `allow` ([`crate::approval::Decision::allows_starting_ahead`]); the
+    /// default, false, starts the process cold, after approval.
+    pub start_ahead: bool,
     /// Receives `progress`/`log` notifications live.
     pub progress: Option<NotificationSink>,
 }
@@ -546,6 +552,7 @@ impl Host {
             grants,
             executables: &executables,
             network: capability.effects.network,
+            start_ahead: request.start_ahead,
         };
         let exchange = runner::run(
             self.engines(),

@@ -19,4 +19,5 @@ mod pins;
 mod roots;
 mod support;
 mod tools;
+mod warm_approval;
 mod wasm;

@@ -249,6 +249,15 @@ pub struct Call<'a> {
     pub executables: &'a [PathBuf],
     /// Whether the call may use the network (the capability declared it).
     pub network: bool,
+    /// Whether a long-running host may serve this call from a process
+    /// started ahead of it, and start the next ones for calls like it
+    /// ([`native::warm`]). Only the host sets it, from its approval policy:
+    /// a process started ahead runs before anyone approved the call it
+    /// will serve, so it is true only for a capability the policy allows
+    /// outright ([`crate::approval::Decision::allows_starting_ahead`]).
+    /// False (start cold, after approval) for every caller that did not
+    /// evaluate the policy.
+    pub start_ahead: bool,
 }
 
 /// What came back from a call that answered.

@@ -88,6 +88,10 @@ impl SpawnSpec {
 
 /// Run one call of the native executable at `program`: on a process from
 /// `warm` when one is waiting for this call's spec, else on one started now.
+///
+/// Only a call with [`Call::start_ahead`] (its capability is allowed
+/// outright by the host's policy) is served from, or followed by, processes
+/// started ahead; any other call starts cold, after its approval.
 pub async fn run(
     program: &Path,
     call: &Call<'_>,
@@ -95,7 +99,8 @@ pub async fn run(
     warm: Option<&WarmPool>,
 ) -> Result<Exchange, RunError> {
     let spec = SpawnSpec::of(program, call);
-    let waiting = match warm {
+    let ahead = warm.filter(|_| call.start_ahead);
+    let waiting = match ahead {
         Some(pool) => pool.take(&spec).await,
         None => None,
     };
@@ -106,7 +111,7 @@ pub async fn run(
     let exchange = answer(started, call, notifications, warm).await;
     // Only a spec that started once is worth starting ahead: a spawn or
     // confinement failure would only fail again, in the background.
-    if let Some(pool) = warm {
+    if let Some(pool) = ahead {
         pool.refill(&spec);
     }
     exchange
@@ -654,6 +659,7 @@ pub(crate) mod tests {
             grants: &[],
             executables: &[],
             network: false,
+            start_ahead: false,
         }
     }
 
@@ -841,6 +847,7 @@ sleep 30",
             grants: &grants,
             executables: &[],
             network: false,
+            start_ahead: false,
         };
         let cancelled =
             tokio::time::timeout(Duration::from_millis(500), run(&module, &call, None, None)).await;

@@ -897,6 +897,7 @@ mod tests {
             grants,
             executables: &[],
             network: false,
+            start_ahead: false,
         };
         engine.run(&component, &call, None).await
     }
@@ -942,6 +943,7 @@ mod tests {
             grants: &[],
             executables: &[],
             network: true,
+            start_ahead: false,
         };
         let (tx, mut rx) = unbounded_channel();
         let exchange = engine.run(&component, &call, Some(&tx)).await.unwrap();

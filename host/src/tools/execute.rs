@@ -52,6 +52,9 @@ pub struct InvokeCall {
     /// The host's approval record for this call; `None` when the call
     /// needed no approval (the default allowed it).
     pub approval: Option<Approval>,
+    /// Whether processes may be started ahead for calls of this tool: its
+    /// verdict is `allow` ([`crate::approval::Decision::allows_starting_ahead`]).
+    pub start_ahead: bool,
     pub progress: Option<ProgressSink>,
 }
 

@@ -48,6 +48,7 @@ impl Invoker for HostInvoker {
         let (sink, mut notifications) = mpsc::unbounded_channel::<Notification>();
         let request = InvokeRequest {
             approval: call.approval,
+            start_ahead: call.start_ahead,
             progress: call.progress.is_some().then_some(sink),
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };

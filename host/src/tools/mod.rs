@@ -308,6 +308,7 @@ impl<I: Invoker> Toolbox<I> {
             capability: tool.capability.clone(),
             input,
             approval: record,
+            start_ahead: tool.approval.allows_starting_ahead(),
             progress,
         };
         let result = self.invoker.invoke(call).await;

@@ -19,18 +19,39 @@
 //!   starts a cold one, so a module that exits early costs one spawn, never
 //!   a failed call.
 //!
-//! At most [`MAX_SPECS`] specs keep processes waiting, the least recently
-//! used giving its place to a new one, so a client that calls many tools
-//! (or one tool with ever-new grants) does not accumulate processes.
+//! What may start ahead, and for how long, is bounded:
+//!
+//! - **Only what is allowed outright.** A process started ahead executes
+//!   the module (its start-up, with the call's grants) before any call
+//!   exists. The pool is only used for a call whose
+//!   [`Call::start_ahead`](crate::runner::Call::start_ahead) the host set
+//!   from an `allow` verdict ([`crate::approval::Decision::allows_starting_ahead`]);
+//!   an `ask` call neither takes a waiting process nor leaves any started,
+//!   so each approval runs the module exactly once, after it was given. The
+//!   pool itself never starts anything but after such a call: nothing runs
+//!   when a host starts.
+//! - **A bounded idle life.** A spec whose last call was more than
+//!   [`IDLE_LIFE`] ago has its processes ended (killed and reaped) and not
+//!   replaced, by one expiry task per pool that runs only while something
+//!   waits.
+//! - **Bounded processes and threads.** At most [`MAX_SPECS`] specs keep
+//!   processes waiting, [`DEPTH`] each, the least recently called giving its
+//!   place to a new one, so a client that calls many tools (or one tool with
+//!   ever-new grants) does not accumulate processes. Each waiting process
+//!   holds one blocking waiter thread (the native runner's reaper), so the
+//!   same bound, [`MAX_WAITING`], and the idle life bound the threads.
+//!
 //! [`WarmPool::shutdown`] kills and reaps every waiting process; dropping the
 //! pool without it still kills them (each [`Started`] kills its group when
 //! dropped), once their start-up tasks finish on the runtime.
 
 use std::collections::{HashMap, VecDeque};
 use std::process::ExitStatus;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
 
 use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 
 use super::{SpawnSpec, Started, attach, spawn};
 
@@ -42,13 +63,30 @@ pub const DEPTH: usize = 2;
 /// How many call specs may keep processes started.
 pub const MAX_SPECS: usize = 16;
 
+/// The most processes a pool keeps waiting (or starting) at once.
+pub const MAX_WAITING: usize = DEPTH * MAX_SPECS;
+
+/// How long a spec's processes wait for its next call before they are
+/// ended and not replaced. An agent working with a tool calls it again
+/// within seconds; one that stopped should not leave confined processes
+/// (and their waiter threads) behind for the rest of a long session.
+pub const IDLE_LIFE: Duration = Duration::from_secs(60);
+
 /// A process being started in the background (`None` when that failed).
 type Starting = JoinHandle<Option<Started>>;
 
 /// Up to [`DEPTH`] waiting (or starting) processes per [`SpawnSpec`], and
 /// the endings of answered calls still running in the background.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WarmPool {
+    /// Shared with the expiry task, which holds it weakly: a dropped pool
+    /// ends the task at its next wake-up.
+    shared: Arc<Shared>,
+    idle_life: Duration,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
     waiting: Mutex<Waiting>,
     ending: Mutex<JoinSet<()>>,
 }
@@ -56,26 +94,50 @@ pub struct WarmPool {
 #[derive(Debug, Default)]
 struct Waiting {
     by_spec: HashMap<SpawnSpec, Slot>,
-    /// Counts refills; a slot's `used` is the count at its last one.
-    clock: u64,
+    /// The pool's expiry task while it runs. It clears this (under the
+    /// lock) when nothing waits any more and stops; the next refill starts
+    /// another. A task its runtime dropped counts as stopped.
+    expiry: Option<JoinHandle<()>>,
 }
 
 #[derive(Debug)]
 struct Slot {
     queue: VecDeque<Starting>,
-    used: u64,
+    /// When a call of this spec last came (its take or its refill).
+    last_call: Instant,
+}
+
+impl Default for WarmPool {
+    fn default() -> Self {
+        WarmPool::new()
+    }
 }
 
 impl WarmPool {
+    /// A pool whose processes wait at most [`IDLE_LIFE`] for a call.
     pub fn new() -> WarmPool {
-        WarmPool::default()
+        WarmPool::with_idle_life(IDLE_LIFE)
+    }
+
+    /// A pool whose processes are ended once their spec had no call for
+    /// `idle_life`.
+    pub fn with_idle_life(idle_life: Duration) -> WarmPool {
+        WarmPool {
+            shared: Arc::default(),
+            idle_life,
+        }
     }
 
     /// The oldest process waiting for `spec`, if one is (or is still
     /// starting: waiting for it is never slower than starting another) and
     /// alive.
     pub async fn take(&self, spec: &SpawnSpec) -> Option<Started> {
-        let starting = self.lock().by_spec.get_mut(spec)?.queue.pop_front()?;
+        let starting = {
+            let mut waiting = self.shared.lock_waiting();
+            let slot = waiting.by_spec.get_mut(spec)?;
+            slot.last_call = Instant::now();
+            slot.queue.pop_front()?
+        };
         // Cancellation-safe: dropping this future drops the handle, and the
         // process is killed when the start-up task drops its output.
         let mut started = starting.await.ok()??;
@@ -84,29 +146,37 @@ impl WarmPool {
 
     /// Start processes for `spec` in the background until [`DEPTH`] are
     /// waiting or starting. A new spec beyond [`MAX_SPECS`] takes the place
-    /// of the least recently used one, whose processes are killed (each as
-    /// its start-up task drops it). Must be called on a tokio runtime.
+    /// of the least recently called one, whose processes are ended in the
+    /// background. Must be called on a tokio runtime, and only after a call
+    /// the host allowed to start ahead ([`crate::runner::Call::start_ahead`]).
     pub fn refill(&self, spec: &SpawnSpec) {
-        let mut waiting = self.lock();
-        waiting.clock += 1;
-        let now = waiting.clock;
-        if !waiting.by_spec.contains_key(spec) && waiting.by_spec.len() >= MAX_SPECS {
-            let oldest = waiting
-                .by_spec
-                .iter()
-                .min_by_key(|(_, slot)| slot.used)
-                .map(|(spec, _)| spec.clone());
-            if let Some(oldest) = oldest {
-                waiting.by_spec.remove(&oldest);
+        let now = Instant::now();
+        let mut evicted = None;
+        {
+            let mut waiting = self.shared.lock_waiting();
+            if !waiting.by_spec.contains_key(spec) && waiting.by_spec.len() >= MAX_SPECS {
+                let oldest = waiting
+                    .by_spec
+                    .iter()
+                    .min_by_key(|(_, slot)| slot.last_call)
+                    .map(|(spec, _)| spec.clone());
+                evicted = oldest.and_then(|oldest| waiting.by_spec.remove(&oldest));
+            }
+            let slot = waiting.by_spec.entry(spec.clone()).or_insert_with(|| Slot {
+                queue: VecDeque::new(),
+                last_call: now,
+            });
+            slot.last_call = now;
+            while slot.queue.len() < DEPTH {
+                slot.queue.push_back(start_in_background(spec.clone()));
+            }
+            if waiting.expiry.as_ref().is_none_or(JoinHandle::is_finished) {
+                let task = expire_idle(Arc::downgrade(&self.shared), self.idle_life);
+                waiting.expiry = Some(tokio::spawn(task));
             }
         }
-        let slot = waiting.by_spec.entry(spec.clone()).or_insert_with(|| Slot {
-            queue: VecDeque::new(),
-            used: now,
-        });
-        slot.used = now;
-        while slot.queue.len() < DEPTH {
-            slot.queue.push_back(start_in_background(spec.clone()));
+        if let Some(slot) = evicted {
+            self.shared.end_in_background(stop_all(slot.queue));
         }
     }
 
@@ -116,17 +186,15 @@ impl WarmPool {
         &self,
         ending: impl Future<Output = (Option<ExitStatus>, String)> + Send + 'static,
     ) {
-        let mut ending_set = self.ending.lock().unwrap_or_else(|e| e.into_inner());
-        // Collect the ones already done, so the set stays small.
-        while ending_set.try_join_next().is_some() {}
-        ending_set.spawn(async move {
+        self.shared.end_in_background(async move {
             ending.await;
         });
     }
 
     /// How many processes are waiting or starting, over all specs.
     pub fn len(&self) -> usize {
-        self.lock()
+        self.shared
+            .lock_waiting()
             .by_spec
             .values()
             .map(|slot| slot.queue.len())
@@ -138,27 +206,86 @@ impl WarmPool {
     }
 
     /// Kill every waiting process and wait until each is reaped, and every
-    /// answered call's process has ended.
+    /// answered call's (or expired, or evicted) process has ended.
     pub async fn shutdown(&self) {
-        let tasks: Vec<Starting> = self
-            .lock()
-            .by_spec
-            .drain()
-            .flat_map(|(_, slot)| slot.queue)
-            .collect();
-        for task in tasks {
-            if let Ok(Some(started)) = task.await {
-                started.stop().await;
+        let tasks: Vec<Starting> = {
+            let mut waiting = self.shared.lock_waiting();
+            if let Some(expiry) = waiting.expiry.take() {
+                expiry.abort();
             }
-        }
-        let mut ending =
-            std::mem::take(&mut *self.ending.lock().unwrap_or_else(|e| e.into_inner()));
+            waiting
+                .by_spec
+                .drain()
+                .flat_map(|(_, slot)| slot.queue)
+                .collect()
+        };
+        stop_all(tasks).await;
+        let mut ending = std::mem::take(&mut *self.shared.lock_ending());
         while ending.join_next().await.is_some() {}
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Waiting> {
+impl Shared {
+    fn lock_waiting(&self) -> MutexGuard<'_, Waiting> {
         // The map stays consistent whatever panicked while holding it.
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_ending(&self) -> MutexGuard<'_, JoinSet<()>> {
+        self.ending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Run `ending` on the runtime; [`WarmPool::shutdown`] waits for it.
+    fn end_in_background(&self, ending: impl Future<Output = ()> + Send + 'static) {
+        let mut ending_set = self.lock_ending();
+        // Collect the ones already done, so the set stays small.
+        while ending_set.try_join_next().is_some() {}
+        ending_set.spawn(ending);
+    }
+}
+
+/// The pool's one expiry task: sleep until the earliest spec falls idle,
+/// end that spec's processes, repeat; stop when nothing waits (or the pool
+/// is gone).
+async fn expire_idle(shared: Weak<Shared>, idle_life: Duration) {
+    loop {
+        let Some(pool) = shared.upgrade() else { return };
+        let now = Instant::now();
+        let (expired, next) = {
+            let mut waiting = pool.lock_waiting();
+            let expired: Vec<Slot> = waiting
+                .by_spec
+                .extract_if(|_, slot| slot.last_call + idle_life <= now)
+                .map(|(_, slot)| slot)
+                .collect();
+            let next = waiting
+                .by_spec
+                .values()
+                .map(|slot| slot.last_call + idle_life)
+                .min();
+            if next.is_none() {
+                // Under the lock: a refill from now on starts a new task.
+                waiting.expiry = None;
+            }
+            (expired, next)
+        };
+        for slot in expired {
+            pool.end_in_background(stop_all(slot.queue));
+        }
+        drop(pool);
+        match next {
+            Some(deadline) => tokio::time::sleep_until(deadline).await,
+            None => return,
+        }
+    }
+}
+
+/// Kill each process (once started) and wait until it is reaped.
+async fn stop_all(tasks: impl IntoIterator<Item = Starting>) {
+    for task in tasks {
+        if let Ok(Some(started)) = task.await {
+            started.stop().await;
+        }
     }
 }
 
@@ -272,11 +399,103 @@ echo "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":$$}}""#,
         }
     }
 
+    /// A call with `grants` that the host allowed to start ahead.
     fn with_grants<'a>(grants: &'a [Grant]) -> Call<'a> {
         Call {
             grants,
+            start_ahead: true,
             ..call(REQ, 10_000, 1 << 20)
         }
+    }
+
+    /// Whether `pid` is gone from the process table, zombie included (killed
+    /// and reaped), within `tries` looks 20 ms apart.
+    async fn is_reaped(pid: i64, tries: u32) -> bool {
+        for _ in 0..tries {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_call_not_allowed_ahead_runs_cold_and_leaves_nothing_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let module = pid_module(dir.path(), out.path());
+        let grants = [write_grant(out.path())];
+        let pool = WarmPool::new();
+        // An `ask` capability's call (approved, so it runs): the pool is
+        // there, but the call is not allowed ahead.
+        let asked = Call {
+            start_ahead: false,
+            ..with_grants(&grants)
+        };
+        for _ in 0..3 {
+            pid_of_call(&module, &asked, &pool).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            started_pids(out.path()).len(),
+            3,
+            "three approved calls ran the module three times, nothing more"
+        );
+        assert!(pool.is_empty(), "and nothing waits for the next one");
+
+        // Processes an allowed call of the same spec left waiting are not
+        // used by such a call either: its process starts after its approval.
+        let allowed = pid_of_call(&module, &with_grants(&grants), &pool).await;
+        let waiting: Vec<i64> = wait_for_starts(out.path(), 4 + DEPTH)
+            .await
+            .into_iter()
+            .filter(|&p| p != allowed)
+            .collect();
+        let cold = pid_of_call(&module, &asked, &pool).await;
+        assert!(!waiting.contains(&cold), "{cold} was started ahead");
+        assert_eq!(pool.len(), DEPTH, "nothing was taken or added");
+        pool.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn processes_no_call_came_for_within_the_idle_life_are_ended_and_not_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let module = pid_module(dir.path(), out.path());
+        let grants = [write_grant(out.path())];
+        let idle_life = Duration::from_millis(400);
+        let pool = WarmPool::with_idle_life(idle_life);
+        // Twice: once the pool has nothing left waiting its expiry stops, and
+        // the next call must start it again.
+        for round in 1..=2 {
+            let before = started_pids(out.path());
+            let answered = pid_of_call(&module, &with_grants(&grants), &pool).await;
+            let warm: Vec<i64> = wait_for_starts(out.path(), round * (1 + DEPTH))
+                .await
+                .into_iter()
+                .filter(|p| *p != answered && !before.contains(p))
+                .collect();
+            assert_eq!(warm.len(), DEPTH, "round {round}: {warm:?}");
+            for &pid in &warm {
+                assert!(!is_dead(pid as i32, 1).await, "{pid} waits for a call");
+            }
+            tokio::time::sleep(idle_life).await;
+            for &pid in &warm {
+                assert!(
+                    is_reaped(pid, 150).await,
+                    "round {round}: {pid} outlived the idle life"
+                );
+            }
+            assert!(pool.is_empty(), "round {round}: the spec was dropped");
+            tokio::time::sleep(idle_life).await;
+            assert_eq!(
+                started_pids(out.path()).len(),
+                round * (1 + DEPTH),
+                "round {round}: nothing was started in their place"
+            );
+        }
+        pool.shutdown().await;
     }
 
     #[tokio::test(flavor = "multi_thread")]
