@@ -94,7 +94,12 @@ fn measure_invoke(
         "input": {}, "roots": {}, "binaries": {}, "deadline_ms": 30000, "max_output_bytes": 1048576
     }}))
     .unwrap();
-    let request = || InvokeRequest::new("trivial", "trivial.ping", json!({}));
+    // The ping reads and writes nothing, so the default policy allows it:
+    // `modhost mcp` would let it start ahead, as it may only for an `allow`.
+    let request = || InvokeRequest {
+        start_ahead: warm,
+        ..InvokeRequest::new("trivial", "trivial.ping", json!({}))
+    };
     let mut host_samples = Vec::with_capacity(INVOKE_RUNS);
     let mut bare_samples = Vec::with_capacity(INVOKE_RUNS);
     runtime.block_on(async {
