@@ -103,8 +103,10 @@ impl Engines {
     }
 
     /// These engines, keeping the next native process of each call started
-    /// ahead ([`native::warm`]). For hosts that serve many calls (the MCP
-    /// server); such a host must call [`Engines::shutdown`] before it ends.
+    /// ahead ([`native::warm`]): only of calls marked [`Call::start_ahead`],
+    /// and for at most [`native::warm::IDLE_LIFE`] after the last one. For
+    /// hosts that serve many calls (the MCP server); such a host must call
+    /// [`Engines::shutdown`] before it ends.
     pub fn keep_warm(mut self) -> Engines {
         self.warm = Some(Arc::new(native::WarmPool::new()));
         self

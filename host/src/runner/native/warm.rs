@@ -590,22 +590,44 @@ sleep 30"#,
     #[tokio::test(flavor = "multi_thread")]
     async fn a_new_spec_beyond_the_limit_evicts_the_least_recently_used() {
         let dir = tempfile::tempdir().unwrap();
-        let module = script(
-            dir.path(),
-            "ok",
-            r#"read line; echo '{"jsonrpc":"2.0","id":1,"result":null}'"#,
-        );
+        let out = tempfile::tempdir().unwrap();
+        let module = pid_module(dir.path(), out.path());
+        // One spec per extra root; every process may record itself in `out`.
         let roots: Vec<tempfile::TempDir> = (0..=MAX_SPECS)
             .map(|_| tempfile::tempdir().unwrap())
             .collect();
-        let grants: Vec<[Grant; 1]> = roots.iter().map(|r| [write_grant(r.path())]).collect();
+        let grants: Vec<[Grant; 2]> = roots
+            .iter()
+            .map(|r| {
+                let spec_root = Grant {
+                    name: "spec".into(),
+                    ..write_grant(r.path())
+                };
+                [write_grant(out.path()), spec_root]
+            })
+            .collect();
         let pool = WarmPool::new();
         for grant in &grants {
-            run(&module, &with_grants(grant), None, Some(&pool))
-                .await
-                .unwrap();
+            pid_of_call(&module, &with_grants(grant), &pool).await;
         }
-        assert_eq!(pool.len(), MAX_SPECS * DEPTH, "bounded");
+        assert_eq!(pool.len(), MAX_WAITING, "bounded");
+        // Every process ever started, and how many of them still live: the
+        // evicted spec's were ended, not merely forgotten.
+        let started = wait_for_starts(out.path(), (MAX_SPECS + 1) * (1 + DEPTH)).await;
+        let mut alive = Vec::new();
+        for _ in 0..250 {
+            alive.clear();
+            for &pid in &started {
+                if !is_dead(pid as i32, 1).await {
+                    alive.push(pid);
+                }
+            }
+            if alive.len() <= MAX_WAITING {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(alive.len(), MAX_WAITING, "live processes: {alive:?}");
         let first = SpawnSpec::of(&module, &with_grants(&grants[0]));
         assert!(
             pool.take(&first).await.is_none(),
