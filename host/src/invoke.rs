@@ -223,9 +223,7 @@ impl InvokeError {
                     "raise --max-output-bytes (or [limits] max_output_bytes) or narrow the request".into()
                 }
                 RunError::Spawn { .. } => "check that the module's executable exists and is runnable".into(),
-                RunError::Unconfined { .. } => {
-                    "run on a kernel with landlock ABI 5 or newer (Linux 6.10+, landlock in the lsm= boot list), or set confinement = \"best-effort\" in config.toml".into()
-                }
+                RunError::Unconfined { remedy, .. } => remedy.clone(),
                 _ => "the module misbehaved; see its stderr tail and report it to its author".into(),
             },
             InvokeError::Module { error, .. } => {

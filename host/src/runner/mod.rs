@@ -292,9 +292,10 @@ pub enum RunError {
     },
     #[error("could not start the module: {message}")]
     Spawn { message: String },
-    /// `confinement = "required"` and this kernel cannot fully confine the call.
-    #[error("refused to run the module unconfined: {reason}")]
-    Unconfined { reason: String },
+    /// `confinement = "required"` and this machine cannot enforce every part
+    /// of confinement the call implies; `remedy` says what would.
+    #[error("refused to run the module less than fully confined: {reason}")]
+    Unconfined { reason: String, remedy: String },
     #[error("the call was cancelled")]
     Cancelled,
 }

@@ -170,7 +170,7 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
         spec.confinement,
     )
     .map_err(|e| match e {
-        ConfineError::Unconfined { reason } => RunError::Unconfined { reason },
+        ConfineError::Unconfined { reason, remedy } => RunError::Unconfined { reason, remedy },
         other => RunError::Spawn {
             message: format!("{}: {other}", program.display()),
         },
