@@ -13,6 +13,7 @@ mod discovery;
 mod files_module;
 mod hostile;
 mod install;
+mod interpreters;
 mod mcp;
 mod misbehaving;
 mod pins;
