@@ -652,9 +652,22 @@ pub(crate) mod tests {
                 ..CallLimits::default()
             },
             grants: &[],
-            executables: &[],
+            executables: tools(),
             network: false,
         }
+    }
+
+    /// The programs the test scripts run, granted as a capability's
+    /// `spawns` would be: a confined module executes nothing else.
+    pub(crate) fn tools() -> &'static [std::path::PathBuf] {
+        static TOOLS: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+        TOOLS.get_or_init(|| {
+            ["sleep", "yes", "tr", "touch", "env", "cat"]
+                .iter()
+                .map(|t| Path::new("/usr/bin").join(t))
+                .filter(|p| p.exists())
+                .collect()
+        })
     }
 
     pub(crate) fn write_grant(path: &Path) -> crate::runner::Grant {
@@ -839,7 +852,7 @@ sleep 30",
             request_line: &line,
             limits,
             grants: &grants,
-            executables: &[],
+            executables: tools(),
             network: false,
         };
         let cancelled =
