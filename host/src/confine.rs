@@ -54,6 +54,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::runner::Grant;
 
+pub mod denial;
 pub mod interpreter;
 pub mod support;
 

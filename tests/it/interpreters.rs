@@ -98,7 +98,10 @@ else {{
     let mine = home.modules().join("nodey/nodey");
     let output = peek(&home, "nodey", &mine, &system_path());
     assert!(
-        output["read"].as_str().unwrap_or_default().contains("nodey"),
+        output["read"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nodey"),
         "{output:#}"
     );
     let output = peek(&home, "nodey", &secret(&home), &system_path());
@@ -147,7 +150,10 @@ else:
     let mine = home.modules().join("pyvenv/pyvenv");
     let output = peek(&home, "pyvenv", &mine, &path_env);
     assert!(
-        output["read"].as_str().unwrap_or_default().contains("pyvenv"),
+        output["read"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pyvenv"),
         "{output:#}"
     );
     assert_eq!(

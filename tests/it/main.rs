@@ -7,6 +7,7 @@
 //! table) lives in [`support`].
 
 mod cli;
+mod confinement_failures;
 mod conformance;
 mod contract;
 mod discovery;

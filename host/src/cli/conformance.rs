@@ -20,6 +20,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use modconform::{BatteryOptions, Finding, ModuleCaller, Verdict, check_module_with};
+use modhost::confine::ConfinementMode;
 use modhost::conformance_caller::{ConformanceRoots, NativeCaller, describe};
 use modhost::{Host, Transport};
 use modproto::Descriptor;
@@ -110,7 +111,10 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                 caller.grant(descriptor, roots)
             });
         }
-        let caller = NativeCaller::new(&target.program, confinement);
+        let mut caller = NativeCaller::new(&target.program, confinement);
+        if let Some(finding) = fails_only_when_confined(&mut caller, &target, confinement) {
+            return Ok(Verdict::new(target.label, vec![finding]));
+        }
         battery(caller, target, roots, |caller, descriptor, roots| {
             caller.grant(descriptor, roots)
         })
@@ -136,6 +140,44 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_FAILED)
     })
+}
+
+/// When the confined describe fails, the same describe unconfined: a module
+/// that answers only unconfined is stopped by the sandbox, and the finding
+/// says so, with the denied path when its stderr names one.
+///
+/// Running the module unconfined is what the operator asked for by running
+/// the conformance kit on it, and happens only after it failed confined.
+fn fails_only_when_confined(
+    caller: &mut NativeCaller,
+    target: &Target,
+    confinement: ConfinementMode,
+) -> Option<Finding> {
+    if confinement == ConfinementMode::Off {
+        return None;
+    }
+    let timeout = BatteryOptions::default().timeout;
+    let problem = caller.describe(timeout).err()?;
+    NativeCaller::new(&target.program, ConfinementMode::Off)
+        .describe(timeout)
+        .ok()?;
+    let denial = modhost::confine::denial::permission_denial(&problem);
+    let denied = match denial.as_ref().and_then(|d| d.path.as_deref()) {
+        Some(path) => format!("; denied: {path}"),
+        None => String::new(),
+    };
+    Some(Finding::error(
+        "battery.fails_only_when_confined",
+        format!(
+            "{}: describe fails only when confined ({problem}){denied}",
+            target.program.display()
+        ),
+        denial
+            .map(|d| d.remedy(&target.label))
+            .unwrap_or_else(|| {
+                "the module answers describe unconfined but not in the host's sandbox: it reads, runs or connects to something it does not declare; declare it (a root, a program in `effects.spawns`, or `network`), or run `modhost doctor` to see what the sandbox enforces".into()
+            }),
+    ))
 }
 
 /// Describe the module through `caller`, grant what it declares (`grant`),

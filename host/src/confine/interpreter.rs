@@ -71,7 +71,10 @@ pub fn resolve(program: &Path, more: &[PathBuf], path_env: Option<&OsStr>) -> Ch
 
 /// [`resolve`] with the host's PATH, cached by the files' identities.
 pub fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
-    type Key = (Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)>, Option<OsString>);
+    type Key = (
+        Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)>,
+        Option<OsString>,
+    );
     static CACHE: Mutex<Option<HashMap<Key, Arc<Chain>>>> = Mutex::new(None);
     let identity = |p: &Path| {
         let meta = std::fs::metadata(p).ok();
@@ -338,14 +341,24 @@ mod tests {
         let chain = resolve(&module, &[], None);
         let dir = std::fs::canonicalize(dir.path()).unwrap();
         assert!(!chain.read.iter().any(|p| dir.starts_with(p)), "{chain:?}");
-        assert!(chain.executables.contains(&std::fs::canonicalize(tool).unwrap()));
+        assert!(
+            chain
+                .executables
+                .contains(&std::fs::canonicalize(tool).unwrap())
+        );
     }
 
     #[test]
     fn env_options_and_assignments_are_skipped() {
         let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
-        assert_eq!(env_command(&words("-S A=1 node --x")).as_deref(), Some("node"));
-        assert_eq!(env_command(&words("-u HOME python3")).as_deref(), Some("python3"));
+        assert_eq!(
+            env_command(&words("-S A=1 node --x")).as_deref(),
+            Some("node")
+        );
+        assert_eq!(
+            env_command(&words("-u HOME python3")).as_deref(),
+            Some("python3")
+        );
         assert_eq!(env_command(&[]), None);
     }
 }

@@ -391,16 +391,17 @@ pub fn remedy_for(parts: &[PartSupport]) -> String {
             remedies.push(remedy);
         }
     }
-    remedies.push("or set confinement = \"best-effort\" in config.toml to run such calls with a warning");
+    remedies.push(
+        "or set confinement = \"best-effort\" in config.toml to run such calls with a warning",
+    );
     remedies.join("; ")
 }
 
 /// Ask the kernel (once per process) what it supports.
 pub fn probe() -> ConfinementSupport {
     static SUPPORT: std::sync::OnceLock<ConfinementSupport> = std::sync::OnceLock::new();
-    *SUPPORT.get_or_init(|| {
-        ConfinementSupport::new(kernel_abi(), seccomp_available(), host_is_root())
-    })
+    *SUPPORT
+        .get_or_init(|| ConfinementSupport::new(kernel_abi(), seccomp_available(), host_is_root()))
 }
 
 fn host_is_root() -> bool {
@@ -487,9 +488,17 @@ mod tests {
             ]
         );
         let why = describe_unenforced(&support.unenforced(false));
-        assert!(why.contains("UDP and raw sockets (landlock ABI 7 confines TCP only and no seccomp here)"), "{why}");
+        assert!(
+            why.contains(
+                "UDP and raw sockets (landlock ABI 7 confines TCP only and no seccomp here)"
+            ),
+            "{why}"
+        );
         let remedy = remedy_for(&support.unenforced(false));
-        assert!(remedy.contains("seccomp") && remedy.contains("best-effort"), "{remedy}");
+        assert!(
+            remedy.contains("seccomp") && remedy.contains("best-effort"),
+            "{remedy}"
+        );
     }
 
     #[test]
@@ -508,7 +517,10 @@ mod tests {
         let support = ConfinementSupport::new(None, Ok(()), !ROOT);
         let fs = support.part(Part::Filesystem);
         assert!(!fs.enforced && fs.why.contains("not available"));
-        assert!(support.part(Part::Devices).enforced, "seccomp refuses mknod");
+        assert!(
+            support.part(Part::Devices).enforced,
+            "seccomp refuses mknod"
+        );
         assert!(support.summary().contains("NOT enforced: filesystem"));
     }
 
@@ -516,6 +528,10 @@ mod tests {
     fn doctor_says_the_host_runs_as_root() {
         let root = ConfinementSupport::new(Some(7), Ok(()), ROOT);
         let caps = root.part(Part::Capabilities);
-        assert!(caps.enforced && caps.why.contains("runs as root") && caps.why.contains("drops every capability"));
+        assert!(
+            caps.enforced
+                && caps.why.contains("runs as root")
+                && caps.why.contains("drops every capability")
+        );
     }
 }

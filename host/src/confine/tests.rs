@@ -27,11 +27,13 @@ async fn run_confined(
     network: bool,
 ) -> (bool, String) {
     // The tools the scripts run, granted as a capability's `spawns` would.
-    let tools: Vec<std::path::PathBuf> = ["cat", "ls", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv"]
-        .iter()
-        .map(|t| Path::new("/usr/bin").join(t))
-        .filter(|p| p.exists())
-        .collect();
+    let tools: Vec<std::path::PathBuf> = [
+        "cat", "ls", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv",
+    ]
+    .iter()
+    .map(|t| Path::new("/usr/bin").join(t))
+    .filter(|p| p.exists())
+    .collect();
     let confinement = prepare(
         Path::new(program),
         grants,
@@ -308,7 +310,11 @@ fn rules_follow_the_grants_and_nothing_else() {
     assert_eq!(find("/home/h/state/m"), Some(PathAccess::ReadWrite));
     assert_eq!(find("/home/h/modules/m"), Some(PathAccess::Read));
     assert_eq!(find("/home/h/modules/m/m"), Some(PathAccess::ReadExecute));
-    assert_eq!(find("/usr"), Some(PathAccess::Read), "system folders: read only");
+    assert_eq!(
+        find("/usr"),
+        Some(PathAccess::Read),
+        "system folders: read only"
+    );
     assert_eq!(find("/dev/null"), Some(PathAccess::ReadWrite));
     assert_eq!(
         find("/etc/resolv.conf"),
