@@ -28,7 +28,7 @@ async fn run_confined(
 ) -> (bool, String) {
     // The tools the scripts run, granted as a capability's `spawns` would.
     let tools: Vec<std::path::PathBuf> = [
-        "cat", "ls", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv",
+        "cat", "ls", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv", "mknod", "mkfifo",
     ]
     .iter()
     .map(|t| Path::new("/usr/bin").join(t))
@@ -271,6 +271,33 @@ async fn off_applies_nothing_and_says_so() {
     let confinement = prepare(Path::new("/bin/sh"), &[], &[], false, ConfinementMode::Off).unwrap();
     assert!(!confinement.is_landlocked());
     assert!(confinement.warning().unwrap().contains("off"));
+}
+
+/// The attack: a module that may write its state root makes a character
+/// device there (`/dev/kmsg`'s numbers) to read the kernel log through it.
+/// Landlock grants no MAKE_CHAR or MAKE_BLOCK right on any root; a FIFO,
+/// which reaches nothing outside, still can be made.
+#[tokio::test]
+async fn no_device_node_can_be_made_in_a_write_grant() {
+    if !landlock_or_skip("no_device_node_can_be_made_in_a_write_grant") {
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let grants = [grant("state", state.path(), Access::ReadWrite)];
+    let dir = state.path().display();
+    let (ok, out) = sh(
+        &format!("mknod {dir}/kmsg c 1 11 && echo made-char; mknod {dir}/disk b 8 0 && echo made-block; mkfifo {dir}/fifo && echo made-fifo"),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(ok, "{out}");
+    assert!(
+        !out.contains("made-char") && !out.contains("made-block"),
+        "{out}"
+    );
+    assert!(!state.path().join("kmsg").exists() && !state.path().join("disk").exists());
+    assert!(out.contains("made-fifo"), "the root is writable: {out}");
 }
 
 #[test]
