@@ -4,14 +4,20 @@
 //! too, not only for components. Each native call therefore runs under a
 //! landlock domain built from that call's grants and nothing else:
 //!
-//! - read and execute on what running needs: the system binary and library
-//!   directories that exist (`/usr`, `/lib`, `/lib64`, `/bin`, `/sbin`, ...),
-//!   and the module's own folder;
-//! - read on a short list of files in `/etc` the dynamic loader, libc and
-//!   locale code open (not all of `/etc`: it holds credentials), plus the
-//!   resolver and certificate files when the call may use the network;
-//! - read-only on granted read roots, read-write (never execute) on granted
-//!   write roots, read-write on `/dev/null`;
+//! - read on the system binary and library directories that exist (`/usr`,
+//!   `/lib`, `/lib64`, `/bin`, `/sbin`, ...), the module's own folder and the
+//!   installation prefix of its interpreter (`interpreter`);
+//! - execute on files only: the module's entry file, its interpreter chain
+//!   (shebang, `env`, the interpreter PATH names, each ELF loader) and the
+//!   binaries its capability declares in `effects.spawns` (and the operator
+//!   granted): `spawns: []` means the module runs no other program;
+//! - read on a short list of files in `/etc` the dynamic loader, libc,
+//!   locale code and TLS libraries open (not all of `/etc`, not `/etc/ssl`
+//!   whole: they hold credentials and private keys), plus the resolver files
+//!   when the call may use the network;
+//! - read-only on granted read roots, read-write (never execute, never a
+//!   character or block device node) on granted write roots, read-write on
+//!   `/dev/null`;
 //! - TCP bind and connect denied unless the capability declared `network`
 //!   (landlock ABI 4+); signals to and abstract sockets of processes outside
 //!   the domain denied (ABI 6+).
@@ -34,18 +40,23 @@
 //!   allocation. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
-//! - **The enforcement level is computed, not guessed.** [`probe`] asks the
-//!   kernel for its landlock ABI once; [`ConfinementSupport`] says what that
-//!   ABI enforces. A call that runs less than fully confined carries a host
-//!   warning, `confinement = "required"` refuses it instead, and `"off"` (for
+//! - **The enforcement level is computed, part by part.** [`probe`] asks the
+//!   kernel once for its landlock ABI and whether it filters with seccomp;
+//!   [`ConfinementSupport`] (`support.rs`) says which [`Part`] of a call's
+//!   confinement (filesystem, TCP, UDP and raw sockets, UNIX sockets, ...)
+//!   is enforced and by what. A call whose effects imply a part this machine
+//!   cannot enforce carries a host warning naming it; `confinement =
+//!   "required"` refuses it instead, with the remedy; `"off"` (for
 //!   debugging) skips confinement entirely.
 //! - **A bare module gets its file, not its folder.** A module in its own
-//!   folder (`modules/<id>/<exe>`) may read and execute that folder (its
-//!   knowledge files live there). A bare executable directly in `modules/`
-//!   gets only itself: its folder holds every other module.
-//! - **Known gaps, by ABI.** Pathname UNIX sockets are only confined from ABI 9
-//!   (`ResolveUnix`) and UDP only from ABI 10; on older kernels a module can
-//!   still reach a UNIX socket it can name, and send UDP. `doctor` says so.
+//!   folder (`modules/<id>/<exe>`) may read that folder (its knowledge files
+//!   live there) and execute its entry file. A bare executable directly in
+//!   `modules/` gets only itself: its folder holds every other module.
+//! - **No `/proc/<pid>`.** A landlock rule on `/proc/self` would resolve to
+//!   the host's own pid when the ruleset is built; granting `/proc` whole
+//!   would show other processes' command lines. Node and Python start
+//!   without it; `/proc/meminfo` and `/proc/cpuinfo` (facts about the
+//!   machine, not its processes) are granted.
 
 use std::path::{Path, PathBuf};
 

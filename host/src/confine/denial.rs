@@ -46,10 +46,9 @@ pub fn permission_denial(stderr: &str) -> Option<Denial> {
     let path = line
         .split_whitespace()
         .map(|word| word.trim_matches(|c: char| "'\"`:,;()[]".contains(c)))
-        .filter(|word| word.starts_with('/') && word.len() > 1)
         // The last path: the program's own name comes first in
         // `sh: /m/m: 2: cannot open /x: Permission denied`.
-        .next_back()
+        .rfind(|word| word.starts_with('/') && word.len() > 1)
         .map(str::to_owned);
     Some(Denial {
         line: bounded,
