@@ -194,8 +194,14 @@ impl InvokeError {
                 "run `modhost list` to see the installed modules".into()
             }
             InvokeError::Host(_) => "check the host home and its config.toml".into(),
-            InvokeError::ModuleBroken { id, .. } => {
-                format!("run `modhost describe {id}` for details, then reinstall or fix the module")
+            // A describe the sandbox stopped: its stderr is in the reason.
+            InvokeError::ModuleBroken { id, reason } => {
+                match crate::confine::denial::permission_denial(reason) {
+                    Some(denial) => denial.remedy(id),
+                    None => format!(
+                        "run `modhost describe {id}` for details, then reinstall or fix the module"
+                    ),
+                }
             }
             InvokeError::ModuleDisabled { id } => format!("enable it with `modhost enable {id}`"),
             InvokeError::ContractRefused { remedy, .. } => remedy.clone(),

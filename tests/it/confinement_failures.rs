@@ -81,3 +81,17 @@ fn conformance_reports_a_module_that_fails_only_when_confined() {
             .contains("sandbox")
     );
 }
+
+#[test]
+fn a_module_the_sandbox_stops_at_describe_is_broken_with_a_sandbox_remedy() {
+    let home = Home::new();
+    let secret = secret(&home);
+    install_reader(&home, "early", &secret, true);
+    let error = home.invoke("early", "early.run", &json!({}), &[]).json()["error"].clone();
+    assert_eq!(error["kind"], "module_broken", "{error:#}");
+    let remedy = error["remedy"].as_str().unwrap_or_default();
+    assert!(
+        remedy.contains("sandbox") && remedy.contains(&secret.display().to_string()),
+        "{remedy}"
+    );
+}
