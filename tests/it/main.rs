@@ -11,6 +11,7 @@ mod confinement_failures;
 mod conformance;
 mod contract;
 mod discovery;
+mod doctor;
 mod files_module;
 mod hostile;
 mod install;
