@@ -14,6 +14,11 @@
 //! its roots preopened at `/roots/<name>`); examples get scratch `state` and `artifacts`
 //! roots, the workspace read-only, and the configured source roots and
 //! binaries (see `modhost::conformance_caller`).
+//!
+//! A native module whose confined describe fails is described once more
+//! unconfined: one that answers then fails only when confined, and the
+//! finding (`battery.fails_only_when_confined`) says so, with the path its
+//! stderr shows denied, instead of blaming its protocol.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -107,17 +112,22 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                     ));
                 }
             };
-            return battery(caller, target, roots, |caller, descriptor, roots| {
-                caller.grant(descriptor, roots)
-            });
+            return battery(
+                caller,
+                target,
+                roots,
+                |caller, descriptor, roots| caller.grant(descriptor, roots),
+                |_, _| None,
+            );
         }
-        let mut caller = NativeCaller::new(&target.program, confinement);
-        if let Some(finding) = fails_only_when_confined(&mut caller, &target, confinement) {
-            return Ok(Verdict::new(target.label, vec![finding]));
-        }
-        battery(caller, target, roots, |caller, descriptor, roots| {
-            caller.grant(descriptor, roots)
-        })
+        let caller = NativeCaller::new(&target.program, confinement);
+        battery(
+            caller,
+            target,
+            roots,
+            |caller, descriptor, roots| caller.grant(descriptor, roots),
+            |target, problem| fails_only_when_confined(target, problem, confinement),
+        )
     })
     .await
     .context("the conformance run panicked")??;
@@ -149,19 +159,18 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
 /// Running the module unconfined is what the operator asked for by running
 /// the conformance kit on it, and happens only after it failed confined.
 fn fails_only_when_confined(
-    caller: &mut NativeCaller,
     target: &Target,
+    problem: &str,
     confinement: ConfinementMode,
 ) -> Option<Finding> {
     if confinement == ConfinementMode::Off {
         return None;
     }
     let timeout = BatteryOptions::default().timeout;
-    let problem = caller.describe(timeout).err()?;
     NativeCaller::new(&target.program, ConfinementMode::Off)
         .describe(timeout)
         .ok()?;
-    let denial = modhost::confine::denial::permission_denial(&problem);
+    let denial = modhost::confine::denial::permission_denial(problem);
     let denied = match denial.as_ref().and_then(|d| d.path.as_deref()) {
         Some(path) => format!("; denied: {path}"),
         None => String::new(),
@@ -181,17 +190,22 @@ fn fails_only_when_confined(
 }
 
 /// Describe the module through `caller`, grant what it declares (`grant`),
-/// then run the static checks and the battery.
+/// then run the static checks and the battery. A failed describe is
+/// reported as `explain` says, when it can say more (the sandbox).
 fn battery<C: ModuleCaller>(
     mut caller: C,
     target: Target,
     roots: ConformanceRoots<'_>,
     grant: impl FnOnce(&mut C, &Descriptor, ConformanceRoots<'_>) -> std::io::Result<()>,
+    explain: impl FnOnce(&Target, &str) -> Option<Finding>,
 ) -> anyhow::Result<Verdict> {
     let options = BatteryOptions::default();
     let descriptor = match describe(&mut caller, options.timeout) {
         Ok(descriptor) => descriptor,
         Err(problem) => {
+            if let Some(finding) = explain(&target, &problem) {
+                return Ok(Verdict::new(target.label, vec![finding]));
+            }
             return Ok(Verdict::new(
                 target.label,
                 vec![Finding::error(
