@@ -127,6 +127,37 @@ fn a_python_module_runs_confined_from_a_venv_outside_the_system_folders() {
     // The venv first on PATH, as when the host is started from an activated
     // venv: `#!/usr/bin/env python3` finds it there.
     let path_env = format!("{}:{}", venv.join("bin").display(), system_path());
+    let output = run_python_module(&home, "pyvenv", &path_env);
+    assert_eq!(
+        output["prefix"],
+        json!(std::fs::canonicalize(&venv).unwrap()),
+        "ran in the venv"
+    );
+}
+
+/// The issue's case: the host started from a shell whose PATH names a pyenv
+/// (or /opt, asdf, conda) interpreter's `bin/` first, as `pyenv exec` does.
+#[test]
+fn a_python_module_runs_confined_from_an_interpreter_outside_the_system_folders() {
+    let home = Home::new();
+    let base = Command::new("python3")
+        .args(["-c", "import sys; print(sys.base_prefix)"])
+        .output()
+        .expect("python3 must be installed on the test machine");
+    let base = String::from_utf8(base.stdout).unwrap().trim().to_owned();
+    assert!(
+        !base.starts_with("/usr"),
+        "python3 here is the system one; the test needs one outside /usr: {base}"
+    );
+    let path_env = format!("{base}/bin:{}", system_path());
+    let output = run_python_module(&home, "pybase", &path_env);
+    assert_eq!(output["prefix"], json!(base));
+}
+
+/// Install a `#!/usr/bin/env python3` module `id`, run with `path_env`: it
+/// answers describe and invoke confined (its own file readable, a secret
+/// outside its grants not). Returns the output of reading its own file.
+fn run_python_module(home: &Home, id: &str, path_env: &str) -> Value {
     let script = format!(
         r#"#!/usr/bin/env python3
 import json, sys
@@ -141,32 +172,25 @@ else:
         out = {{"error": e.__class__.__name__, "errno": e.errno}}
     say({{"output": out}})
 "#,
-        descriptor = descriptor("pyvenv", &[])
+        descriptor = descriptor(id, &[])
     );
-    install_script(&home, "pyvenv", &script, &path_env);
-    let entry = home.entry("pyvenv");
+    install_script(home, id, &script, path_env);
+    let entry = home.entry(id);
     assert_eq!(entry["status"], "enabled", "{entry:#}");
 
-    let mine = home.modules().join("pyvenv/pyvenv");
-    let output = peek(&home, "pyvenv", &mine, &path_env);
+    let mine = home.modules().join(id).join(id);
+    let output = peek(home, id, &mine, path_env);
     assert!(
-        output["read"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("pyvenv"),
+        output["read"].as_str().unwrap_or_default().contains(id),
         "{output:#}"
     );
+    let denied = peek(home, id, &secret(home), path_env);
     assert_eq!(
-        output["prefix"],
-        json!(std::fs::canonicalize(&venv).unwrap()),
-        "ran in the venv"
-    );
-    let output = peek(&home, "pyvenv", &secret(&home), &path_env);
-    assert_eq!(
-        output,
+        denied,
         json!({"error": "PermissionError", "errno": 13}),
         "the sandbox was off"
     );
+    output
 }
 
 /// A capability that declares `spawns: []` cannot run `/bin/sh` (or any
