@@ -4,14 +4,20 @@
 //! too, not only for components. Each native call therefore runs under a
 //! landlock domain built from that call's grants and nothing else:
 //!
-//! - read and execute on what running needs: the system binary and library
-//!   directories that exist (`/usr`, `/lib`, `/lib64`, `/bin`, `/sbin`, ...),
-//!   and the module's own folder;
-//! - read on a short list of files in `/etc` the dynamic loader, libc and
-//!   locale code open (not all of `/etc`: it holds credentials), plus the
-//!   resolver and certificate files when the call may use the network;
-//! - read-only on granted read roots, read-write (never execute) on granted
-//!   write roots, read-write on `/dev/null`;
+//! - read on the system binary and library directories that exist (`/usr`,
+//!   `/lib`, `/lib64`, `/bin`, `/sbin`, ...), the module's own folder and the
+//!   installation prefix of its interpreter (`interpreter`);
+//! - execute on files only: the module's entry file, its interpreter chain
+//!   (shebang, `env`, the interpreter PATH names, each ELF loader) and the
+//!   binaries its capability declares in `effects.spawns` (and the operator
+//!   granted): `spawns: []` means the module runs no other program;
+//! - read on a short list of files in `/etc` the dynamic loader, libc,
+//!   locale code and TLS libraries open (not all of `/etc`, not `/etc/ssl`
+//!   whole: they hold credentials and private keys), plus the resolver files
+//!   when the call may use the network;
+//! - read-only on granted read roots, read-write (never execute, never a
+//!   character or block device node) on granted write roots, read-write on
+//!   `/dev/null`;
 //! - TCP bind and connect denied unless the capability declared `network`
 //!   (landlock ABI 4+); signals to and abstract sockets of processes outside
 //!   the domain denied (ABI 6+).
@@ -34,18 +40,23 @@
 //!   allocation. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
-//! - **The enforcement level is computed, not guessed.** [`probe`] asks the
-//!   kernel for its landlock ABI once; [`ConfinementSupport`] says what that
-//!   ABI enforces. A call that runs less than fully confined carries a host
-//!   warning, `confinement = "required"` refuses it instead, and `"off"` (for
+//! - **The enforcement level is computed, part by part.** [`probe`] asks the
+//!   kernel once for its landlock ABI and whether it filters with seccomp;
+//!   [`ConfinementSupport`] (`support.rs`) says which [`Part`] of a call's
+//!   confinement (filesystem, TCP, UDP and raw sockets, UNIX sockets, ...)
+//!   is enforced and by what. A call whose effects imply a part this machine
+//!   cannot enforce carries a host warning naming it; `confinement =
+//!   "required"` refuses it instead, with the remedy; `"off"` (for
 //!   debugging) skips confinement entirely.
 //! - **A bare module gets its file, not its folder.** A module in its own
-//!   folder (`modules/<id>/<exe>`) may read and execute that folder (its
-//!   knowledge files live there). A bare executable directly in `modules/`
-//!   gets only itself: its folder holds every other module.
-//! - **Known gaps, by ABI.** Pathname UNIX sockets are only confined from ABI 9
-//!   (`ResolveUnix`) and UDP only from ABI 10; on older kernels a module can
-//!   still reach a UNIX socket it can name, and send UDP. `doctor` says so.
+//!   folder (`modules/<id>/<exe>`) may read that folder (its knowledge files
+//!   live there) and execute its entry file. A bare executable directly in
+//!   `modules/` gets only itself: its folder holds every other module.
+//! - **No `/proc/<pid>`.** A landlock rule on `/proc/self` would resolve to
+//!   the host's own pid when the ruleset is built; granting `/proc` whole
+//!   would show other processes' command lines. Node and Python start
+//!   without it; `/proc/meminfo` and `/proc/cpuinfo` (facts about the
+//!   machine, not its processes) are granted.
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +64,12 @@ use modproto::Access;
 use serde::{Deserialize, Serialize};
 
 use crate::runner::Grant;
+
+pub mod denial;
+pub mod interpreter;
+pub mod support;
+
+pub use support::{ConfinementSupport, Enforcement, Part, PartSupport, probe};
 
 /// `confinement = ...` in `config.toml`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -75,128 +92,6 @@ impl ConfinementMode {
             ConfinementMode::Off => "off",
         }
     }
-}
-
-/// How much of a class of restrictions the kernel enforces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Enforcement {
-    Full,
-    Partial,
-    None,
-}
-
-/// What this machine can enforce on a native call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ConfinementSupport {
-    /// The kernel's landlock ABI version, `None` when landlock is unavailable.
-    pub abi: Option<u32>,
-    /// Filesystem rules: full from ABI 5 (read, write, execute, rename across
-    /// folders, truncate, device ioctl), partial on ABI 1 to 4.
-    pub fs: Enforcement,
-    /// TCP bind and connect can be denied (ABI 4).
-    pub net: bool,
-    /// Signals and abstract UNIX sockets are scoped to the domain (ABI 6).
-    pub scopes: bool,
-    /// Connecting to pathname UNIX sockets is confined (ABI 9).
-    pub unix_sockets: bool,
-}
-
-/// The landlock ABI at which filesystem confinement counts as full.
-const FULL_FS_ABI: u32 = 5;
-
-impl ConfinementSupport {
-    /// What a kernel with landlock ABI `abi` enforces.
-    pub fn from_abi(abi: Option<u32>) -> Self {
-        let at_least = |v: u32| abi.is_some_and(|a| a >= v);
-        ConfinementSupport {
-            abi,
-            fs: match abi {
-                None => Enforcement::None,
-                Some(a) if a >= FULL_FS_ABI => Enforcement::Full,
-                Some(_) => Enforcement::Partial,
-            },
-            net: at_least(4),
-            scopes: at_least(6),
-            unix_sockets: at_least(9),
-        }
-    }
-
-    /// Why a call with (or without) `network` would run less than fully
-    /// confined; `None` when it is fully confined.
-    pub fn shortfall(&self, network: bool) -> Option<String> {
-        let Some(abi) = self.abi else {
-            return Some(
-                "landlock is not available in this kernel: the module ran with the host's filesystem and network access".into(),
-            );
-        };
-        let mut missing = Vec::new();
-        if self.fs != Enforcement::Full {
-            missing.push(if abi < 3 {
-                "truncation and device ioctl of granted files are not confined"
-            } else {
-                "device ioctl is not confined"
-            });
-        }
-        if !network && !self.net {
-            missing.push("TCP is not denied");
-        }
-        if missing.is_empty() {
-            return None;
-        }
-        Some(format!(
-            "landlock ABI {abi} confines this call only partially: {}",
-            missing.join("; ")
-        ))
-    }
-
-    /// One line for `doctor`.
-    pub fn summary(&self) -> String {
-        let Some(abi) = self.abi else {
-            return "landlock unavailable: native modules run unconfined".into();
-        };
-        let yes_no = |b: bool| if b { "enforced" } else { "not enforced" };
-        format!(
-            "landlock ABI {abi}: filesystem {}, TCP {}, signal/abstract-socket scoping {}, pathname UNIX sockets {}",
-            match self.fs {
-                Enforcement::Full => "enforced",
-                Enforcement::Partial => "partially enforced",
-                Enforcement::None => "not enforced",
-            },
-            yes_no(self.net),
-            yes_no(self.scopes),
-            yes_no(self.unix_sockets),
-        )
-    }
-}
-
-/// Ask the kernel (once per process) which landlock ABI it offers.
-pub fn probe() -> ConfinementSupport {
-    static SUPPORT: std::sync::OnceLock<ConfinementSupport> = std::sync::OnceLock::new();
-    *SUPPORT.get_or_init(|| ConfinementSupport::from_abi(kernel_abi()))
-}
-
-#[cfg(target_os = "linux")]
-fn kernel_abi() -> Option<u32> {
-    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
-    // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the
-    // VERSION flag only returns the ABI number (or -1 with errno); it reads
-    // no memory and creates no descriptor.
-    #[allow(unsafe_code)]
-    let version = unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<libc::c_void>(),
-            0usize,
-            LANDLOCK_CREATE_RULESET_VERSION,
-        )
-    };
-    u32::try_from(version).ok().filter(|v| *v > 0)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn kernel_abi() -> Option<u32> {
-    None
 }
 
 /// Resource limits of one call.
@@ -225,9 +120,10 @@ pub const PROCESS_MARGIN: u64 = 256;
 /// Why a call cannot run confined as asked.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ConfineError {
-    /// `confinement = "required"` and the kernel cannot fully confine the call.
-    #[error("refused to run the module unconfined: {reason}")]
-    Unconfined { reason: String },
+    /// `confinement = "required"` and this machine cannot enforce every
+    /// part of confinement the call implies.
+    #[error("refused to run the module less than fully confined: {reason}")]
+    Unconfined { reason: String, remedy: String },
     /// Building the ruleset failed (the kernel refused a rule).
     #[error("could not build the landlock ruleset: {message}")]
     Ruleset { message: String },
@@ -243,13 +139,11 @@ impl ConfineError {
     }
 
     /// What the operator can do about it.
-    pub fn remedy(&self) -> &'static str {
+    pub fn remedy(&self) -> String {
         match self {
-            ConfineError::Unconfined { .. } => {
-                "run on a kernel with landlock ABI 5 or newer (Linux 6.10+, with landlock in the lsm= boot list), or set confinement = \"best-effort\" in config.toml to run with a warning"
-            }
+            ConfineError::Unconfined { remedy, .. } => remedy.clone(),
             ConfineError::Ruleset { .. } => {
-                "check that the granted roots exist and are readable by the host; set confinement = \"off\" in config.toml to debug"
+                "check that the granted roots exist and are readable by the host; set confinement = \"off\" in config.toml to debug".into()
             }
         }
     }
@@ -273,8 +167,10 @@ pub struct PathRule {
     pub access: PathAccess,
 }
 
-/// System directories a native program needs to be loaded and to run tools.
-const SYSTEM_EXEC_DIRS: &[&str] = &[
+/// System directories a native program is loaded from and reads (libraries,
+/// locale data, time zones, OpenSSL's `/usr/lib/ssl`): read, never execute.
+/// Execution is granted per file (see [`path_rules`]).
+const SYSTEM_READ_DIRS: &[&str] = &[
     "/usr",
     "/lib",
     "/lib32",
@@ -285,7 +181,9 @@ const SYSTEM_EXEC_DIRS: &[&str] = &[
     "/nix/store",
 ];
 
-/// Files in `/etc` the loader, libc, locale and user lookups open.
+/// Files in `/etc` the loader, libc, locale, user lookups and TLS libraries
+/// open at start-up. Not all of `/etc`, and not `/etc/ssl` or `/etc/pki`
+/// whole: they hold private keys (readable by a root host's uid 0).
 const ETC_RUNTIME: &[&str] = &[
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
@@ -300,9 +198,17 @@ const ETC_RUNTIME: &[&str] = &[
     "/etc/group",
     "/etc/mime.types",
     "/etc/alternatives",
+    "/etc/ssl/openssl.cnf",
+    "/etc/ssl/certs",
+    "/etc/ca-certificates",
+    "/etc/ca-certificates.conf",
+    "/etc/pki/tls/openssl.cnf",
+    "/etc/pki/tls/certs",
+    "/etc/pki/ca-trust",
+    "/etc/crypto-policies",
 ];
 
-/// What a resolver and a TLS client need, granted only with `network`.
+/// What a resolver needs, granted only with `network`.
 const ETC_NETWORK: &[&str] = &[
     "/etc/resolv.conf",
     "/etc/hosts",
@@ -310,36 +216,52 @@ const ETC_NETWORK: &[&str] = &[
     "/etc/gai.conf",
     "/etc/services",
     "/etc/protocols",
-    "/etc/ssl",
-    "/etc/ca-certificates",
-    "/etc/pki",
-    "/etc/crypto-policies",
 ];
 
-/// Read-only devices and kernel facts programs commonly open.
+/// Read-only devices and kernel facts programs commonly open (not
+/// `/proc/<pid>`: other processes' command lines are not a module's
+/// business).
 const DEVICES_READ: &[&str] = &[
     "/dev/zero",
     "/dev/urandom",
     "/dev/random",
     "/sys/devices/system/cpu",
+    "/proc/meminfo",
+    "/proc/cpuinfo",
 ];
 
 /// The filesystem rules of one call of `program` with `grants`, in order.
 ///
-/// Paths that do not exist are kept; [`prepare`] skips what it cannot open.
+/// Execution is granted on files only: the program, its interpreter chain
+/// ([`interpreter::resolve`]: `env`, the interpreter PATH names, each ELF
+/// loader) and the granted `executables` (a capability's `effects.spawns`)
+/// with theirs. Everything else, system folders and the module's own folder
+/// included, is read at most. Paths that do not exist are kept; [`prepare`]
+/// skips what it cannot open.
 pub fn path_rules(
     program: &Path,
     grants: &[Grant],
     executables: &[PathBuf],
     network: bool,
 ) -> Vec<PathRule> {
+    let chain = interpreter::resolve_cached(program, executables);
+    path_rules_with(program, grants, &chain, network)
+}
+
+/// [`path_rules`] with the interpreter chain already resolved.
+pub fn path_rules_with(
+    program: &Path,
+    grants: &[Grant],
+    chain: &interpreter::Chain,
+    network: bool,
+) -> Vec<PathRule> {
     let rule = |path: &Path, access| PathRule {
         path: path.to_path_buf(),
         access,
     };
-    let mut rules: Vec<PathRule> = SYSTEM_EXEC_DIRS
+    let mut rules: Vec<PathRule> = SYSTEM_READ_DIRS
         .iter()
-        .map(|p| rule(Path::new(p), PathAccess::ReadExecute))
+        .map(|p| rule(Path::new(p), PathAccess::Read))
         .collect();
     let etc = ETC_RUNTIME
         .iter()
@@ -347,7 +269,9 @@ pub fn path_rules(
         .chain(DEVICES_READ);
     rules.extend(etc.map(|p| rule(Path::new(p), PathAccess::Read)));
     rules.push(rule(Path::new("/dev/null"), PathAccess::ReadWrite));
-    rules.push(rule(&module_root(program), PathAccess::ReadExecute));
+    rules.push(rule(&module_root(program), PathAccess::Read));
+    rules.push(rule(program, PathAccess::ReadExecute));
+    rules.extend(chain.read.iter().map(|p| rule(p, PathAccess::Read)));
     for grant in grants {
         let access = match grant.access {
             Access::Read => PathAccess::Read,
@@ -355,18 +279,19 @@ pub fn path_rules(
         };
         rules.push(rule(&grant.host, access));
     }
-    // Granted binaries outside the system folders (`[binaries]` in
-    // config.toml): read and execute of the file itself, nothing beside it.
+    // The program's interpreter chain and the granted binaries (with
+    // theirs): read and execute of each file, nothing beside it.
     rules.extend(
-        executables
+        chain
+            .executables
             .iter()
             .map(|path| rule(path, PathAccess::ReadExecute)),
     );
     rules
 }
 
-/// What of its own installation a module may read and execute: its folder,
-/// or only itself when it lies bare in the shared `modules/` folder.
+/// What of its own installation a module may read: its folder, or only
+/// itself when it lies bare in the shared `modules/` folder.
 pub fn module_root(program: &Path) -> PathBuf {
     match program.parent() {
         Some(parent)
@@ -483,10 +408,12 @@ pub fn prepare(
         return Ok(Confinement::none());
     }
     let support = probe();
-    let warning = support.shortfall(network);
+    let unenforced = support.unenforced(network);
+    let warning = (!unenforced.is_empty()).then(|| support::describe_unenforced(&unenforced));
     if let (ConfinementMode::Required, Some(reason)) = (mode, &warning) {
         return Err(ConfineError::Unconfined {
             reason: reason.clone(),
+            remedy: support::remedy_for(&unenforced),
         });
     }
     let limits = ResourceLimits {
@@ -576,7 +503,12 @@ mod ruleset {
         match access {
             PathAccess::Read => read,
             PathAccess::ReadExecute => read | AccessFs::Execute,
-            PathAccess::ReadWrite => handled_fs() & !AccessFs::Execute,
+            // No execute, and never a device node: a module that could
+            // `mknod` a character or block device in its state root would
+            // reach the kernel log or the raw disk through it.
+            PathAccess::ReadWrite => {
+                handled_fs() & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock)
+            }
         }
     }
 
@@ -589,13 +521,13 @@ mod ruleset {
         let mut ruleset = Ruleset::default()
             .handle_access(handled_fs())
             .map_err(|e| error(e.to_string()))?;
-        if !network && support.net {
+        if !network && support.landlock_tcp() {
             // Handled with no port rule: every TCP bind and connect is denied.
             ruleset = ruleset
                 .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
                 .map_err(|e| error(e.to_string()))?;
         }
-        if support.scopes {
+        if support.landlock_scopes() {
             ruleset = ruleset
                 .scope(Scope::AbstractUnixSocket | Scope::Signal)
                 .map_err(|e| error(e.to_string()))?;

@@ -200,17 +200,23 @@ impl InvokeError {
                 "run `modhost list` to see the installed modules".into()
             }
             InvokeError::Host(_) => "check the host home and its config.toml".into(),
-            InvokeError::ModuleBroken { id, .. } => {
-                format!("run `modhost describe {id}` for details, then reinstall or fix the module")
+            // A describe the sandbox stopped: its stderr is in the reason.
+            InvokeError::ModuleBroken { id, reason } => {
+                match crate::confine::denial::permission_denial(reason) {
+                    Some(denial) => denial.remedy(id),
+                    None => format!(
+                        "run `modhost describe {id}` for details, then reinstall or fix the module"
+                    ),
+                }
             }
             InvokeError::ModuleDisabled { id } => format!("enable it with `modhost enable {id}`"),
             InvokeError::ContractRefused { remedy, .. } => remedy.clone(),
             InvokeError::Nonconforming { id, .. } => format!(
                 "the module's author must fix the findings (`modhost describe {id}` lists them, each with a remedy); nothing the operator can pin makes it callable"
             ),
-            InvokeError::Unpinned { id, .. } => format!(
-                "review `modhost describe {id}`, then run `modhost pin {id}`"
-            ),
+            InvokeError::Unpinned { id, .. } => {
+                format!("review `modhost describe {id}`, then run `modhost pin {id}`")
+            }
             InvokeError::Changed { id, .. } => format!(
                 "review `modhost describe {id}`, then run `modhost pin {id}` to accept the change"
             ),
@@ -223,22 +229,31 @@ impl InvokeError {
             InvokeError::BadSchema { .. } => {
                 "the module declares an invalid JSON Schema; report it to its author".into()
             }
-            InvokeError::Run { source, .. } => match source {
-                RunError::Timeout { .. } => "raise --deadline-ms (or [limits] deadline_ms) or narrow the request".into(),
+            InvokeError::Run { module, source } => match source {
+                _ if source.sandbox_denial().is_some() => source
+                    .sandbox_denial()
+                    .map(|denial| denial.remedy(module))
+                    .unwrap_or_default(),
+                RunError::Timeout { .. } => {
+                    "raise --deadline-ms (or [limits] deadline_ms) or narrow the request".into()
+                }
                 RunError::OutputLimit { .. } => {
-                    "raise --max-output-bytes (or [limits] max_output_bytes) or narrow the request".into()
+                    "raise --max-output-bytes (or [limits] max_output_bytes) or narrow the request"
+                        .into()
                 }
-                RunError::Spawn { .. } => "check that the module's executable exists and is runnable".into(),
-                RunError::Unconfined { .. } => {
-                    "run on a kernel with landlock ABI 5 or newer (Linux 6.10+, landlock in the lsm= boot list), or set confinement = \"best-effort\" in config.toml".into()
+                RunError::Spawn { .. } => {
+                    "check that the module's executable exists and is runnable".into()
                 }
-                _ => "the module misbehaved; see its stderr tail and report it to its author".into(),
+                RunError::Unconfined { remedy, .. } => remedy.clone(),
+                _ => {
+                    "the module misbehaved; see its stderr tail and report it to its author".into()
+                }
             },
-            InvokeError::Module { error, .. } => {
-                error.data.as_ref().and_then(|d| d.remedy.clone()).unwrap_or_else(|| {
-                    "see the message; the module gave no remedy".into()
-                })
-            }
+            InvokeError::Module { error, .. } => error
+                .data
+                .as_ref()
+                .and_then(|d| d.remedy.clone())
+                .unwrap_or_else(|| "see the message; the module gave no remedy".into()),
             InvokeError::BadResult { .. } | InvokeError::InvalidOutput { .. } => {
                 "the module broke its contract; report it to its author".into()
             }

@@ -7,12 +7,15 @@
 //! table) lives in [`support`].
 
 mod cli;
+mod confinement_failures;
 mod conformance;
 mod contract;
 mod discovery;
+mod doctor;
 mod files_module;
 mod hostile;
 mod install;
+mod interpreters;
 mod mcp;
 mod misbehaving;
 mod pins;

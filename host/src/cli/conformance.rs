@@ -14,12 +14,18 @@
 //! its roots preopened at `/roots/<name>`); examples get scratch `state` and `artifacts`
 //! roots, the workspace read-only, and the configured source roots and
 //! binaries (see `modhost::conformance_caller`).
+//!
+//! A native module whose confined describe fails is described once more
+//! unconfined: one that answers then fails only when confined, and the
+//! finding (`battery.fails_only_when_confined`) says so, with the path its
+//! stderr shows denied, instead of blaming its protocol.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use modconform::{BatteryOptions, Finding, ModuleCaller, Verdict, check_module_with};
+use modhost::confine::ConfinementMode;
 use modhost::conformance_caller::{ConformanceRoots, NativeCaller, describe};
 use modhost::{Host, Transport};
 use modproto::Descriptor;
@@ -106,14 +112,22 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                     ));
                 }
             };
-            return battery(caller, target, roots, |caller, descriptor, roots| {
-                caller.grant(descriptor, roots)
-            });
+            return battery(
+                caller,
+                target,
+                roots,
+                |caller, descriptor, roots| caller.grant(descriptor, roots),
+                |_, _| None,
+            );
         }
         let caller = NativeCaller::new(&target.program, confinement);
-        battery(caller, target, roots, |caller, descriptor, roots| {
-            caller.grant(descriptor, roots)
-        })
+        battery(
+            caller,
+            target,
+            roots,
+            |caller, descriptor, roots| caller.grant(descriptor, roots),
+            |target, problem| fails_only_when_confined(target, problem, confinement),
+        )
     })
     .await
     .context("the conformance run panicked")??;
@@ -138,18 +152,60 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// When the confined describe fails, the same describe unconfined: a module
+/// that answers only unconfined is stopped by the sandbox, and the finding
+/// says so, with the denied path when its stderr names one.
+///
+/// Running the module unconfined is what the operator asked for by running
+/// the conformance kit on it, and happens only after it failed confined.
+fn fails_only_when_confined(
+    target: &Target,
+    problem: &str,
+    confinement: ConfinementMode,
+) -> Option<Finding> {
+    if confinement == ConfinementMode::Off {
+        return None;
+    }
+    let timeout = BatteryOptions::default().timeout;
+    NativeCaller::new(&target.program, ConfinementMode::Off)
+        .describe(timeout)
+        .ok()?;
+    let denial = modhost::confine::denial::permission_denial(problem);
+    let denied = match denial.as_ref().and_then(|d| d.path.as_deref()) {
+        Some(path) => format!("; denied: {path}"),
+        None => String::new(),
+    };
+    Some(Finding::error(
+        "battery.fails_only_when_confined",
+        format!(
+            "{}: describe fails only when confined ({problem}){denied}",
+            target.program.display()
+        ),
+        denial
+            .map(|d| d.remedy(&target.label))
+            .unwrap_or_else(|| {
+                "the module answers describe unconfined but not in the host's sandbox: it reads, runs or connects to something it does not declare; declare it (a root, a program in `effects.spawns`, or `network`), or run `modhost doctor` to see what the sandbox enforces".into()
+            }),
+    ))
+}
+
 /// Describe the module through `caller`, grant what it declares (`grant`),
-/// then run the static checks and the battery.
+/// then run the static checks and the battery. A failed describe is
+/// reported as `explain` says, when it can say more (the sandbox).
 fn battery<C: ModuleCaller>(
     mut caller: C,
     target: Target,
     roots: ConformanceRoots<'_>,
     grant: impl FnOnce(&mut C, &Descriptor, ConformanceRoots<'_>) -> std::io::Result<()>,
+    explain: impl FnOnce(&Target, &str) -> Option<Finding>,
 ) -> anyhow::Result<Verdict> {
     let options = BatteryOptions::default();
     let descriptor = match describe(&mut caller, options.timeout) {
         Ok(descriptor) => descriptor,
         Err(problem) => {
+            if let Some(finding) = explain(&target, &problem) {
+                return Ok(Verdict::new(target.label, vec![finding]));
+            }
             return Ok(Verdict::new(
                 target.label,
                 vec![Finding::error(

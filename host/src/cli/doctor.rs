@@ -63,25 +63,21 @@ pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> 
     })
 }
 
+/// Every part of a native call's confinement, enforced here or not and
+/// why; whether the host runs as root and what the module does about it.
 fn confinement(mode: Option<ConfinementMode>) -> serde_json::Value {
     let support = confine::probe();
+    let unenforced = support.unenforced(false);
     json!({
-        "process_groups": true,
-        "environment_allowlist": true,
         "mode": mode.map(ConfinementMode::as_str),
         "landlock_abi": support.abi,
-        "filesystem": support.fs,
-        "tcp": support.net,
-        "scopes": support.scopes,
-        "unix_sockets": support.unix_sockets,
-        "stays_in_process_group": confine::STAYS_IN_GROUP,
+        "seccomp": support.seccomp,
+        "host_runs_as_root": support.host_is_root,
+        "environment_allowlist": true,
+        "parts": support.parts(),
         "summary": support.summary(),
-        "shortfall": support.shortfall(false),
-        "resource_limits": {
-            "processes": format!("the user's count + {}", confine::PROCESS_MARGIN),
-            "file_size_bytes": confine::MAX_FILE_SIZE,
-            "core_dumps": false,
-        },
+        "not_enforced": unenforced.iter().map(|p| p.part).collect::<Vec<_>>(),
+        "remedy": (!unenforced.is_empty()).then(|| confine::support::remedy_for(&unenforced)),
     })
 }
 
@@ -160,12 +156,31 @@ fn print_human(report: &serde_json::Value) {
         }
     }
     let c = &report["confinement"];
-    outln!("confinement: process groups yes, environment allowlist yes");
     outln!("confinement: {}", text(&c["summary"]));
     if let Some(mode) = c["mode"].as_str() {
         outln!("confinement: mode {mode} (config.toml `confinement`)");
     }
-    if let Some(shortfall) = c["shortfall"].as_str() {
-        outln!("confinement: warning: {shortfall}");
+    outln!(
+        "confinement: the host runs as {}; every module drops every capability before exec",
+        if c["host_runs_as_root"] == true {
+            "root (uid 0)"
+        } else {
+            "an unprivileged user"
+        }
+    );
+    for part in c["parts"].as_array().into_iter().flatten() {
+        outln!(
+            "  {:22} {:13} {}",
+            text(&part["label"]),
+            if part["enforced"] == true {
+                "enforced"
+            } else {
+                "NOT ENFORCED"
+            },
+            text(&part["why"])
+        );
+    }
+    if let Some(remedy) = c["remedy"].as_str() {
+        outln!("confinement: to enforce every part: {remedy}");
     }
 }

@@ -303,9 +303,10 @@ pub enum RunError {
     },
     #[error("could not start the module: {message}")]
     Spawn { message: String },
-    /// `confinement = "required"` and this kernel cannot fully confine the call.
-    #[error("refused to run the module unconfined: {reason}")]
-    Unconfined { reason: String },
+    /// `confinement = "required"` and this machine cannot enforce every part
+    /// of confinement the call implies; `remedy` says what would.
+    #[error("refused to run the module less than fully confined: {reason}")]
+    Unconfined { reason: String, remedy: String },
     #[error("the call was cancelled")]
     Cancelled,
 }
@@ -323,6 +324,18 @@ impl RunError {
             RunError::Spawn { .. } => ErrorKind::SPAWN_FAILED,
             RunError::Unconfined { .. } => "unconfined",
             RunError::Cancelled => ErrorKind::CANCELLED,
+        }
+    }
+
+    /// A permission error in the stderr of a module that died or broke the
+    /// protocol before answering: the sandbox likely stopped it
+    /// ([`crate::confine::denial`]).
+    pub fn sandbox_denial(&self) -> Option<crate::confine::denial::Denial> {
+        match self {
+            RunError::Crashed { stderr_tail, .. } | RunError::BadResponse { stderr_tail, .. } => {
+                crate::confine::denial::permission_denial(stderr_tail)
+            }
+            _ => None,
         }
     }
 

@@ -175,7 +175,7 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
         spec.confinement,
     )
     .map_err(|e| match e {
-        ConfineError::Unconfined { reason } => RunError::Unconfined { reason },
+        ConfineError::Unconfined { reason, remedy } => RunError::Unconfined { reason, remedy },
         other => RunError::Spawn {
             message: format!("{}: {other}", program.display()),
         },
@@ -657,10 +657,23 @@ pub(crate) mod tests {
                 ..CallLimits::default()
             },
             grants: &[],
-            executables: &[],
+            executables: tools(),
             network: false,
             start_ahead: false,
         }
+    }
+
+    /// The programs the test scripts run, granted as a capability's
+    /// `spawns` would be: a confined module executes nothing else.
+    pub(crate) fn tools() -> &'static [std::path::PathBuf] {
+        static TOOLS: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+        TOOLS.get_or_init(|| {
+            ["sleep", "yes", "tr", "touch", "env", "cat"]
+                .iter()
+                .map(|t| Path::new("/usr/bin").join(t))
+                .filter(|p| p.exists())
+                .collect()
+        })
     }
 
     pub(crate) fn write_grant(path: &Path) -> crate::runner::Grant {
@@ -845,7 +858,7 @@ sleep 30",
             request_line: &line,
             limits,
             grants: &grants,
-            executables: &[],
+            executables: tools(),
             network: false,
             start_ahead: false,
         };

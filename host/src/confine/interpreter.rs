@@ -1,0 +1,364 @@
+//! The interpreter chain of a program: what the kernel executes to run it.
+//!
+//! A confined module may execute its entry file and nothing else it did not
+//! declare, but running a script executes more: `#!/usr/bin/env node` runs
+//! `env`, which runs the `node` that PATH names, which the kernel starts
+//! through the ELF loader (`/lib64/ld-linux-x86-64.so.2`) its `PT_INTERP`
+//! names. [`resolve`] follows that chain from the entry file, in the
+//! environment the module will get (the host's `PATH`, which the environment
+//! allowlist passes), so a stock interpreter runs confined with no
+//! configuration, wherever it is installed.
+//!
+//! Design decisions:
+//!
+//! - **Execute on files, read on prefixes.** Every file of the chain (and the
+//!   ELF loader of each) gets read and execute; the installation prefix of an
+//!   interpreter outside the system folders (a pyenv or nvm version, `/opt`,
+//!   a conda env: the parent of its `bin/`) gets read only, for its standard
+//!   library and shared objects. Shared objects are mapped, not executed, and
+//!   landlock does not control `mmap`.
+//! - **A venv is two prefixes.** Python finds its venv through the path it
+//!   was started as (`<venv>/bin/python`, a symlink) and its standard library
+//!   through `pyvenv.cfg`'s `home =`; both are granted read.
+//! - **A prefix that would hold secrets is not granted.** A prefix must have
+//!   a `lib/` folder, and `/`, a home folder (`/root`, `/home/<user>`) or a
+//!   folder with `.ssh` or `.gnupg` in it never is: an interpreter in
+//!   `~/bin` gets only its own file.
+//! - **Cached by the entry's identity.** Resolution reads a few headers and
+//!   looks through PATH; it is cached per (entry path, its mtime and size,
+//!   PATH), so a call pays it once per module version.
+
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// How many hops (script to interpreter to loader) are followed.
+const MAX_DEPTH: usize = 5;
+
+/// The bytes of a file read to find a shebang or an ELF `PT_INTERP`.
+const HEADER_BYTES: u64 = 16 * 1024;
+
+/// What running a program needs beyond the program itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Chain {
+    /// Files executed on the way (canonical): the entry itself, interpreters,
+    /// `env`, ELF loaders.
+    pub executables: Vec<PathBuf>,
+    /// Installation prefixes the interpreters read (canonical).
+    pub read: Vec<PathBuf>,
+}
+
+impl Chain {
+    fn add_read(&mut self, dir: PathBuf) {
+        if !self.read.contains(&dir) {
+            self.read.push(dir);
+        }
+    }
+}
+
+/// The chain of `program` (and of each of `more`, granted binaries that may
+/// be scripts too), with commands looked up in `path_env`.
+pub fn resolve(program: &Path, more: &[PathBuf], path_env: Option<&OsStr>) -> Chain {
+    let mut chain = Chain::default();
+    for file in std::iter::once(program).chain(more.iter().map(PathBuf::as_path)) {
+        follow(file, path_env, &mut chain, 0);
+    }
+    chain
+}
+
+/// [`resolve`] with the host's PATH, cached by the files' identities.
+pub fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
+    type Key = (
+        Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)>,
+        Option<OsString>,
+    );
+    static CACHE: Mutex<Option<HashMap<Key, Arc<Chain>>>> = Mutex::new(None);
+    let identity = |p: &Path| {
+        let meta = std::fs::metadata(p).ok();
+        let stamp = meta.and_then(|m| Some((m.modified().ok()?, m.len())));
+        (p.to_path_buf(), stamp)
+    };
+    let path_env = std::env::var_os("PATH");
+    let key: Key = (
+        std::iter::once(program)
+            .chain(more.iter().map(PathBuf::as_path))
+            .map(identity)
+            .collect(),
+        path_env.clone(),
+    );
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let map = cache.get_or_insert_with(HashMap::new);
+    if let Some(chain) = map.get(&key) {
+        return Arc::clone(chain);
+    }
+    let chain = Arc::new(resolve(program, more, path_env.as_deref()));
+    // Bounded: a host runs a few dozen modules; a changed file makes a new key.
+    if map.len() > 512 {
+        map.clear();
+    }
+    map.insert(key, Arc::clone(&chain));
+    chain
+}
+
+fn follow(file: &Path, path_env: Option<&OsStr>, chain: &mut Chain, depth: usize) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let Ok(canonical) = std::fs::canonicalize(file) else {
+        return;
+    };
+    if chain.executables.contains(&canonical) {
+        return;
+    }
+    chain.executables.push(canonical.clone());
+    let Some(header) = read_header(&canonical) else {
+        return;
+    };
+    if let Some((interpreter, args)) = shebang(&header) {
+        follow(&interpreter, path_env, chain, depth + 1);
+        let is_env = std::fs::canonicalize(&interpreter)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n == "env"))
+            .unwrap_or(false);
+        let target = if is_env {
+            env_command(&args).and_then(|cmd| lookup(&cmd, path_env))
+        } else {
+            Some(interpreter)
+        };
+        if let Some(target) = target {
+            if is_env {
+                follow(&target, path_env, chain, depth + 1);
+            }
+            grant_prefixes(&target, chain);
+        }
+    } else if let Some(loader) = elf_interpreter(&header) {
+        follow(&loader, path_env, chain, depth + 1);
+    }
+}
+
+fn read_header(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::File::open(path).ok()?;
+    let mut header = Vec::new();
+    file.take(HEADER_BYTES).read_to_end(&mut header).ok()?;
+    Some(header)
+}
+
+/// `#!interpreter [arg]`: the interpreter and its argument words.
+fn shebang(header: &[u8]) -> Option<(PathBuf, Vec<String>)> {
+    let rest = header.strip_prefix(b"#!")?;
+    let line = rest.split(|b| *b == b'\n').next()?;
+    let line = std::str::from_utf8(line).ok()?.trim();
+    let mut words = line.split_whitespace();
+    let interpreter = PathBuf::from(words.next()?);
+    Some((interpreter, words.map(str::to_owned).collect()))
+}
+
+/// The command `env` runs: the first word that is neither an option nor a
+/// `NAME=value` assignment (`-S` splits its argument into words).
+fn env_command(args: &[String]) -> Option<String> {
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        match word {
+            "-u" | "--unset" | "-C" | "--chdir" => {
+                words.next();
+            }
+            w if w.starts_with('-') => {}
+            w if w.contains('=') => {}
+            w => return Some(w.to_owned()),
+        }
+    }
+    None
+}
+
+/// `command` as `execvp` finds it in `path_env`.
+fn lookup(command: &str, path_env: Option<&OsStr>) -> Option<PathBuf> {
+    if command.contains('/') {
+        return Some(PathBuf::from(command));
+    }
+    std::env::split_paths(path_env?)
+        .map(|dir| dir.join(command))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// Read on the installation prefix of the interpreter started as `started`
+/// (and on its venv and the venv's base interpreter's prefix).
+fn grant_prefixes(started: &Path, chain: &mut Chain) {
+    // A venv: `<venv>/bin/python` next to `<venv>/pyvenv.cfg`.
+    if let Some(venv) = started.parent().and_then(Path::parent)
+        && let Ok(cfg) = std::fs::read_to_string(venv.join("pyvenv.cfg"))
+    {
+        if let Ok(venv) = std::fs::canonicalize(venv)
+            && is_safe_prefix(&venv)
+        {
+            chain.add_read(venv);
+        }
+        let home = cfg.lines().find_map(|line| {
+            let (key, value) = line.split_once('=')?;
+            (key.trim() == "home").then(|| PathBuf::from(value.trim()))
+        });
+        if let Some(prefix) = home.and_then(|bin| prefix_of_bin(&bin)) {
+            chain.add_read(prefix);
+        }
+    }
+    if let Ok(canonical) = std::fs::canonicalize(started)
+        && let Some(prefix) = canonical.parent().and_then(prefix_of_bin)
+    {
+        chain.add_read(prefix);
+    }
+}
+
+/// The prefix whose `bin/` is `bin`, when it is one worth granting.
+fn prefix_of_bin(bin: &Path) -> Option<PathBuf> {
+    let bin = std::fs::canonicalize(bin).ok()?;
+    if bin.file_name()? != "bin" {
+        return None;
+    }
+    let prefix = bin.parent()?.to_path_buf();
+    is_safe_prefix(&prefix).then_some(prefix)
+}
+
+/// Not `/`, not a home folder, not a folder that holds keys; has `lib/`.
+fn is_safe_prefix(prefix: &Path) -> bool {
+    let depth = prefix.components().count();
+    let is_home = prefix == Path::new("/root")
+        || prefix.parent() == Some(Path::new("/home"))
+        || std::env::var_os("HOME").is_some_and(|h| Path::new(&h) == prefix);
+    depth > 1
+        && !is_home
+        && prefix.join("lib").is_dir()
+        && !prefix.join(".ssh").exists()
+        && !prefix.join(".gnupg").exists()
+}
+
+/// The `PT_INTERP` of an ELF executable: the loader the kernel runs it with.
+fn elf_interpreter(header: &[u8]) -> Option<PathBuf> {
+    const PT_INTERP: u32 = 3;
+    if header.get(..4)? != b"\x7fELF" {
+        return None;
+    }
+    let wide = match header.get(4)? {
+        1 => false,
+        2 => true,
+        _ => return None,
+    };
+    let little = *header.get(5)? == 1;
+    let int = |at: usize, len: usize| -> Option<u64> {
+        let bytes = header.get(at..at + len)?;
+        let mut value = 0u64;
+        for i in 0..len {
+            let byte = if little { bytes[len - 1 - i] } else { bytes[i] };
+            value = (value << 8) | u64::from(byte);
+        }
+        Some(value)
+    };
+    let (phoff, phentsize, phnum) = if wide {
+        (int(0x20, 8)?, int(0x36, 2)?, int(0x38, 2)?)
+    } else {
+        (int(0x1C, 4)?, int(0x2A, 2)?, int(0x2C, 2)?)
+    };
+    for i in 0..phnum {
+        let at = usize::try_from(phoff + i * phentsize).ok()?;
+        if int(at, 4)? != u64::from(PT_INTERP) {
+            continue;
+        }
+        let (offset, size) = if wide {
+            (int(at + 8, 8)?, int(at + 0x20, 8)?)
+        } else {
+            (int(at + 4, 4)?, int(at + 0x10, 4)?)
+        };
+        let start = usize::try_from(offset).ok()?;
+        let bytes = header.get(start..start + usize::try_from(size).ok()?)?;
+        let name = bytes.split(|b| *b == 0).next()?;
+        let loader = PathBuf::from(std::str::from_utf8(name).ok()?);
+        return loader.is_absolute().then_some(loader);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, body).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn an_elf_binary_brings_its_loader() {
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        let chain = resolve(&sh, &[], None);
+        assert_eq!(chain.executables[0], sh);
+        assert!(
+            chain.executables[1..]
+                .iter()
+                .any(|p| p.to_string_lossy().contains("ld-")),
+            "{chain:?}"
+        );
+    }
+
+    #[test]
+    fn env_follows_path_and_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("opt/tool-1.0");
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        std::fs::create_dir_all(prefix.join("lib")).unwrap();
+        let real = script(&prefix.join("bin"), "tool", "#!/bin/sh\n");
+        let shims = dir.path().join("shims");
+        std::fs::create_dir_all(&shims).unwrap();
+        std::os::unix::fs::symlink(&real, shims.join("tool")).unwrap();
+        let module = script(dir.path(), "m", "#!/usr/bin/env -S tool --flag\n");
+        let path = std::env::join_paths([dir.path().join("empty"), shims]).unwrap();
+        let chain = resolve(&module, &[], Some(&path));
+        let real = std::fs::canonicalize(real).unwrap();
+        let prefix = std::fs::canonicalize(prefix).unwrap();
+        assert!(chain.executables.contains(&real), "{chain:?}");
+        assert!(
+            chain
+                .executables
+                .contains(&std::fs::canonicalize("/usr/bin/env").unwrap())
+        );
+        assert!(chain.read.contains(&prefix), "{chain:?}");
+    }
+
+    #[test]
+    fn a_prefix_that_holds_keys_is_not_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["bin", "lib", ".ssh"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        let tool = script(&dir.path().join("bin"), "tool", "#!/bin/sh\n");
+        let module = script(dir.path(), "m", &format!("#!{}\n", tool.display()));
+        let chain = resolve(&module, &[], None);
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        assert!(!chain.read.iter().any(|p| dir.starts_with(p)), "{chain:?}");
+        assert!(
+            chain
+                .executables
+                .contains(&std::fs::canonicalize(tool).unwrap())
+        );
+    }
+
+    #[test]
+    fn env_options_and_assignments_are_skipped() {
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            env_command(&words("-S A=1 node --x")).as_deref(),
+            Some("node")
+        );
+        assert_eq!(
+            env_command(&words("-u HOME python3")).as_deref(),
+            Some("python3")
+        );
+        assert_eq!(env_command(&[]), None);
+    }
+}
