@@ -398,6 +398,7 @@ impl Confinement {
                 limits: None,
                 capabilities: None,
                 seccomp: None,
+                cgroup: None,
             },
             warning: Some(
                 "confinement is off (config.toml): the module ran with the host's filesystem and network access".into(),
@@ -495,6 +496,18 @@ pub fn prepare(
             (None, Some(warning))
         }
     };
+    #[cfg(target_os = "linux")]
+    let (cgroup, warning) = match process_bound() {
+        Ok(cgroup) => (cgroup, warning),
+        Err(reason) => {
+            let reason = format!("the module's process count is not bounded: {reason}");
+            let warning = match warning {
+                Some(w) => format!("{w}; {reason}"),
+                None => reason,
+            };
+            (None, Some(warning))
+        }
+    };
     Ok(Confinement {
         #[cfg(target_os = "linux")]
         child: child::Prepared {
@@ -502,9 +515,21 @@ pub fn prepare(
             limits: Some(limits),
             capabilities: capabilities::prepare(),
             seccomp,
+            cgroup,
         },
         warning,
     })
+}
+
+/// What bounds a module's processes beyond `RLIMIT_NPROC`: nothing needed
+/// for a host that is not root; for root (exempt from the limit) the pids
+/// cgroup of [`pids`], or why there is none.
+#[cfg(target_os = "linux")]
+fn process_bound() -> Result<Option<&'static pids::PidsCgroup>, String> {
+    if !rustix::process::getuid().is_root() {
+        return Ok(None);
+    }
+    pids::host_cgroup(PROCESS_MARGIN).map(Some)
 }
 
 /// The `RLIMIT_NPROC` of a call: the kernel counts processes per user, so a
@@ -620,6 +645,8 @@ mod ruleset {
 pub mod capabilities;
 #[cfg(target_os = "linux")]
 mod child;
+#[cfg(target_os = "linux")]
+pub mod pids;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 

@@ -5,8 +5,8 @@
 //! lock, nothing that can panic (no `unwrap`, no indexing, no formatting,
 //! no arithmetic that can overflow), in debug builds too. Errors are errnos.
 //!
-//! Order: resource limits (lowering needs no privilege), then the
-//! capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
+//! Order: resource limits (lowering needs no privilege), the pids cgroup
+//! (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
 //! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
 //! so nothing above is itself filtered.
 
@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::ResourceLimits;
 use super::capabilities::CapabilityDrop;
+use super::pids::PidsCgroup;
 use super::seccomp::Programs;
 
 /// Values the child needs, all prepared before the clone.
@@ -23,6 +24,8 @@ pub(super) struct Prepared {
     pub(super) limits: Option<ResourceLimits>,
     pub(super) capabilities: Option<CapabilityDrop>,
     pub(super) seccomp: Option<&'static Programs>,
+    /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind.
+    pub(super) cgroup: Option<&'static PidsCgroup>,
 }
 
 impl Prepared {
@@ -32,6 +35,7 @@ impl Prepared {
             && self.limits.is_none()
             && self.capabilities.is_none()
             && self.seccomp.is_none()
+            && self.cgroup.is_none()
     }
 
     /// Enter the confinement; the errno of the first step that failed.
@@ -40,6 +44,9 @@ impl Prepared {
             set_limit(libc::RLIMIT_CORE, 0)?;
             set_limit(libc::RLIMIT_FSIZE, limits.file_size)?;
             set_limit(libc::RLIMIT_NPROC, limits.processes)?;
+        }
+        if let Some(cgroup) = self.cgroup {
+            cgroup.join()?;
         }
         if let Some(capabilities) = &self.capabilities {
             capabilities.drop_all()?;

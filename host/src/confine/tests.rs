@@ -425,3 +425,62 @@ async fn only_granted_binaries_outside_system_folders_run() {
     assert!(!ok, "{out}");
     assert!(!out.contains("other-ran"));
 }
+
+/// A confined module holds no capability, cannot regain any, runs under
+/// the seccomp filters, and sees only descriptors 0 to 2 (the test process
+/// has a descriptor open without close-on-exec while it spawns).
+#[tokio::test]
+async fn a_confined_module_holds_no_capability_and_no_inherited_descriptor() {
+    // Not close-on-exec, as a shell's `5<secret` would leave it.
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    let leaked = rustix::io::dup(std::fs::File::open(secret.path()).unwrap()).unwrap();
+    // Landlock grants no /proc by default; this test reads its own.
+    let proc = [grant("proc", Path::new("/proc"), Access::Read)];
+    let (ok, out) = sh(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status; ls /proc/self/fd",
+        &proc,
+        false,
+    )
+    .await;
+    drop(leaked);
+    assert!(ok, "{out}");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            out.contains(&format!("{set}:\t0000000000000000")),
+            "{set} is not empty: {out}"
+        );
+    }
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "{out}");
+    // `ls` itself opens one descriptor (3) for the directory it lists.
+    let fds: Vec<&str> = out
+        .lines()
+        .filter(|l| l.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+}
+
+/// The kernel surface a module never needs is refused with an errno, not
+/// a kill: the shell goes on and reports the failure.
+#[tokio::test]
+async fn device_nodes_namespaces_and_chroot_are_refused() {
+    let state = tempfile::tempdir().unwrap();
+    let grants = [grant("state", state.path(), Access::ReadWrite)];
+    let dir = state.path().display();
+    let (ok, out) = sh(
+        &format!(
+            "mknod {dir}/kmsg c 1 11 && echo made-char; mknod {dir}/disk b 8 0 && echo made-block; \
+             mkfifo {dir}/fifo && echo made-fifo; unshare -U true && echo unshared; \
+             chroot {dir} /bin/true && echo chrooted; echo done"
+        ),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(ok && out.contains("done"), "{out}");
+    for forbidden in ["made-char", "made-block", "unshared", "chrooted"] {
+        assert!(!out.contains(forbidden), "{forbidden}: {out}");
+    }
+    assert!(out.contains("made-fifo"), "a FIFO stays allowed: {out}");
+    assert!(!state.path().join("kmsg").exists());
+}
