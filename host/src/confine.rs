@@ -16,10 +16,15 @@
 //!   (landlock ABI 4+); signals to and abstract sockets of processes outside
 //!   the domain denied (ABI 6+).
 //!
-//! Resource limits ride along: a cap on processes (`RLIMIT_NPROC`), on the
-//! size of any one file written (`RLIMIT_FSIZE`), and no core dumps. A
-//! seccomp filter refuses `setsid` and `setpgid`, so whatever the module
-//! starts stays in the process group the host kills when the call ends.
+//! Resource limits ride along: a cap on processes (`RLIMIT_NPROC`, and for a
+//! root host, which the kernel exempts from it, a pids cgroup: [`pids`]), on
+//! the size of any one file written (`RLIMIT_FSIZE`), and no core dumps. A
+//! host with capabilities (root) drops every one of them in the child
+//! ([`capabilities`]). Seccomp filters ([`seccomp`]) refuse the kernel
+//! surface a module never needs (device nodes, namespaces, mounts, ptrace,
+//! keyrings, bpf, ...), every socket but TCP/UDP over IP (and those too
+//! without `network`), and `setsid`/`setpgid`, so whatever the module starts
+//! stays in the process group the host kills when the call ends.
 //!
 //! Design decisions:
 //!
@@ -27,11 +32,12 @@
 //!   allocates (opening paths, building the ruleset, formatting messages)
 //!   happens in the host before the child exists. Between its start and
 //!   `exec` (after a `clone` sharing the host's memory, see
-//!   `runner::native::spawn`, or a `fork`) the child only calls `setrlimit`,
-//!   `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self` and
-//!   `prctl(PR_SET_SECCOMP)` on values, a file descriptor and a static
-//!   filter prepared beforehand: raw syscalls, async-signal-safe, no
-//!   allocation. The landlock
+//!   `runner::native::spawn`, the only way a module is started) the child
+//!   only makes system calls (`setrlimit`, a `write` to join the pids
+//!   cgroup, `prctl`/`capset` to drop capabilities,
+//!   `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`,
+//!   `prctl(PR_SET_SECCOMP)`) on values, descriptors and filters prepared
+//!   beforehand ([`child`]): async-signal-safe, no allocation, no panic. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
 //! - **The enforcement level is computed, not guessed.** [`probe`] asks the

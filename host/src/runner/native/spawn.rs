@@ -311,8 +311,7 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
     // on integers, the prepared C strings and arrays, or stack values.
     unsafe {
         reset_signals(context.highest_signal);
-        let mut target: c_int = 0;
-        for &fd in &context.streams {
+        for (target, &fd) in (0 as c_int..).zip(context.streams.iter()) {
             let status = if fd == target {
                 // Already in place: only the close-on-exec flag must go.
                 libc::fcntl(fd, libc::F_SETFD, 0)
@@ -322,7 +321,6 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
             if status < 0 {
                 fail(context.report, Stage::Setup, last_errno());
             }
-            target += 1;
         }
         if let Err(errno) = close_on_exec_from_3(context.descriptor_bound) {
             fail(context.report, Stage::Setup, errno);
