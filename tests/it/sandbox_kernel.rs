@@ -124,12 +124,27 @@ fn a_pathname_unix_socket_outside_the_grants_is_not_reached() {
     let path = home.outside().join("listener.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let report = attack(&home, "unix_socket", &json!({"path": path}));
+    // A datagram socket from a pair could still name any datagram socket.
+    let dgram_path = home.outside().join("dgram.sock");
+    let dgram = std::os::unix::net::UnixDatagram::bind(&dgram_path).unwrap();
+    dgram.set_nonblocking(true).unwrap();
+    let report = attack(
+        &home,
+        "unix_socket",
+        &json!({"path": path, "dgram": dgram_path}),
+    );
     assert_refused(
         &report["connect"],
         &[EACCES],
         "a UNIX connect outside the grants",
     );
+    assert_refused(
+        &report["datagram_pair"],
+        &[EACCES],
+        "a datagram socketpair sending to a path",
+    );
+    let mut buf = [0u8; 32];
+    assert!(dgram.recv(&mut buf).is_err(), "a datagram arrived");
     assert_eq!(
         report["socketpair"]["got"], "x",
         "socketpair stays allowed: {report:#}"

@@ -235,8 +235,11 @@ const NOT_AN_IP_FAMILY: [ArgTest; 2] = [
 /// When `socket()` is refused: always without network (every family,
 /// `AF_UNIX` included: a pathname UNIX socket outside the grants is a way
 /// out landlock ABI < 9 does not close; `socketpair` stays allowed, it
-/// reaches nothing outside); with network, every family but IPv4 and IPv6
+/// reaches nothing outside, but see [`SOCKETPAIR_DATAGRAM`]); with network, every family but IPv4 and IPv6
 /// and every type but stream and datagram.
+///
+/// `socketpair` stays allowed for stream and seqpacket pairs (see
+/// [`SOCKETPAIR_DATAGRAM`]).
 pub fn socket_rules(network: bool) -> When {
     if !network {
         return When::Always;
@@ -252,6 +255,17 @@ pub fn socket_rules(network: bool) -> When {
     };
     When::AnyOf(&RULES)
 }
+
+/// `socketpair` of datagram sockets, refused for every call: a datagram
+/// socket from a pair can still `sendto` any pathname datagram socket it
+/// names (`/dev/log`, `/run/systemd/notify`), which landlock confines only
+/// from ABI 9. Stream and seqpacket pairs refuse an address, and stay
+/// allowed: runtimes use them for their own pipes.
+pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 1] = [&[ArgTest::MaskedEq {
+    arg: 1,
+    mask: SOCK_TYPE_MASK,
+    value: libc::SOCK_DGRAM as u64,
+}]];
 
 /// The compiled filters of a call, to install in order.
 #[derive(Debug)]
@@ -323,11 +337,18 @@ pub fn programs(network: bool) -> Result<&'static Programs, String> {
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn compile(network: bool) -> Result<Programs, String> {
-    let socket = [Refused {
-        name: "socket",
-        number: libc::SYS_socket,
-        when: socket_rules(network),
-    }];
+    let socket = [
+        Refused {
+            name: "socket",
+            number: libc::SYS_socket,
+            when: socket_rules(network),
+        },
+        Refused {
+            name: "socketpair",
+            number: libc::SYS_socketpair,
+            when: When::AnyOf(&SOCKETPAIR_DATAGRAM),
+        },
+    ];
     let clone3 = [always("clone3", libc::SYS_clone3)];
     let programs = [
         (REFUSED, libc::EPERM),
