@@ -654,6 +654,8 @@ mod child;
 #[cfg(target_os = "linux")]
 pub mod pids;
 #[cfg(target_os = "linux")]
+pub mod privileges;
+#[cfg(target_os = "linux")]
 pub mod seccomp;
 
 #[cfg(test)]
