@@ -164,9 +164,7 @@ fn descriptors_inherited_by_the_host_do_not_reach_the_module() {
     std::fs::write(&secret, "top-secret").unwrap();
     let outside = home.outside().join("outside.txt");
     std::fs::write(&outside, "").unwrap();
-    let script = format!(
-        "exec \"$0\" --home \"$1\" --workspace \"$2\" invoke attacker attacker.descriptors --json --input '{{}}' 5<\"$3\" 7>>\"$4\""
-    );
+    let script = "exec \"$0\" --home \"$1\" --workspace \"$2\" invoke attacker attacker.descriptors --json --input '{}' 5<\"$3\" 7>>\"$4\"";
     let output = std::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(script)
