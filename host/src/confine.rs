@@ -22,10 +22,15 @@
 //!   (landlock ABI 4+); signals to and abstract sockets of processes outside
 //!   the domain denied (ABI 6+).
 //!
-//! Resource limits ride along: a cap on processes (`RLIMIT_NPROC`), on the
-//! size of any one file written (`RLIMIT_FSIZE`), and no core dumps. A
-//! seccomp filter refuses `setsid` and `setpgid`, so whatever the module
-//! starts stays in the process group the host kills when the call ends.
+//! Resource limits ride along: a cap on processes (`RLIMIT_NPROC`, and for a
+//! root host, which the kernel exempts from it, a pids cgroup: [`pids`]), on
+//! the size of any one file written (`RLIMIT_FSIZE`), and no core dumps. A
+//! host with capabilities (root) drops every one of them in the child
+//! ([`capabilities`]). Seccomp filters ([`seccomp`]) refuse the kernel
+//! surface a module never needs (device nodes, namespaces, mounts, ptrace,
+//! keyrings, bpf, ...), every socket but TCP/UDP over IP (and those too
+//! without `network`), and `setsid`/`setpgid`, so whatever the module starts
+//! stays in the process group the host kills when the call ends.
 //!
 //! Design decisions:
 //!
@@ -33,11 +38,12 @@
 //!   allocates (opening paths, building the ruleset, formatting messages)
 //!   happens in the host before the child exists. Between its start and
 //!   `exec` (after a `clone` sharing the host's memory, see
-//!   `runner::native::spawn`, or a `fork`) the child only calls `setrlimit`,
-//!   `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self` and
-//!   `prctl(PR_SET_SECCOMP)` on values, a file descriptor and a static
-//!   filter prepared beforehand: raw syscalls, async-signal-safe, no
-//!   allocation. The landlock
+//!   `runner::native::spawn`, the only way a module is started) the child
+//!   only makes system calls (`setrlimit`, a `write` to join the pids
+//!   cgroup, `prctl`/`capset` to drop capabilities,
+//!   `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`,
+//!   `prctl(PR_SET_SECCOMP)`) on values, descriptors and filters prepared
+//!   beforehand ([`child`]): async-signal-safe, no allocation, no panic. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
 //! - **The enforcement level is computed, part by part.** [`probe`] asks the
@@ -304,15 +310,12 @@ pub fn module_root(program: &Path) -> PathBuf {
     }
 }
 
-/// Everything the child applies between `fork` and `exec`, prepared in the
+/// Everything the child applies between `clone` and `exec`, prepared in the
 /// parent.
 #[derive(Debug)]
 pub struct Confinement {
-    /// The landlock ruleset, when one is enforced.
     #[cfg(target_os = "linux")]
-    ruleset: Option<std::os::fd::OwnedFd>,
-    /// `None` under `confinement = "off"`.
-    limits: Option<ResourceLimits>,
+    child: child::Prepared,
     warning: Option<String>,
 }
 
@@ -321,8 +324,13 @@ impl Confinement {
     pub fn none() -> Self {
         Confinement {
             #[cfg(target_os = "linux")]
-            ruleset: None,
-            limits: None,
+            child: child::Prepared {
+                ruleset: None,
+                limits: None,
+                capabilities: None,
+                seccomp: None,
+                cgroup: None,
+            },
             warning: Some(
                 "confinement is off (config.toml): the module ran with the host's filesystem and network access".into(),
             ),
@@ -337,57 +345,33 @@ impl Confinement {
     /// Whether a landlock domain will be applied.
     pub fn is_landlocked(&self) -> bool {
         #[cfg(target_os = "linux")]
-        return self.ruleset.is_some();
+        return self.child.ruleset.is_some();
         #[cfg(not(target_os = "linux"))]
         false
     }
 
-    /// Arrange for the child spawned by `command` to enter this confinement
-    /// just before `exec`. The ruleset descriptor moves into the command and
-    /// is closed with it (and, being close-on-exec, never reaches the module).
-    pub fn apply_to(self, command: &mut std::process::Command) {
-        #[cfg(target_os = "linux")]
-        {
-            let Confinement {
-                ruleset, limits, ..
-            } = self;
-            if ruleset.is_none() && limits.is_none() {
-                return;
-            }
-            let child = child::Prepared::new(ruleset, limits);
-            child.install(command);
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = command;
-    }
-
-    /// What the child enters just before `exec`, for a spawner of its own
-    /// (`runner::native::spawn`); `None` when there is nothing to enter.
+    /// What the child enters just before `exec` (`runner::native::spawn`,
+    /// the only way a module is started); `None` when there is nothing to
+    /// enter.
     #[cfg(target_os = "linux")]
     pub fn into_child(self) -> Option<ChildConfinement> {
-        let Confinement {
-            ruleset, limits, ..
-        } = self;
-        if ruleset.is_none() && limits.is_none() {
-            return None;
-        }
-        Some(ChildConfinement(child::Prepared::new(ruleset, limits)))
+        (!self.child.is_empty()).then_some(ChildConfinement(self.child))
     }
 }
 
-/// The confinement as a child enters it between `fork` (or `clone`) and
-/// `exec` ([`Confinement::into_child`]).
+/// The confinement as a child enters it between `clone` and `exec`
+/// ([`Confinement::into_child`]).
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub struct ChildConfinement(child::Prepared);
 
 #[cfg(target_os = "linux")]
 impl ChildConfinement {
-    /// Enter the confinement: resource limits, then landlock and the seccomp
-    /// filter. Only system calls on values prepared before the fork: no
-    /// allocation, no locks, so it may run in a child that shares the host's
-    /// memory.
-    pub fn enter(&self) -> std::io::Result<()> {
+    /// Enter the confinement: resource limits, capabilities dropped,
+    /// landlock, the seccomp filters. Only system calls on values prepared
+    /// before the clone: no allocation, no locks, no panics, so it may run
+    /// in a child that shares the host's memory. The errno of a failure.
+    pub fn enter(&self) -> Result<(), libc::c_int> {
         self.0.enter()
     }
 }
@@ -431,12 +415,66 @@ pub fn prepare(
     };
     #[cfg(not(target_os = "linux"))]
     let _ = (program, grants, executables);
+    #[cfg(target_os = "linux")]
+    let (seccomp, warning) = match seccomp::programs(network) {
+        Ok(programs) => (Some(programs), warning),
+        Err(reason) => (None, Some(shortfall_at_preparation(mode, warning, reason)?)),
+    };
+    #[cfg(target_os = "linux")]
+    let (cgroup, warning) = match process_bound() {
+        Ok(cgroup) => (cgroup, warning),
+        Err(reason) => (
+            None,
+            Some(shortfall_at_preparation(
+                mode,
+                warning,
+                format!("the module's process count is not bounded: {reason}"),
+            )?),
+        ),
+    };
     Ok(Confinement {
         #[cfg(target_os = "linux")]
-        ruleset,
-        limits: Some(limits),
+        child: child::Prepared {
+            ruleset,
+            limits: Some(limits),
+            capabilities: capabilities::prepare(),
+            seccomp,
+            cgroup,
+        },
         warning,
     })
+}
+
+/// A part found unenforceable only while preparing the call (the seccomp
+/// filters would not build, no pids cgroup could be made): `required`
+/// refuses the call, `best-effort` adds `reason` to its warning.
+#[cfg(target_os = "linux")]
+fn shortfall_at_preparation(
+    mode: ConfinementMode,
+    warning: Option<String>,
+    reason: String,
+) -> Result<String, ConfineError> {
+    if mode == ConfinementMode::Required {
+        return Err(ConfineError::Unconfined {
+            reason,
+            remedy: "run the host where this part can be enforced, or set confinement = \"best-effort\" in config.toml to run with a warning".into(),
+        });
+    }
+    Ok(match warning {
+        Some(w) => format!("{w}; {reason}"),
+        None => reason,
+    })
+}
+
+/// What bounds a module's processes beyond `RLIMIT_NPROC`: nothing needed
+/// for a host that is not root; for root (exempt from the limit) the pids
+/// cgroup of [`pids`], or why there is none.
+#[cfg(target_os = "linux")]
+fn process_bound() -> Result<Option<&'static pids::PidsCgroup>, String> {
+    if !rustix::process::getuid().is_root() {
+        return Ok(None);
+    }
+    pids::host_cgroup(PROCESS_MARGIN).map(Some)
 }
 
 /// The `RLIMIT_NPROC` of a call: the kernel counts processes per user, so a
@@ -554,148 +592,15 @@ mod ruleset {
 }
 
 #[cfg(target_os = "linux")]
-mod child {
-    //! What runs in the child between `fork` and `exec`.
-
-    use std::os::fd::{AsRawFd, OwnedFd};
-
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-
-    use super::ResourceLimits;
-
-    /// Values the child needs, all prepared before `fork`.
-    #[derive(Debug)]
-    pub(super) struct Prepared {
-        ruleset: Option<OwnedFd>,
-        limits: Option<ResourceLimits>,
-    }
-
-    impl Prepared {
-        pub(super) fn new(ruleset: Option<OwnedFd>, limits: Option<ResourceLimits>) -> Self {
-            Prepared { ruleset, limits }
-        }
-
-        #[allow(unsafe_code)]
-        pub(super) fn install(self, command: &mut std::process::Command) {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: the closure runs in the forked child before exec, where
-            // only async-signal-safe work is allowed. It performs raw
-            // syscalls (setrlimit, prctl, landlock_restrict_self) on plain
-            // integers and a descriptor opened before the fork, reads only
-            // memory owned by the closure, never allocates or locks, and
-            // reports failure through `io::Error::last_os_error`, which does
-            // not allocate.
-            unsafe {
-                command.pre_exec(move || self.enter());
-            }
-        }
-
-        /// Enter the confinement. Runs in the child: syscalls only.
-        pub(super) fn enter(&self) -> std::io::Result<()> {
-            if let Some(limits) = self.limits {
-                set_limit(Resource::Core, 0)?;
-                set_limit(Resource::Fsize, limits.file_size)?;
-                set_limit(Resource::Nproc, limits.processes)?;
-            }
-            if let Some(ruleset) = &self.ruleset {
-                restrict_self(ruleset.as_raw_fd())?;
-                stay_in_group()?;
-            }
-            Ok(())
-        }
-    }
-
-    /// Seccomp filter: `setsid` and `setpgid` fail with `EPERM`, so nothing
-    /// the module starts can leave the process group the host kills at the
-    /// end of the call (a daemon that double-forks and calls `setsid` would
-    /// otherwise outlive it). Syscalls of a foreign ABI (32-bit compat, x32)
-    /// are refused outright: they have other numbers for the same calls.
-    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-    fn stay_in_group() -> std::io::Result<()> {
-        #[cfg(target_arch = "x86_64")]
-        const AUDIT_ARCH: u32 = 0xC000_003E;
-        #[cfg(target_arch = "aarch64")]
-        const AUDIT_ARCH: u32 = 0xC000_00B7;
-        /// x32 syscalls share the x86_64 audit arch, flagged by this bit.
-        const X32_BIT: u32 = 0x4000_0000;
-        const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-        const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
-        const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-        const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-        const OFFSET_NR: u32 = 0; // seccomp_data.nr
-        const OFFSET_ARCH: u32 = 4; // seccomp_data.arch
-        const ALLOW: u32 = libc::SECCOMP_RET_ALLOW;
-        const DENY: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
-        const fn op(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
-            libc::sock_filter { code, jt, jf, k }
-        }
-        // A static program: building it needs no allocation in the child.
-        static FILTER: [libc::sock_filter; 9] = [
-            op(LD_W_ABS, 0, 0, OFFSET_ARCH),
-            op(JEQ_K, 1, 0, AUDIT_ARCH),
-            op(RET_K, 0, 0, DENY),
-            op(LD_W_ABS, 0, 0, OFFSET_NR),
-            op(JGE_K, 3, 0, X32_BIT),
-            op(JEQ_K, 2, 0, libc::SYS_setsid as u32),
-            op(JEQ_K, 1, 0, libc::SYS_setpgid as u32),
-            op(RET_K, 0, 0, ALLOW),
-            op(RET_K, 0, 0, DENY),
-        ];
-        let program = libc::sock_fprog {
-            len: FILTER.len() as u16,
-            filter: FILTER.as_ptr().cast_mut(),
-        };
-        // SAFETY: `program` points at a static, well-formed BPF program that
-        // the kernel copies; no_new_privs is already set by restrict_self.
-        #[allow(unsafe_code)]
-        let status = unsafe {
-            libc::prctl(
-                libc::PR_SET_SECCOMP,
-                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-                &raw const program,
-            )
-        };
-        if status != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// No filter for this architecture: the process group can be left, and
-    /// `doctor` says so (see [`super::STAYS_IN_GROUP`]).
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    fn stay_in_group() -> std::io::Result<()> {
-        Ok(())
-    }
-
-    /// Lower the soft and hard limit of `resource` to `value` (never raise:
-    /// an operator's stricter limit stays). rustix issues the raw syscalls.
-    fn set_limit(resource: Resource, value: u64) -> std::io::Result<()> {
-        let lower = |limit: Option<u64>| Some(limit.map_or(value, |l| l.min(value)));
-        let current = getrlimit(resource);
-        let limit = Rlimit {
-            current: lower(current.current),
-            maximum: lower(current.maximum),
-        };
-        setrlimit(resource, limit).map_err(std::io::Error::from)
-    }
-
-    /// `no_new_privs` (required to enter a domain without privileges, and it
-    /// keeps setuid programs from lifting the domain), then the domain.
-    fn restrict_self(ruleset: libc::c_int) -> std::io::Result<()> {
-        // SAFETY: prctl and landlock_restrict_self take only integers.
-        #[allow(unsafe_code)]
-        unsafe {
-            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-        }
-        Ok(())
-    }
-}
+pub mod capabilities;
+#[cfg(target_os = "linux")]
+mod child;
+#[cfg(target_os = "linux")]
+pub mod pids;
+#[cfg(target_os = "linux")]
+pub mod privileges;
+#[cfg(target_os = "linux")]
+pub mod seccomp;
 
 #[cfg(test)]
 mod tests;

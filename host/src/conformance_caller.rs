@@ -35,9 +35,10 @@ use std::time::{Duration, Instant};
 
 use modconform::{CallerError, Grants, ModuleCaller, RawCall};
 use modproto::{Access, Capability, Descriptor, GrantedRoot, RootKind};
-use rustix::process::{Pid, Signal, WaitOptions, WaitStatus, kill_process_group, waitpid};
+use rustix::process::Pid;
 
 use crate::confine::{self, ConfinementMode};
+use crate::runner::native::group::Group;
 use crate::runner::native::{is_allowed_env, spawn};
 #[cfg(feature = "wasm")]
 use crate::runner::wasm::{LoadedComponent, WasmEngine, WasmError};
@@ -127,18 +128,12 @@ impl ModuleCaller for NativeCaller {
             confinement.into_child().as_ref(),
         )
         .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?;
-        // Its own group leader: the pid is the group id.
-        let pid = Pid::from_raw(child.pid);
-        let kill_group = || {
-            if let Some(pgid) = pid {
-                // ESRCH (nobody left) is the normal case after a clean exit.
-                let _ = kill_process_group(pgid, Signal::KILL);
-            }
-        };
-        let reap = |options| match pid {
-            Some(pid) => waitpid(Some(pid), options),
-            None => Ok(None),
-        };
+        // Its own group leader: the pid is the group id. The group is only
+        // killed while the leader is unreaped (`runner::native::group`).
+        let pgid = Pid::from_raw(child.pid)
+            .ok_or_else(|| CallerError::Start("the spawn returned no pid".into()))?;
+        let group = Group::new(pgid, child.pidfd);
+        let leader = group.leader();
 
         let input = stdin.to_vec();
         let stdin_pipe = std::fs::File::from(child.stdin);
@@ -151,30 +146,27 @@ impl ModuleCaller for NativeCaller {
         let stdout = pump(std::fs::File::from(child.stdout), MAX_STDOUT_BYTES, false);
         let stderr = pump(std::fs::File::from(child.stderr), STDERR_TAIL_BYTES, true);
 
-        let status = loop {
-            match reap(WaitOptions::NOHANG) {
-                Ok(Some((_, status))) => break Some(status),
-                Ok(None) if started.elapsed() >= timeout => break None,
-                Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-                Err(e) => {
-                    kill_group();
-                    let _ = reap(WaitOptions::empty());
-                    return Err(CallerError::Io(format!("waiting for the module: {e}")));
-                }
+        let remaining = timeout.saturating_sub(started.elapsed());
+        let exited = match leader.wait_exit(Some(remaining)) {
+            Ok(exited) => exited,
+            Err(e) => {
+                // Dropping `group` kills it; the leader may stay a zombie.
+                return Err(CallerError::Io(format!("waiting for the module: {e}")));
             }
         };
-        // Whatever happened, nothing the module started outlives the call.
-        kill_group();
-        let exited = status.is_some();
-        let status = match status {
-            Some(status) => exit_status(status).to_string(),
-            None => match reap(WaitOptions::empty()) {
-                Ok(Some((_, status))) => {
-                    format!("killed after {timeout:?} ({})", exit_status(status))
-                }
-                Ok(None) => format!("killed after {timeout:?}"),
-                Err(e) => format!("killed after {timeout:?} (not reaped: {e})"),
-            },
+        if !exited {
+            // Timed out: the leader dies with its group, then is reaped.
+            group.kill();
+            let _ = leader.wait_exit(None);
+        }
+        // Whatever happened, nothing the module started outlives the call:
+        // the group is killed (again) while the leader is still unreaped.
+        let reaped = leader.kill_and_reap();
+        let status = match (exited, reaped) {
+            (true, Ok(status)) => status.to_string(),
+            (true, Err(e)) => format!("exit status unknown ({e})"),
+            (false, Ok(status)) => format!("killed after {timeout:?} ({status})"),
+            (false, Err(e)) => format!("killed after {timeout:?} (not reaped: {e})"),
         };
         Ok(RawCall {
             stdout: stdout.recv_timeout(PIPE_DRAIN).unwrap_or_default(),
@@ -378,11 +370,6 @@ fn scratch_grants(
 /// Read `pipe` to its end on a thread, keeping at most `limit` bytes (the
 /// first ones, or the last ones when `keep_tail`); the rest is drained so the
 /// writer never blocks on a full pipe.
-fn exit_status(status: WaitStatus) -> std::process::ExitStatus {
-    use std::os::unix::process::ExitStatusExt;
-    std::process::ExitStatus::from_raw(status.as_raw())
-}
-
 fn pump(
     mut pipe: impl Read + Send + 'static,
     limit: usize,

@@ -20,6 +20,7 @@ mod mcp;
 mod misbehaving;
 mod pins;
 mod roots;
+mod sandbox_kernel;
 mod support;
 mod tools;
 mod warm_approval;

@@ -1,14 +1,17 @@
-//! These tests spawn real `/bin/sh` children under confinement and check what
-//! the kernel lets them do. Where the running kernel lacks landlock (or the
-//! ABI a check needs), the check says so on stdout and is skipped rather than
-//! passing vacuously.
+//! These tests start real `/bin/sh` children through the production spawner
+//! (`runner::native::spawn`, the `clone(CLONE_VM | CLONE_VFORK)` path every
+//! module takes) under confinement, and check what the kernel lets them do.
+//! A kernel that lacks what a check needs fails the check, with the reason:
+//! nothing passes vacuously.
 
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Stdio;
 
 use super::*;
+use crate::runner::native::group::Group;
+use crate::runner::native::spawn;
 
 fn grant(name: &str, host: &Path, access: Access) -> Grant {
     Grant {
@@ -19,7 +22,60 @@ fn grant(name: &str, host: &Path, access: Access) -> Grant {
     }
 }
 
-/// Run `script` with `program` under confinement; (success, stdout+stderr).
+/// Start `program` (a shell) confined as production does, feed it `script`
+/// on stdin; (exited with 0, stdout+stderr).
+pub(crate) fn run_confined_blocking(
+    program: &str,
+    script: &str,
+    grants: &[Grant],
+    executables: &[std::path::PathBuf],
+    network: bool,
+) -> (bool, String) {
+    let confinement = prepare(
+        Path::new(program),
+        grants,
+        executables,
+        network,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap();
+    let child = spawn::spawn(
+        Path::new(program),
+        std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
+        None,
+        confinement.into_child().as_ref(),
+    )
+    .unwrap();
+    let group = Group::new(
+        rustix::process::Pid::from_raw(child.pid).unwrap(),
+        child.pidfd,
+    );
+    let mut stdin = std::fs::File::from(child.stdin);
+    let script = format!("{script}\n");
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(script.as_bytes());
+    });
+    let read = |fd: std::os::fd::OwnedFd| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::fs::File::from(fd).read_to_string(&mut text);
+            text
+        })
+    };
+    let (stdout, stderr) = (read(child.stdout), read(child.stderr));
+    let leader = group.leader();
+    assert!(
+        leader
+            .wait_exit(Some(std::time::Duration::from_secs(30)))
+            .unwrap(),
+        "the confined shell did not exit"
+    );
+    let status = leader.kill_and_reap().unwrap();
+    let _ = writer.join();
+    let text = format!("{}{}", stdout.join().unwrap(), stderr.join().unwrap());
+    (status.success(), text)
+}
+
 async fn run_confined(
     program: &str,
     script: &str,
@@ -28,59 +84,51 @@ async fn run_confined(
 ) -> (bool, String) {
     // The tools the scripts run, granted as a capability's `spawns` would.
     let tools: Vec<std::path::PathBuf> = [
-        "cat", "ls", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv", "mknod", "mkfifo",
+        "cat", "ls", "grep", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv", "mknod", "mkfifo",
     ]
     .iter()
     .map(|t| Path::new("/usr/bin").join(t))
     .filter(|p| p.exists())
     .collect();
-    let confinement = prepare(
-        Path::new(program),
-        grants,
-        &tools,
-        network,
-        ConfinementMode::BestEffort,
-    )
-    .unwrap();
-    let mut command = std::process::Command::new(program);
-    command
-        .arg("-c")
-        .arg(script)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    confinement.apply_to(&mut command);
-    let output = tokio::process::Command::from(command)
-        .output()
-        .await
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.success(), text)
+    let (program, script, grants) = (program.to_owned(), script.to_owned(), grants.to_vec());
+    tokio::task::spawn_blocking(move || {
+        run_confined_blocking(&program, &script, &grants, &tools, network)
+    })
+    .await
+    .unwrap()
 }
 
 async fn sh(script: &str, grants: &[Grant], network: bool) -> (bool, String) {
     run_confined("/bin/sh", script, grants, network).await
 }
 
-fn landlock_or_skip(what: &str) -> bool {
-    if probe().abi.is_none() {
-        println!("skipped {what}: landlock is not available in this kernel");
-        return false;
+/// Fails the test, naming what is missing, when the kernel has no landlock
+/// or a landlock ABI below `abi`.
+fn require_landlock(abi: u32, what: &str) {
+    let have = probe().abi;
+    assert!(
+        have.is_some_and(|a| a >= abi),
+        "{what} needs landlock ABI {abi}; this kernel has {have:?}: run on a kernel with landlock enabled (lsm=...,landlock)"
+    );
+}
+
+/// `.ci/run` sets MODHOST_EXPECT_LANDLOCK=1 when the machine has landlock:
+/// then a suite that somehow ran without it fails here.
+#[test]
+fn landlock_is_present_when_the_machine_has_it() {
+    if std::env::var_os("MODHOST_EXPECT_LANDLOCK").is_some_and(|v| v == "1") {
+        assert!(
+            probe().abi.is_some(),
+            "the machine supports landlock (MODHOST_EXPECT_LANDLOCK=1) but the host found none"
+        );
+        let filters = seccomp::programs(false);
+        assert!(filters.is_ok(), "{filters:?}");
     }
-    true
 }
 
 #[tokio::test]
 async fn reading_outside_the_grants_is_denied() {
-    if !landlock_or_skip("reading_outside_the_grants_is_denied") {
-        return;
-    }
+    require_landlock(1, "reading_outside_the_grants_is_denied");
     let granted = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(granted.path().join("ok.txt"), "granted-content").unwrap();
@@ -111,9 +159,7 @@ async fn reading_outside_the_grants_is_denied() {
 
 #[tokio::test]
 async fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
-    if !landlock_or_skip("writing_to_a_read_grant_is_denied") {
-        return;
-    }
+    require_landlock(1, "writing_to_a_read_grant_is_denied");
     let read_root = tempfile::tempdir().unwrap();
     let write_root = tempfile::tempdir().unwrap();
     std::fs::write(read_root.path().join("existing.txt"), "original").unwrap();
@@ -164,9 +210,7 @@ async fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
 
 #[tokio::test]
 async fn a_symlink_in_a_grant_does_not_reach_outside() {
-    if !landlock_or_skip("a_symlink_in_a_grant_does_not_reach_outside") {
-        return;
-    }
+    require_landlock(1, "a_symlink_in_a_grant_does_not_reach_outside");
     let granted = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "secret-content").unwrap();
@@ -190,9 +234,7 @@ async fn a_symlink_in_a_grant_does_not_reach_outside() {
 
 #[tokio::test]
 async fn executing_from_a_write_grant_is_denied() {
-    if !landlock_or_skip("executing_from_a_write_grant_is_denied") {
-        return;
-    }
+    require_landlock(1, "executing_from_a_write_grant_is_denied");
     let state = tempfile::tempdir().unwrap();
     let tool = state.path().join("tool");
     std::fs::write(&tool, "#!/bin/sh\necho ran\n").unwrap();
@@ -207,20 +249,12 @@ async fn executing_from_a_write_grant_is_denied() {
 
 #[tokio::test]
 async fn tcp_connect_is_denied_without_network_and_allowed_with_it() {
-    if !landlock_or_skip("tcp_connect_is_denied_without_network") {
-        return;
-    }
-    if !probe().landlock_tcp() {
-        println!(
-            "skipped tcp_connect_is_denied_without_network: landlock ABI {:?} has no network rules (needs 4)",
-            probe().abi
-        );
-        return;
-    }
-    if !Path::new("/bin/bash").exists() {
-        println!("skipped tcp_connect_is_denied_without_network: needs /bin/bash for /dev/tcp");
-        return;
-    }
+    require_landlock(1, "tcp_connect_is_denied_without_network");
+    require_landlock(4, "tcp_connect_is_denied_without_network");
+    assert!(
+        Path::new("/bin/bash").exists(),
+        "needs /bin/bash for /dev/tcp"
+    );
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
@@ -240,13 +274,7 @@ async fn tcp_connect_is_denied_without_network_and_allowed_with_it() {
 
 #[tokio::test]
 async fn signalling_the_host_is_denied() {
-    if !probe().landlock_scopes() {
-        println!(
-            "skipped signalling_the_host_is_denied: landlock ABI {:?} has no scopes (needs 6)",
-            probe().abi
-        );
-        return;
-    }
+    require_landlock(6, "signalling_the_host_is_denied");
     // The test process is outside the module's domain: kill -0 must fail.
     let (ok, out) = sh(&format!("kill -0 {}", std::process::id()), &[], false).await;
     assert!(!ok, "the module could signal the host: {out}");
@@ -279,9 +307,7 @@ async fn off_applies_nothing_and_says_so() {
 /// which reaches nothing outside, still can be made.
 #[tokio::test]
 async fn no_device_node_can_be_made_in_a_write_grant() {
-    if !landlock_or_skip("no_device_node_can_be_made_in_a_write_grant") {
-        return;
-    }
+    require_landlock(1, "no_device_node_can_be_made_in_a_write_grant");
     let state = tempfile::tempdir().unwrap();
     let grants = [grant("state", state.path(), Access::ReadWrite)];
     let dir = state.path().display();
@@ -379,13 +405,12 @@ fn a_bare_module_gets_only_itself() {
 
 #[tokio::test]
 async fn a_confined_module_cannot_leave_its_process_group() {
-    if !landlock_or_skip("a_confined_module_cannot_leave_its_process_group") || !STAYS_IN_GROUP {
-        return;
-    }
-    if !Path::new("/usr/bin/setsid").exists() {
-        println!("skipped a_confined_module_cannot_leave_its_process_group: needs /usr/bin/setsid");
-        return;
-    }
+    let filters = seccomp::programs(false);
+    assert!(filters.is_ok(), "no seccomp filter: {filters:?}");
+    assert!(
+        Path::new("/usr/bin/setsid").exists(),
+        "needs /usr/bin/setsid (util-linux)"
+    );
     let (ok, out) = sh("/usr/bin/setsid -w /bin/true && echo left", &[], false).await;
     assert!(!ok && !out.contains("left"), "setsid succeeded: {out}");
     let (ok, out) = sh("echo still-here", &[], false).await;
@@ -396,9 +421,7 @@ async fn a_confined_module_cannot_leave_its_process_group() {
 /// can be run, and only the granted one.
 #[tokio::test]
 async fn only_granted_binaries_outside_system_folders_run() {
-    if !landlock_or_skip("only_granted_binaries_outside_system_folders_run") {
-        return;
-    }
+    require_landlock(1, "only_granted_binaries_outside_system_folders_run");
     let dir = tempfile::tempdir().unwrap();
     let tool = |name: &str| {
         let path = dir.path().join(name);
@@ -408,23 +431,77 @@ async fn only_granted_binaries_outside_system_folders_run() {
     };
     let (granted, other) = (tool("granted"), tool("other"));
     let run = |path: &Path| {
-        let confinement = prepare(
-            Path::new("/bin/sh"),
+        run_confined_blocking(
+            "/bin/sh",
+            &path.display().to_string(),
             &[],
             std::slice::from_ref(&granted),
             false,
-            ConfinementMode::BestEffort,
         )
-        .unwrap();
-        let mut command = std::process::Command::new("/bin/sh");
-        command.arg("-c").arg(path).env_clear().stdin(Stdio::null());
-        confinement.apply_to(&mut command);
-        command.output().unwrap()
     };
-    let ran = run(&granted);
-    assert!(ran.status.success(), "{ran:?}");
-    assert_eq!(String::from_utf8_lossy(&ran.stdout), "granted-ran\n");
-    let refused = run(&other);
-    assert!(!refused.status.success(), "{refused:?}");
-    assert!(!String::from_utf8_lossy(&refused.stdout).contains("other-ran"));
+    let (ok, out) = run(&granted);
+    assert!(ok, "{out}");
+    assert_eq!(out, "granted-ran\n");
+    let (ok, out) = run(&other);
+    assert!(!ok, "{out}");
+    assert!(!out.contains("other-ran"));
+}
+
+/// A confined module holds no capability, cannot regain any, runs under
+/// the seccomp filters, and sees only descriptors 0 to 2 (the test process
+/// has a descriptor open without close-on-exec while it spawns).
+#[tokio::test]
+async fn a_confined_module_holds_no_capability_and_no_inherited_descriptor() {
+    // Not close-on-exec, as a shell's `5<secret` would leave it.
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    let leaked = rustix::io::dup(std::fs::File::open(secret.path()).unwrap()).unwrap();
+    // Landlock grants no /proc by default; this test reads its own.
+    let proc = [grant("proc", Path::new("/proc"), Access::Read)];
+    let (ok, out) = sh(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status; ls /proc/self/fd",
+        &proc,
+        false,
+    )
+    .await;
+    drop(leaked);
+    assert!(ok, "{out}");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            out.contains(&format!("{set}:\t0000000000000000")),
+            "{set} is not empty: {out}"
+        );
+    }
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "{out}");
+    // `ls` itself opens one descriptor (3) for the directory it lists.
+    let fds: Vec<&str> = out
+        .lines()
+        .filter(|l| l.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+}
+
+/// The kernel surface a module never needs is refused with an errno, not
+/// a kill: the shell goes on and reports the failure.
+#[tokio::test]
+async fn device_nodes_namespaces_and_chroot_are_refused() {
+    let state = tempfile::tempdir().unwrap();
+    let grants = [grant("state", state.path(), Access::ReadWrite)];
+    let dir = state.path().display();
+    let (ok, out) = sh(
+        &format!(
+            "mknod {dir}/kmsg c 1 11 && echo made-char; mknod {dir}/disk b 8 0 && echo made-block; \
+             mkfifo {dir}/fifo && echo made-fifo; unshare -U true && echo unshared; \
+             chroot {dir} /bin/true && echo chrooted; echo done"
+        ),
+        &grants,
+        false,
+    )
+    .await;
+    assert!(ok && out.contains("done"), "{out}");
+    for forbidden in ["made-char", "made-block", "unshared", "chrooted"] {
+        assert!(!out.contains(forbidden), "{forbidden}: {out}");
+    }
+    assert!(out.contains("made-fifo"), "a FIFO stays allowed: {out}");
+    assert!(!state.path().join("kmsg").exists());
 }

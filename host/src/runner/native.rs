@@ -13,7 +13,10 @@
 //!    the first response. stderr is drained concurrently into a bounded tail.
 //! 4. Give the process a short grace to exit, then SIGKILL the whole group
 //!    (grandchildren included) and reap; a long-running host answers a
-//!    successful call first and does this in the background.
+//!    successful call first and does this in the background. The group is
+//!    only ever signalled while its leader is unreaped ([`group`]): a
+//!    waiter thread learns of the leader's exit through its pidfd without
+//!    reaping it, kills the group, and only then reaps.
 //!
 //! Design decisions:
 //!
@@ -21,7 +24,7 @@
 //!   helpers; killing only the leader would leave them holding our pipes or
 //!   running on. Every exit path (response, timeout, output cap, crash,
 //!   cancellation by dropping the future) ends with SIGKILL to `-pgid`;
-//!   cancellation goes through `GroupGuard`'s `Drop`.
+//!   cancellation goes through [`group::Group`]'s `Drop`.
 //! - **A response ends the read.** We never wait for stdout EOF after the
 //!   response: a grandchild holding stdout open must not hang the host.
 //! - **Strict framing.** Anything on stdout that is not a JSON-RPC message, a
@@ -34,15 +37,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use modproto::{Id, LogParams, Message, Notification, ProgressParams, Response};
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
 use super::{Call, Exchange, Grant, NotificationSink, RunError, STDERR_TAIL_BYTES};
 use crate::confine::{self, ConfineError, ConfinementMode};
 
+pub mod group;
 pub mod spawn;
 pub mod warm;
+
+use group::Group;
 
 pub use warm::WarmPool;
 
@@ -122,7 +128,7 @@ pub async fn run(
 /// Dropping it kills its process group (the blocking waiter reaps it).
 #[derive(Debug)]
 pub struct Started {
-    guard: GroupGuard,
+    guard: Group,
     exit: ExitReceiver,
     stdin: pipe::Sender,
     stdout: pipe::Receiver,
@@ -156,8 +162,8 @@ pub(super) fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
 /// A child that has exec'd, its group already guarded.
 #[derive(Debug)]
 pub(super) struct Spawned {
-    child: spawn::Child,
-    guard: GroupGuard,
+    child: Streams,
+    guard: Group,
     host_warnings: Vec<String>,
 }
 
@@ -196,12 +202,37 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
     })?;
     // The child is its own group leader, so its pid is the group id. From
     // here on every exit path, cancellation included, kills the group.
-    let guard = GroupGuard::new(u32::try_from(child.pid).ok());
+    let Some(pgid) = Pid::from_raw(child.pid) else {
+        return Err(RunError::Spawn {
+            message: format!("{}: the spawn returned no pid", program.display()),
+        });
+    };
+    let spawn::Child {
+        pid: _,
+        pidfd,
+        stdin,
+        stdout,
+        stderr,
+    } = child;
+    let guard = Group::new(pgid, pidfd);
     Ok(Spawned {
-        child,
+        child: Streams {
+            stdin,
+            stdout,
+            stderr,
+        },
         guard,
         host_warnings,
     })
+}
+
+/// The host's ends of a spawned child's standard streams (its pid and
+/// pidfd went to its [`Group`]).
+#[derive(Debug)]
+pub(super) struct Streams {
+    stdin: std::os::fd::OwnedFd,
+    stdout: std::os::fd::OwnedFd,
+    stderr: std::os::fd::OwnedFd,
 }
 
 /// Hand a spawned child's pipes to the runtime and start its waiter and
@@ -212,18 +243,19 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         guard,
         host_warnings,
     } = spawned;
-    let spawn::Child {
-        pid,
+    let Streams {
         stdin,
         stdout,
         stderr,
     } = child;
     // A blocking waiter reaps the child whenever it dies, even when the call
-    // is dropped: no zombie survives a cancelled call. (A dedicated waitpid
-    // also wakes faster than a SIGCHLD-driven one.)
+    // is dropped: no zombie survives a cancelled call. It kills the group
+    // between the exit and the reap, while the pgid is still the leader's.
+    // (A dedicated wait also wakes faster than a SIGCHLD-driven one.)
     let (exit_tx, exit) = tokio::sync::oneshot::channel();
+    let leader = guard.leader();
     tokio::task::spawn_blocking(move || {
-        let _ = exit_tx.send(wait_for(pid));
+        let _ = exit_tx.send(leader.wait_kill_reap());
     });
     let pipe_error = |e: std::io::Error| RunError::Spawn {
         message: format!("the module's pipes could not be set up: {e}"),
@@ -242,20 +274,6 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         tail,
         host_warnings,
     })
-}
-
-/// Block until `pid` exits; its status.
-fn wait_for(pid: i32) -> std::io::Result<ExitStatus> {
-    use std::os::unix::process::ExitStatusExt;
-    let pid = Pid::from_raw(pid).ok_or_else(|| std::io::Error::other("no such child"))?;
-    loop {
-        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
-            Ok(Some((_, status))) => return Ok(ExitStatus::from_raw(status.as_raw())),
-            Ok(None) => return Err(std::io::Error::other("waitpid returned no status")),
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
 }
 
 /// Send the request to a started process, read its answer, and end it.
@@ -348,7 +366,7 @@ async fn answer(
 /// What is left of a call once its conversation is over: a process group
 /// to end and a stderr drain to finish.
 struct Ending {
-    guard: GroupGuard,
+    guard: Group,
     exit: ExitReceiver,
     exited: Option<ExitStatus>,
     stderr: tokio::task::JoinHandle<()>,
@@ -362,7 +380,7 @@ impl Ending {
     /// when known, and the stderr tail.
     async fn finish(self, answered: bool) -> (Option<ExitStatus>, String) {
         let Ending {
-            mut guard,
+            guard,
             mut exit,
             mut exited,
             stderr,
@@ -374,12 +392,14 @@ impl Ending {
         {
             exited = Some(status);
         }
+        // A no-op when the leader is already reaped (its waiter killed the
+        // group just before); else the leader dies with its group and the
+        // waiter reaps it.
         guard.kill();
         let status = match exited {
             Some(status) => Some(status),
             None => exit.await.ok().and_then(Result::ok),
         };
-        guard.disarm();
         let _ = tokio::time::timeout(STDERR_DRAIN, stderr).await;
         let stderr_tail = tail.lock().map(|t| t.text()).unwrap_or_default();
         (status, stderr_tail)
@@ -414,7 +434,7 @@ async fn write_request(mut stdin: pipe::Sender, line: &str) {
 async fn converse(
     exit: &mut ExitReceiver,
     exited: &mut Option<ExitStatus>,
-    guard: &GroupGuard,
+    guard: &Group,
     mut stdout: pipe::Receiver,
     max_output_bytes: u64,
     sink: Option<&NotificationSink>,
@@ -464,8 +484,9 @@ async fn converse(
             }
             status = &mut *exit, if exited.is_none() => {
                 // The leader is gone; helpers it left in the group must not
-                // keep stdout open, so the group goes too. Reading continues:
-                // the response may still sit in the pipe.
+                // keep stdout open, so the group went too (the waiter kills
+                // it before the reap; this kill is then a no-op). Reading
+                // continues: the response may still sit in the pipe.
                 *exited = status.ok().and_then(Result::ok);
                 guard.kill();
                 if exited.is_none() {
@@ -599,39 +620,6 @@ async fn drain_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<TailBu
                 }
             }
         }
-    }
-}
-
-/// Kills the call's process group when the call ends in any way, including
-/// the future being dropped mid-call.
-#[derive(Debug)]
-struct GroupGuard {
-    pgid: Option<Pid>,
-}
-
-impl GroupGuard {
-    fn new(pid: Option<u32>) -> Self {
-        GroupGuard {
-            pgid: pid.and_then(|p| Pid::from_raw(p as i32)),
-        }
-    }
-
-    fn kill(&self) {
-        if let Some(pgid) = self.pgid {
-            // ESRCH (nobody left in the group) is the expected, good case.
-            let _ = kill_process_group(pgid, Signal::KILL);
-        }
-    }
-
-    /// The call is over and reaped; the pgid must not be signalled again.
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
     }
 }
 

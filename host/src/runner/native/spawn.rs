@@ -14,12 +14,27 @@
 //! memory with a host whose other threads keep running:
 //!
 //! - system calls only: no allocation, no locks, nothing but what was
-//!   prepared before the clone (C strings, descriptors, the confinement);
+//!   prepared before the clone (C strings, descriptors, the confinement,
+//!   the highest signal number); nothing that can panic either (no
+//!   `unwrap`, no indexing, no formatting, no overflowing arithmetic), in
+//!   debug builds too, since a panic would unwind on the host's memory;
 //! - every signal is blocked across the clone, and the child resets every
-//!   handler to the default before unblocking, so no host handler ever runs
-//!   on the child's stack; as with `std::process::Command`, the module starts
-//!   with no signal blocked and `SIGPIPE` (which Rust programs ignore) back
-//!   to its default;
+//!   signal from 1 to `SIGRTMAX` (but `SIGKILL` and `SIGSTOP`) to its
+//!   default before unblocking, so no host handler ever runs on the child's
+//!   stack and no disposition of the host (`SIGPIPE` ignored by Rust, a
+//!   `SIGHUP` ignored by `nohup`) reaches the module; it starts with no
+//!   signal blocked;
+//! - only stdin, stdout and stderr reach the module: every other descriptor
+//!   the host holds, inherited without close-on-exec from whoever started
+//!   it (a shell's `5<secret`, a job server, socket activation), is marked
+//!   close-on-exec in the child (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`,
+//!   else a loop up to a bound read in the parent); marking rather than
+//!   closing keeps the report pipe and the landlock ruleset usable until
+//!   the exec;
+//! - the parent gets a pidfd of the child from the clone itself
+//!   (`CLONE_PIDFD`), so the host can learn that the leader exited without
+//!   reaping it, and kill its group while the pgid still belongs to it
+//!   (`runner::native::group`);
 //! - a failure is reported as a stage and an errno through a close-on-exec
 //!   pipe, which closes unwritten when the exec succeeds.
 
@@ -36,11 +51,13 @@ use crate::confine::ChildConfinement;
 /// since an overflow here would write into the host's heap.
 const STACK_BYTES: usize = 256 * 1024;
 
-/// A started child: its pid (also its process group) and the host's ends of
-/// its standard streams.
+/// A started child: its pid (also its process group), a pidfd of it, and the
+/// host's ends of its standard streams.
 #[derive(Debug)]
 pub struct Child {
     pub pid: i32,
+    /// Close-on-exec; readable once the child has exited.
+    pub pidfd: OwnedFd,
     pub stdin: OwnedFd,
     pub stdout: OwnedFd,
     pub stderr: OwnedFd,
@@ -123,6 +140,7 @@ fn spawn_once(
     let (stderr_read, stderr_write) = pipe()?;
     let (report_read, report_write) = pipe()?;
     let mut stack = vec![0u8; STACK_BYTES];
+    let mut pidfd: c_int = -1;
 
     let mut context = ChildContext {
         program: program.as_ptr(),
@@ -136,6 +154,8 @@ fn spawn_once(
         ],
         report: report_write.as_raw_fd(),
         confinement,
+        highest_signal: libc::SIGRTMAX(),
+        descriptor_bound: descriptor_bound(),
     };
 
     // SAFETY: sigfillset and pthread_sigmask only write the sets passed in;
@@ -152,11 +172,14 @@ fn spawn_once(
         // until the child execs or exits, so `context`, the strings it
         // points at and `stack` all outlive every use the child makes of
         // them; the child only makes system calls (see `child_main`).
+        // CLONE_PIDFD writes the pidfd (close-on-exec) through the parent
+        // tid argument.
         let pid = libc::clone(
             child_main,
             top.cast::<c_void>(),
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
             (&raw mut context).cast::<c_void>(),
+            &raw mut pidfd,
         );
         let clone_error = std::io::Error::last_os_error();
         libc::pthread_sigmask(
@@ -172,6 +195,9 @@ fn spawn_once(
     drop(stack);
     // The child's ends close here; the child has exec'd (or exited) by now.
     drop((stdin_read, stdout_write, stderr_write, report_write));
+    // SAFETY: the kernel wrote a new descriptor there (CLONE_PIDFD), owned
+    // by nobody else; the clone succeeded, so it is valid.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
 
     let mut report = [0u8; 5];
     let read = match read_all(&report_read, &mut report) {
@@ -188,6 +214,7 @@ fn spawn_once(
     if read == 0 {
         return Ok(Child {
             pid,
+            pidfd,
             stdin: stdin_write,
             stdout: stdout_read,
             stderr: stderr_read,
@@ -250,6 +277,27 @@ struct ChildContext<'a> {
     /// Close-on-exec; the child writes its failure here.
     report: RawFd,
     confinement: Option<&'a ChildConfinement>,
+    /// `SIGRTMAX`, read in the parent (glibc computes it at run time).
+    highest_signal: c_int,
+    /// Where the descriptor loop stops when `close_range` is missing.
+    descriptor_bound: c_int,
+}
+
+/// The highest descriptor number the host can hold, plus one: its
+/// `RLIMIT_NOFILE` soft limit, bounded so a huge limit cannot make the
+/// fallback loop of the child (kernels before 5.11) take seconds.
+#[allow(unsafe_code)]
+fn descriptor_bound() -> c_int {
+    const MOST: c_int = 1 << 16;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes a stack value.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
+        return MOST;
+    }
+    c_int::try_from(limit.rlim_cur).map_or(MOST, |n| n.min(MOST))
 }
 
 /// The child, between clone and exec. System calls only (see the module
@@ -262,9 +310,8 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
     // SAFETY: every call below is an async-signal-safe system call wrapper
     // on integers, the prepared C strings and arrays, or stack values.
     unsafe {
-        reset_signal_handlers();
-        for (target, &fd) in context.streams.iter().enumerate() {
-            let target = target as c_int;
+        reset_signals(context.highest_signal);
+        for (target, &fd) in (0 as c_int..).zip(context.streams.iter()) {
             let status = if fd == target {
                 // Already in place: only the close-on-exec flag must go.
                 libc::fcntl(fd, libc::F_SETFD, 0)
@@ -275,6 +322,9 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
                 fail(context.report, Stage::Setup, last_errno());
             }
         }
+        if let Err(errno) = close_on_exec_from_3(context.descriptor_bound) {
+            fail(context.report, Stage::Setup, errno);
+        }
         if !context.cwd.is_null() && libc::chdir(context.cwd) != 0 {
             fail(context.report, Stage::Setup, last_errno());
         }
@@ -282,13 +332,9 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
             fail(context.report, Stage::Setup, last_errno());
         }
         if let Some(confinement) = context.confinement
-            && let Err(e) = confinement.enter()
+            && let Err(errno) = confinement.enter()
         {
-            fail(
-                context.report,
-                Stage::Confine,
-                e.raw_os_error().unwrap_or(libc::EPERM),
-            );
+            fail(context.report, Stage::Confine, errno);
         }
         // A module starts with no signal blocked, whatever the host thread had.
         let mut none: libc::sigset_t = std::mem::zeroed();
@@ -299,30 +345,59 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
     }
 }
 
-/// Every signal the host handles goes back to its default action, and
-/// `SIGPIPE` too; ignored signals stay ignored, as exec would keep them.
+/// Every signal from 1 to `highest` but `SIGKILL` and `SIGSTOP` back to its
+/// default action, handled and ignored alike. Signals the C library keeps
+/// for itself (glibc's 32 and 33) are refused by its `sigaction` and keep
+/// their handler; exec resets those, and they stay blocked until then.
 ///
 /// # Safety
 ///
 /// Only in the child, with every signal blocked.
 #[allow(unsafe_code)]
-unsafe fn reset_signal_handlers() {
-    // SAFETY: sigaction on a stack value; signals the kernel refuses to
-    // change (SIGKILL, SIGSTOP, libc's internal ones) just fail.
+unsafe fn reset_signals(highest: c_int) {
+    // SAFETY: sigaction on a stack value.
     unsafe {
         let mut default: libc::sigaction = std::mem::zeroed();
         default.sa_sigaction = libc::SIG_DFL;
-        for signal in 1..libc::SIGRTMAX() {
-            let mut current: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(signal, std::ptr::null(), &raw mut current) != 0 {
-                continue;
-            }
-            let ignored = current.sa_sigaction == libc::SIG_IGN && signal != libc::SIGPIPE;
-            if current.sa_sigaction != libc::SIG_DFL && !ignored {
+        let mut signal: c_int = 1;
+        while signal <= highest {
+            if signal != libc::SIGKILL && signal != libc::SIGSTOP {
                 libc::sigaction(signal, &raw const default, std::ptr::null_mut());
             }
+            signal += 1;
         }
     }
+}
+
+/// Mark every descriptor from 3 up close-on-exec. `close_range` does it in
+/// one call (Linux 5.11); before that, one `fcntl` per number below `bound`.
+///
+/// # Safety
+///
+/// Only in the child.
+#[allow(unsafe_code)]
+unsafe fn close_on_exec_from_3(bound: c_int) -> Result<(), c_int> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range and fcntl take integers; the child's descriptor
+    // table is its own (no CLONE_FILES), so the host's stay as they are.
+    unsafe {
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) == 0 {
+            return Ok(());
+        }
+        let errno = last_errno();
+        if errno != libc::ENOSYS && errno != libc::EINVAL {
+            return Err(errno);
+        }
+        let mut fd: c_int = 3;
+        while fd < bound {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+            fd += 1;
+        }
+    }
+    Ok(())
 }
 
 /// Report `errno` at `stage` on the report pipe and exit.
@@ -342,10 +417,14 @@ unsafe fn fail(report: RawFd, stage: Stage, errno: c_int) -> ! {
     }
 }
 
+/// The calling thread's errno, read directly (no `io::Error`, nothing that
+/// could allocate or panic).
+#[allow(unsafe_code)]
 fn last_errno() -> c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
+    // SAFETY: __errno_location returns the calling thread's errno slot;
+    // in the child that is the slot of the host thread it runs on behalf
+    // of, which is suspended (CLONE_VFORK) and does not read it meanwhile.
+    unsafe { *libc::__errno_location() }
 }
 
 /// A close-on-exec pipe: (read end, write end).

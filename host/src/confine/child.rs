@@ -1,0 +1,104 @@
+//! What the child enters between `clone` and `exec`.
+//!
+//! The child shares the host's memory (`runner::native::spawn`), so this is
+//! system calls only, on values prepared in the parent: no allocation, no
+//! lock, nothing that can panic (no `unwrap`, no indexing, no formatting,
+//! no arithmetic that can overflow), in debug builds too. Errors are errnos.
+//!
+//! Order: resource limits (lowering needs no privilege), the pids cgroup
+//! (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
+//! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
+//! so nothing above is itself filtered.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use super::ResourceLimits;
+use super::capabilities::CapabilityDrop;
+use super::pids::PidsCgroup;
+use super::seccomp::Programs;
+
+/// Values the child needs, all prepared before the clone.
+#[derive(Debug)]
+pub(super) struct Prepared {
+    pub(super) ruleset: Option<OwnedFd>,
+    pub(super) limits: Option<ResourceLimits>,
+    pub(super) capabilities: Option<CapabilityDrop>,
+    pub(super) seccomp: Option<&'static Programs>,
+    /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind.
+    pub(super) cgroup: Option<&'static PidsCgroup>,
+}
+
+impl Prepared {
+    /// Whether there is anything to enter.
+    pub(super) fn is_empty(&self) -> bool {
+        self.ruleset.is_none()
+            && self.limits.is_none()
+            && self.capabilities.is_none()
+            && self.seccomp.is_none()
+            && self.cgroup.is_none()
+    }
+
+    /// Enter the confinement; the errno of the first step that failed.
+    pub(super) fn enter(&self) -> Result<(), libc::c_int> {
+        if let Some(limits) = self.limits {
+            set_limit(libc::RLIMIT_CORE, 0)?;
+            set_limit(libc::RLIMIT_FSIZE, limits.file_size)?;
+            set_limit(libc::RLIMIT_NPROC, limits.processes)?;
+        }
+        if let Some(cgroup) = self.cgroup {
+            cgroup.join()?;
+        }
+        if let Some(capabilities) = &self.capabilities {
+            capabilities.drop_all()?;
+        }
+        // Required to enter a domain or install a filter without
+        // privileges, and it keeps setuid programs from lifting either.
+        // SAFETY: prctl with integer arguments.
+        #[allow(unsafe_code)]
+        if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+            return Err(last_errno());
+        }
+        if let Some(ruleset) = &self.ruleset {
+            // SAFETY: landlock_restrict_self takes a descriptor and flags.
+            #[allow(unsafe_code)]
+            let status = unsafe {
+                libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32)
+            };
+            if status != 0 {
+                return Err(last_errno());
+            }
+        }
+        if let Some(programs) = self.seccomp {
+            programs.install()?;
+        }
+        Ok(())
+    }
+}
+
+/// Lower the soft and hard limit of `resource` to `value` (never raise: an
+/// operator's stricter limit stays).
+#[allow(unsafe_code)]
+fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> Result<(), libc::c_int> {
+    let mut limit = libc::rlimit64 {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit64/setrlimit64 read and write a stack value.
+    unsafe {
+        if libc::getrlimit64(resource, &raw mut limit) != 0 {
+            return Err(last_errno());
+        }
+        limit.rlim_cur = limit.rlim_cur.min(value);
+        limit.rlim_max = limit.rlim_max.min(value);
+        if libc::setrlimit64(resource, &raw const limit) != 0 {
+            return Err(last_errno());
+        }
+    }
+    Ok(())
+}
+
+fn last_errno() -> libc::c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EPERM)
+}
