@@ -38,6 +38,7 @@ pub mod execute;
 pub mod export;
 pub mod host_invoker;
 pub mod knowledge_tool;
+pub mod spill;
 pub mod target;
 
 pub use execute::{
