@@ -16,8 +16,9 @@
 //!
 //! - `state` is `<home>/state/<id>/` and `artifacts` is
 //!   `<home>/artifacts/<id>/`: each module's own, so modules never see each
-//!   other's state. Created only when granted for writing and only when a call
-//!   is about to run (a preview never changes the disk).
+//!   other's state. Created when granted (for reading too: an empty folder
+//!   of its own reads as "nothing yet", not as a missing root) and only when
+//!   a call is about to run (a preview never changes the disk).
 //! - `workspace` is the caller's workspace, with the access decided above.
 //! - `source` roots come only from the operator (`[source_roots]`, then
 //!   `--source-root NAME=PATH`, which wins), are always read-only, must exist
@@ -222,14 +223,9 @@ pub fn plan(
     for root in &authority.roots {
         let access = root.access;
         let resolved = match root.kind {
-            RootKind::State => Ok(private_dir(
-                &context.layout.state_dir(module_id),
-                access,
-                create,
-            )?),
+            RootKind::State => Ok(private_dir(&context.layout.state_dir(module_id), create)?),
             RootKind::Artifacts => Ok(private_dir(
                 &context.layout.artifacts_dir(module_id),
-                access,
                 create,
             )?),
             RootKind::Workspace => resolve_workspace(context.workspace),
@@ -302,10 +298,10 @@ pub fn plan(
     Ok(plan)
 }
 
-/// A module's own directory under the home: created when a call that may
-/// write is about to run, canonical when it exists.
-fn private_dir(path: &Path, access: Access, create: bool) -> Result<PathBuf, std::io::Error> {
-    if create && access.is_write() {
+/// A module's own directory under the home: created when a call granted it
+/// is about to run, canonical when it exists.
+fn private_dir(path: &Path, create: bool) -> Result<PathBuf, std::io::Error> {
+    if create {
         std::fs::create_dir_all(path).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
@@ -621,8 +617,10 @@ mod tests {
     fn binaries_only_when_spawned_and_declared() {
         let f = fixture();
         let d = every_kind();
-        let mut e = Effects::default();
-        e.spawns = vec!["curl".into(), "rm".into()];
+        let e = Effects {
+            spawns: vec!["curl".into(), "rm".into()],
+            ..Effects::default()
+        };
         let a = authority(&d, &e);
         assert_eq!(a.binaries, ["curl"]);
         assert_eq!(a.undeclared_binaries, ["rm"]);

@@ -67,7 +67,6 @@ fn mcp_call(home: &Home, name: &str, arguments: &Value) -> Value {
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": name, "arguments": arguments}}));
     let response = answer(2);
-    drop(send);
     drop(stdin);
     let status = child.wait().expect("wait for modhost mcp");
     assert!(status.success(), "modhost mcp exited with {status}");
