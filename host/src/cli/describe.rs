@@ -135,11 +135,19 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         }
         outln!("roots:");
         for decl in &descriptor.roots {
+            let named = descriptor.capabilities.iter().any(|c| {
+                c.effects.reads.contains(&decl.name) || c.effects.writes.contains(&decl.name)
+            });
             outln!(
-                "  {} ({}, declared {})",
+                "  {} ({}, declared {}){}",
                 decl.name,
                 decl.kind.as_str(),
-                decl.effective_access().as_str()
+                decl.effective_access().as_str(),
+                if named {
+                    ""
+                } else {
+                    ": named by no capability, never granted"
+                }
             );
         }
         outln!("capabilities (each call is granted only what its effects name):");
