@@ -58,9 +58,38 @@ pub fn check_descriptor_with(
     for capability in &descriptor.capabilities {
         check_capability(descriptor, capability, &mut findings);
     }
+    check_unnamed_roots(descriptor, &mut findings);
     check_tool_names(descriptor, &mut findings);
     check_knowledge(descriptor, read, &mut findings);
     findings
+}
+
+/// A declared root no capability names in its effects is never granted:
+/// authority is per capability (PROTOCOL.md, "effects"). Only a warning,
+/// since declaring more than is used is harmless, but it is usually a
+/// capability that forgot to name a root it reads, and then fails
+/// `root_missing` (or `EACCES`) at its first call.
+fn check_unnamed_roots(d: &Descriptor, findings: &mut Vec<Finding>) {
+    let mut reported = HashSet::new();
+    for root in &d.roots {
+        let named = d
+            .capabilities
+            .iter()
+            .any(|c| c.effects.reads.contains(&root.name) || c.effects.writes.contains(&root.name));
+        if !named && reported.insert(root.name.as_str()) {
+            findings.push(Finding::warning(
+                "root.never_granted",
+                format!(
+                    "root {:?} is named by no capability's effects.reads or effects.writes, so no call is ever granted it",
+                    root.name
+                ),
+                format!(
+                    "name {:?} in effects.reads (or writes) of each capability that uses it, or remove the declaration",
+                    root.name
+                ),
+            ));
+        }
+    }
 }
 
 /// The syntax a module id must have: `^[a-z][a-z0-9_-]{0,63}$`.
@@ -255,10 +284,10 @@ fn check_capability(d: &Descriptor, capability: &Capability, findings: &mut Vec<
             None => push(Finding::error(
                 "effects.unknown_root",
                 format!(
-                    "capability {cap:?} {verb} root {root:?}, which the module does not declare"
+                    "capability {cap:?} {verb} root {root:?}, which the module does not declare, so no call of it is ever granted that root"
                 ),
                 format!(
-                    "declare a root named {root:?} in roots, or fix the name in effects.{verb}"
+                    "declare a root named {root:?} in roots (a call is granted only the declared roots its capability names), or fix the name in effects.{verb}"
                 ),
             )),
             Some(decl) if verb == "writes" && !decl.effective_access().is_write() => {
@@ -482,6 +511,37 @@ mod tests {
     fn a_clean_descriptor_has_no_findings() {
         let findings = check(good());
         assert!(findings.is_empty(), "{findings:#?}");
+    }
+
+    #[test]
+    fn a_root_named_by_no_capability_is_reported_as_never_granted() {
+        let mut d = good();
+        d["roots"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "corpus", "kind": "source"}));
+        let findings = check(d);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert_eq!(findings[0].id, "root.never_granted");
+        assert!(!findings[0].is_error());
+        assert!(findings[0].remedy.contains("effects.reads"));
+    }
+
+    #[test]
+    fn a_root_named_but_not_declared_is_an_error_with_a_remedy() {
+        let mut d = good();
+        d["capabilities"][0]["effects"]["reads"] = json!(["workspace", "ghost"]);
+        let findings = check(d);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.id, "effects.unknown_root");
+        assert!(f.is_error());
+        assert!(f.reason.contains("ever granted"), "{}", f.reason);
+        assert!(
+            f.remedy.contains("declare a root named \"ghost\""),
+            "{}",
+            f.remedy
+        );
     }
 
     #[test]

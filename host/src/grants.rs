@@ -1,15 +1,25 @@
-//! Per-invocation grants: which paths a module's declared roots (and
-//! binaries) point at for one call.
+//! Per-invocation grants: which paths one capability's roots (and binaries)
+//! point at for one call.
 //!
 //! A module declares names and kinds; the host decides the paths. This is
-//! where "installing a module grants nothing" becomes concrete:
+//! where "installing a module grants nothing" becomes concrete.
+//!
+//! **Authority follows the capability, not the module**, and it is decided
+//! here only ([`authority`]): a call is granted exactly the roots its
+//! capability names in `effects.reads` and `effects.writes`, and nothing
+//! else. A root named in `writes` is read-write when its declaration allows
+//! it; every other named root is read-only. A binary is granted only when the
+//! capability names it in `effects.spawns`. A name the module does not
+//! declare is never granted (and reported). The tool description, the MCP
+//! annotations, `modhost describe` and the `roots` member the module receives
+//! are all rendered from this one decision, so they cannot disagree.
 //!
 //! - `state` is `<home>/state/<id>/` and `artifacts` is
 //!   `<home>/artifacts/<id>/`: each module's own, so modules never see each
-//!   other's state. Created only when granted for writing and only when a call
-//!   is about to run (a preview never changes the disk).
-//! - `workspace` is the caller's workspace, with the access the declaration asks
-//!   for.
+//!   other's state. Created when granted (for reading too: an empty folder
+//!   of its own reads as "nothing yet", not as a missing root) and only when
+//!   a call is about to run (a preview never changes the disk).
+//! - `workspace` is the caller's workspace, with the access decided above.
 //! - `source` roots come only from the operator (`[source_roots]`, then
 //!   `--source-root NAME=PATH`, which wins), are always read-only, must exist
 //!   and be a directory or a regular file. One that does not resolve is left
@@ -22,7 +32,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use modproto::{Access, Descriptor, GrantedRoot, RootKind};
+use modproto::{Access, Descriptor, Effects, GrantedRoot, RootKind};
 use serde::Serialize;
 
 use crate::home::HomeLayout;
@@ -70,7 +80,7 @@ impl MissingGrant {
     }
 }
 
-/// What one call of a module gets.
+/// What one call of a capability gets: its [`authority`], resolved to paths.
 #[derive(Debug, Clone, Default)]
 pub struct GrantPlan {
     pub roots: Vec<Grant>,
@@ -112,57 +122,135 @@ impl GrantPlan {
     }
 }
 
-/// Decide the grants for `descriptor` (the module `module_id`). With
-/// `create`, writable `state`/`artifacts` directories are created (a call is
-/// about to run); without, nothing on disk changes (a preview for
-/// `describe`).
+/// One root a capability may use, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RootAuthority {
+    pub name: String,
+    pub kind: RootKind,
+    pub access: Access,
+}
+
+/// What one capability may touch, decided from the declarations alone (no
+/// paths, no operator configuration): the one statement every surface that
+/// describes a capability's authority renders, and the one the grant plan
+/// resolves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Authority {
+    /// The roots granted, in the module's declaration order.
+    pub roots: Vec<RootAuthority>,
+    /// The binaries it may be given, in the module's declaration order.
+    pub binaries: Vec<String>,
+    /// Root names in `effects.reads`/`effects.writes` the module does not
+    /// declare: never granted.
+    pub undeclared_roots: Vec<String>,
+    /// Binary names in `effects.spawns` the module does not declare: never
+    /// granted.
+    pub undeclared_binaries: Vec<String>,
+}
+
+impl Authority {
+    /// The roots granted read-write.
+    pub fn writable(&self) -> impl Iterator<Item = &RootAuthority> {
+        self.roots.iter().filter(|r| r.access.is_write())
+    }
+
+    /// Writes no root and runs no program (network is the caller's to add).
+    pub fn touches_nothing_but_reads(&self) -> bool {
+        self.writable().next().is_none() && self.binaries.is_empty()
+    }
+}
+
+/// The authority of a capability with `effects` in `descriptor`: exactly
+/// the roots named in `effects.reads` and `effects.writes` (read-write only
+/// when named in `writes` and the declaration allows writing), and the
+/// binaries named in `effects.spawns`; nothing the module declares but the
+/// capability does not name.
+pub fn authority(descriptor: &Descriptor, effects: &Effects) -> Authority {
+    let mut authority = Authority::default();
+    for decl in &descriptor.roots {
+        if authority.roots.iter().any(|r| r.name == decl.name) {
+            continue;
+        }
+        let writes = effects.writes.contains(&decl.name);
+        if !writes && !effects.reads.contains(&decl.name) {
+            continue;
+        }
+        let access = if writes {
+            decl.effective_access()
+        } else {
+            Access::Read
+        };
+        authority.roots.push(RootAuthority {
+            name: decl.name.clone(),
+            kind: decl.kind,
+            access,
+        });
+    }
+    for name in effects.reads.iter().chain(&effects.writes) {
+        if descriptor.root(name).is_none() && !authority.undeclared_roots.contains(name) {
+            authority.undeclared_roots.push(name.clone());
+        }
+    }
+    for decl in &descriptor.binaries {
+        if effects.spawns.contains(&decl.name) && !authority.binaries.contains(&decl.name) {
+            authority.binaries.push(decl.name.clone());
+        }
+    }
+    for name in &effects.spawns {
+        let declared = descriptor.binaries.iter().any(|b| &b.name == name);
+        if !declared && !authority.undeclared_binaries.contains(name) {
+            authority.undeclared_binaries.push(name.clone());
+        }
+    }
+    authority
+}
+
+/// Decide the grants for one call of a capability with `effects` of
+/// `descriptor` (the module `module_id`): its [`authority`], resolved to
+/// paths. With `create`, writable `state`/`artifacts` directories are
+/// created (a call is about to run); without, nothing on disk changes (a
+/// preview for `describe`).
 pub fn plan(
     descriptor: &Descriptor,
+    effects: &Effects,
     module_id: &str,
     transport: Transport,
     context: GrantContext<'_>,
     create: bool,
 ) -> Result<GrantPlan, std::io::Error> {
+    let authority = authority(descriptor, effects);
     let mut plan = GrantPlan::default();
-    for decl in &descriptor.roots {
-        if plan.kinds.contains_key(&decl.name) || plan.missing.iter().any(|m| m.name == decl.name) {
-            continue;
-        }
-        let access = decl.effective_access();
-        let resolved = match decl.kind {
-            RootKind::State => Ok(private_dir(
-                &context.layout.state_dir(module_id),
-                access,
-                create,
-            )?),
+    for root in &authority.roots {
+        let access = root.access;
+        let resolved = match root.kind {
+            RootKind::State => Ok(private_dir(&context.layout.state_dir(module_id), create)?),
             RootKind::Artifacts => Ok(private_dir(
                 &context.layout.artifacts_dir(module_id),
-                access,
                 create,
             )?),
             RootKind::Workspace => resolve_workspace(context.workspace),
-            RootKind::Source => match context.source_roots.get(&decl.name) {
+            RootKind::Source => match context.source_roots.get(&root.name) {
                 Some(path) => resolve_source_root(path),
                 None => Err("the operator configured no path for it".to_owned()),
             },
         };
         match resolved {
             Ok(host) => {
-                plan.kinds.insert(decl.name.clone(), decl.kind);
+                plan.kinds.insert(root.name.clone(), root.kind);
                 plan.roots.push(Grant {
-                    name: decl.name.clone(),
-                    guest: transport.guest_path(&decl.name, &host),
+                    name: root.name.clone(),
+                    guest: transport.guest_path(&root.name, &host),
                     host,
                     access,
                 });
             }
             Err(reason) => plan.missing.push(MissingGrant {
-                name: decl.name.clone(),
-                kind: decl.kind.as_str().to_owned(),
-                remedy: match decl.kind {
+                name: root.name.clone(),
+                kind: root.kind.as_str().to_owned(),
+                remedy: match root.kind {
                     RootKind::Source => format!(
                         "set `{0} = \"/absolute/path\"` under [source_roots] in {1}, or pass --source-root {0}=PATH",
-                        decl.name,
+                        root.name,
                         context.layout.config_path().display()
                     ),
                     _ => "check the host home and the workspace directory".to_owned(),
@@ -171,13 +259,21 @@ pub fn plan(
             }),
         }
     }
-    for decl in &descriptor.binaries {
-        match context.binaries.get(&decl.name).map(|p| resolve_binary(p)) {
+    for name in &authority.undeclared_roots {
+        plan.missing.push(MissingGrant {
+            name: name.clone(),
+            kind: "undeclared".into(),
+            reason: "the capability names it in its effects but the module declares no such root".into(),
+            remedy: "the module's author must declare it in roots or fix the name in effects (`modhost conformance` reports it)".into(),
+        });
+    }
+    for name in &authority.binaries {
+        match context.binaries.get(name).map(|p| resolve_binary(p)) {
             Some(Ok(path)) => {
-                plan.binaries.insert(decl.name.clone(), path);
+                plan.binaries.insert(name.clone(), path);
             }
             other => plan.missing.push(MissingGrant {
-                name: decl.name.clone(),
+                name: name.clone(),
                 kind: "binary".into(),
                 reason: match other {
                     Some(Err(reason)) => reason,
@@ -185,19 +281,27 @@ pub fn plan(
                 },
                 remedy: format!(
                     "set `{} = \"/absolute/path\"` under [binaries] in {}",
-                    decl.name,
+                    name,
                     context.layout.config_path().display()
                 ),
             }),
         }
     }
+    for name in &authority.undeclared_binaries {
+        plan.missing.push(MissingGrant {
+            name: name.clone(),
+            kind: "binary".into(),
+            reason: "the capability names it in effects.spawns but the module declares no such binary".into(),
+            remedy: "the module's author must declare it in binaries or fix the name in effects.spawns (`modhost conformance` reports it)".into(),
+        });
+    }
     Ok(plan)
 }
 
-/// A module's own directory under the home: created when a call that may
-/// write is about to run, canonical when it exists.
-fn private_dir(path: &Path, access: Access, create: bool) -> Result<PathBuf, std::io::Error> {
-    if create && access.is_write() {
+/// A module's own directory under the home: created when a call granted it
+/// is about to run, canonical when it exists.
+fn private_dir(path: &Path, create: bool) -> Result<PathBuf, std::io::Error> {
+    if create {
         std::fs::create_dir_all(path).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
@@ -267,6 +371,15 @@ mod tests {
         .unwrap()
     }
 
+    /// Effects naming `reads` and `writes`.
+    fn effects(reads: &[&str], writes: &[&str]) -> Effects {
+        Effects {
+            reads: reads.iter().map(|r| (*r).to_owned()).collect(),
+            writes: writes.iter().map(|w| (*w).to_owned()).collect(),
+            ..Effects::default()
+        }
+    }
+
     fn root(name: &str, kind: RootKind, access: Option<Access>) -> RootDecl {
         RootDecl {
             name: name.into(),
@@ -326,7 +439,8 @@ mod tests {
         let sources = BTreeMap::from([("data".to_owned(), f.data.clone())]);
         let binaries = BTreeMap::new();
         let ctx = f.ctx(&sources, &binaries);
-        let plan = plan(&d, "m", Transport::Native, ctx, true).unwrap();
+        let all = effects(&[], &["state", "out", "workspace", "data"]);
+        let plan = plan(&d, &all, "m", Transport::Native, ctx, true).unwrap();
         assert!(plan.missing.is_empty(), "{:?}", plan.missing);
         let by_name: BTreeMap<_, _> = plan.roots.iter().map(|g| (g.name.as_str(), g)).collect();
         assert_eq!(by_name["state"].host, f.layout.state_dir("m"));
@@ -354,7 +468,15 @@ mod tests {
         let d = descriptor(&[root("state", RootKind::State, None)]);
         let none = BTreeMap::new();
         let ctx = f.ctx(&none, &none);
-        plan(&d, "m", Transport::Native, ctx, false).unwrap();
+        plan(
+            &d,
+            &effects(&[], &["state"]),
+            "m",
+            Transport::Native,
+            ctx,
+            false,
+        )
+        .unwrap();
         assert!(!f.layout.state_dir("m").exists());
     }
 
@@ -364,8 +486,9 @@ mod tests {
         let d = descriptor(&[root("state", RootKind::State, None)]);
         let none = BTreeMap::new();
         let ctx = f.ctx(&none, &none);
-        let a = plan(&d, "a", Transport::Native, ctx, true).unwrap();
-        let b = plan(&d, "b", Transport::Native, ctx, true).unwrap();
+        let e = effects(&["state"], &[]);
+        let a = plan(&d, &e, "a", Transport::Native, ctx, true).unwrap();
+        let b = plan(&d, &e, "b", Transport::Native, ctx, true).unwrap();
         assert_ne!(a.roots[0].host, b.roots[0].host);
     }
 
@@ -379,7 +502,8 @@ mod tests {
         let sources = BTreeMap::from([("gone".to_owned(), f.data.join("nope"))]);
         let none = BTreeMap::new();
         let ctx = f.ctx(&sources, &none);
-        let plan = plan(&d, "m", Transport::Native, ctx, true).unwrap();
+        let e = effects(&["unset", "gone"], &[]);
+        let plan = plan(&d, &e, "m", Transport::Native, ctx, true).unwrap();
         assert!(plan.roots.is_empty());
         assert_eq!(plan.missing.len(), 2);
         let warning = plan.missing[0].warning();
@@ -418,8 +542,136 @@ mod tests {
         let d = descriptor(&[root("workspace", RootKind::Workspace, None)]);
         let none = BTreeMap::new();
         let ctx = f.ctx(&none, &none);
-        let plan = plan(&d, "m", Transport::Component, ctx, false).unwrap();
+        let e = effects(&["workspace"], &[]);
+        let plan = plan(&d, &e, "m", Transport::Component, ctx, false).unwrap();
         assert_eq!(plan.roots[0].guest, "/roots/workspace");
         assert_eq!(plan.roots[0].host, f.workspace);
+    }
+
+    /// The whole module's roots, for the tests of per-capability authority.
+    fn every_kind() -> Descriptor {
+        let mut d = descriptor(&[
+            root("state", RootKind::State, None),
+            root("out", RootKind::Artifacts, None),
+            root("workspace", RootKind::Workspace, Some(Access::ReadWrite)),
+            root("docs", RootKind::Workspace, None),
+            root("data", RootKind::Source, None),
+        ]);
+        d.binaries = vec![
+            modproto::BinaryDecl {
+                name: "git".into(),
+                description: String::new(),
+            },
+            modproto::BinaryDecl {
+                name: "curl".into(),
+                description: String::new(),
+            },
+        ];
+        d
+    }
+
+    #[test]
+    fn a_capability_naming_nothing_is_granted_nothing() {
+        let f = fixture();
+        let d = every_kind();
+        let sources = BTreeMap::from([("data".to_owned(), f.data.clone())]);
+        let binaries = BTreeMap::from([("git".to_owned(), PathBuf::from("/bin/sh"))]);
+        let ctx = f.ctx(&sources, &binaries);
+        let plan = plan(&d, &Effects::default(), "m", Transport::Native, ctx, true).unwrap();
+        assert!(plan.roots.is_empty(), "{:?}", plan.roots);
+        assert!(plan.request_roots().is_empty());
+        assert!(plan.binaries.is_empty());
+        assert!(plan.missing.is_empty(), "nothing named, nothing missing");
+        assert!(
+            !f.layout.state_dir("m").exists() && !f.layout.artifacts_dir("m").exists(),
+            "a root not granted is not even created"
+        );
+    }
+
+    #[test]
+    fn named_roots_are_read_only_unless_written_and_writable() {
+        let d = every_kind();
+        let e = effects(&["workspace", "data"], &["state", "docs", "data"]);
+        let a = authority(&d, &e);
+        let access: Vec<(&str, Access)> = a
+            .roots
+            .iter()
+            .map(|r| (r.name.as_str(), r.access))
+            .collect();
+        assert_eq!(
+            access,
+            [
+                ("state", Access::ReadWrite),
+                ("workspace", Access::Read),
+                ("docs", Access::Read),
+                ("data", Access::Read),
+            ],
+            "a read of a writable root stays a read; a write to a read-only declaration stays a read"
+        );
+        assert!(a.undeclared_roots.is_empty());
+        assert!(!a.touches_nothing_but_reads());
+        assert!(authority(&d, &effects(&["workspace", "out"], &[])).touches_nothing_but_reads());
+    }
+
+    #[test]
+    fn binaries_only_when_spawned_and_declared() {
+        let f = fixture();
+        let d = every_kind();
+        let e = Effects {
+            spawns: vec!["curl".into(), "rm".into()],
+            ..Effects::default()
+        };
+        let a = authority(&d, &e);
+        assert_eq!(a.binaries, ["curl"]);
+        assert_eq!(a.undeclared_binaries, ["rm"]);
+        let none = BTreeMap::new();
+        let binaries = BTreeMap::from([
+            ("git".to_owned(), PathBuf::from("/bin/sh")),
+            ("curl".to_owned(), PathBuf::from("/bin/sh")),
+        ]);
+        let plan = plan(
+            &d,
+            &e,
+            "m",
+            Transport::Native,
+            f.ctx(&none, &binaries),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            plan.binaries.keys().collect::<Vec<_>>(),
+            ["curl"],
+            "git is configured but not spawned by this capability"
+        );
+        assert!(
+            plan.warnings().iter().any(|w| w.contains("\"rm\"")),
+            "{:?}",
+            plan.warnings()
+        );
+    }
+
+    #[test]
+    fn a_root_the_module_does_not_declare_is_never_granted_and_reported() {
+        let f = fixture();
+        let d = every_kind();
+        let e = effects(&["ghost", "workspace"], &["ghost"]);
+        let a = authority(&d, &e);
+        assert_eq!(a.undeclared_roots, ["ghost"], "reported once");
+        let none = BTreeMap::new();
+        let plan = plan(&d, &e, "m", Transport::Native, f.ctx(&none, &none), false).unwrap();
+        assert_eq!(
+            plan.roots
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>(),
+            ["workspace"]
+        );
+        let warnings = plan.warnings();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("undeclared root \"ghost\"") && w.contains("conformance")),
+            "{warnings:?}"
+        );
     }
 }

@@ -70,6 +70,14 @@ impl HomeLayout {
         self.root.join("artifacts").join(id)
     }
 
+    /// `spill/<id>/`: full tool outputs the host cut to fit a model's
+    /// context, kept so the caller can read them. Host-owned: no grant ever
+    /// points here (unlike `artifacts/<id>/`, which a module can write), and
+    /// the host opens it without following symlinks (`tools::spill`).
+    pub fn spill_dir(&self) -> PathBuf {
+        self.root.join("spill")
+    }
+
     /// `cache/`: disposable, keyed by content digest.
     pub fn cache_dir(&self) -> PathBuf {
         self.root.join("cache")
@@ -122,6 +130,7 @@ mod tests {
         assert_eq!(home.state_dir("files"), Path::new("/h/state/files"));
         assert_eq!(home.artifacts_dir("files"), Path::new("/h/artifacts/files"));
         assert_eq!(home.describe_cache_dir(), Path::new("/h/cache/describe"));
+        assert_eq!(home.spill_dir(), Path::new("/h/spill"));
         assert_eq!(home.config_path(), Path::new("/h/config.toml"));
     }
 }

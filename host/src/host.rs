@@ -230,14 +230,17 @@ impl Host {
             })
     }
 
-    /// The grants `module` would get (or gets) for one call: source roots
-    /// from the config, overridden by `source_roots`. With `create`, writable
-    /// private directories are created; without, the disk is not touched.
+    /// The grants one call of `capability` of `module` would get (or gets):
+    /// exactly what the capability's effects name ([`grants::authority`]),
+    /// source roots from the config, overridden by `source_roots`. With
+    /// `create`, writable private directories are created; without, the
+    /// disk is not touched.
     ///
     /// A module that did not describe itself gets nothing.
     pub fn grants(
         &self,
         module: &InstalledModule,
+        capability: &modproto::Capability,
         source_roots: &BTreeMap<String, PathBuf>,
         create: bool,
     ) -> Result<GrantPlan, HostError> {
@@ -251,7 +254,15 @@ impl Host {
             source_roots: &sources,
             binaries: &self.config.binaries,
         };
-        grants::plan(descriptor, &module.id, module.transport, context, create).map_err(|e| {
+        grants::plan(
+            descriptor,
+            &capability.effects,
+            &module.id,
+            module.transport,
+            context,
+            create,
+        )
+        .map_err(|e| {
             HostError::io(
                 "prepare the roots of",
                 &self.layout.root().join(&module.id),

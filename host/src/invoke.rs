@@ -8,7 +8,8 @@
 //!    unchanged bytes and descriptor ([`crate::pins`]);
 //! 2. place the caller's arguments ([`crate::request`]) and validate `input`
 //!    against `input_schema`, listing every violation;
-//! 3. decide the grants for this call ([`crate::grants`]); a source root that
+//! 3. decide the grants for this call ([`crate::grants`]): exactly the roots
+//!    and binaries the capability names in its effects; a source root that
 //!    does not resolve is left out and becomes a host warning;
 //! 4. run the one call over the module's transport ([`crate::runner::run`]);
 //! 5. check the answer: a module error becomes [`InvokeError::Module`] with
@@ -499,7 +500,10 @@ impl Host {
             .check(&capability.input_schema, &placed.input)
             .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
-        let mut plan = self.grants(module, &request.source_roots, true)?;
+        // Exactly what the capability names, decided in one place
+        // (`grants::authority`): nothing else of the module's roots or
+        // binaries reaches the call.
+        let mut plan = self.grants(module, capability, &request.source_roots, true)?;
         host_warnings.extend(plan.warnings());
 
         let configured = self.config().limits.invoke();
@@ -510,19 +514,6 @@ impl Host {
                 .unwrap_or(configured.max_output_bytes),
             confinement: configured.confinement,
         };
-        // Authority follows the capability, not the module: a root the
-        // capability does not declare in `effects.writes` is granted (and
-        // enforced, and announced to the module) read-only, whatever the
-        // module's root declaration says.
-        for grant in &mut plan.roots {
-            if !capability.effects.writes.contains(&grant.name) {
-                grant.access = modproto::Access::Read;
-            }
-        }
-        // Likewise a binary is granted only to a capability that declares
-        // spawning it.
-        plan.binaries
-            .retain(|name, _| capability.effects.spawns.contains(name));
         // A component cannot start a process at all: it is told of no
         // binary, rather than of host paths it could never run.
         if module.transport == runner::Transport::Component && !plan.binaries.is_empty() {

@@ -13,7 +13,8 @@ pub fn write_executable(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-/// A descriptor with one capability `<id>.run` taking `{"msg": string}`.
+/// A descriptor with one capability `<id>.run` taking `{"msg": string}`,
+/// reading both its roots (so both are granted to it, read-only).
 pub fn descriptor(id: &str) -> Value {
     json!({
         "id": id,
@@ -22,7 +23,8 @@ pub fn descriptor(id: &str) -> Value {
         "capabilities": [{
             "id": format!("{id}.run"),
             "input_schema": {"type": "object", "properties": {"msg": {"type": "string"}}, "required": ["msg"]},
-            "output_schema": {"type": "object", "required": ["ok"]}
+            "output_schema": {"type": "object", "required": ["ok"]},
+            "effects": {"reads": ["state", "data"]}
         }]
     })
 }

@@ -1,6 +1,7 @@
 //! `modhost describe MODULE [--json] [--source-root NAME=PATH]...`: the
-//! descriptor plus the host's findings (what each root would be granted as,
-//! which source roots are missing, warnings), the contract standing
+//! descriptor plus the host's findings (what each capability's call would be
+//! granted, from the same plan `invoke` grants from, which source roots are
+//! missing, warnings), the contract standing
 //! (requested version, what the host supports, reason, remedy, and for
 //! contract 2 every no-weakening finding) and the pin standing.
 
@@ -27,9 +28,25 @@ pub struct Args {
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let module = host.module(&args.module).await?;
     let overrides: BTreeMap<String, PathBuf> = args.source_roots.iter().cloned().collect();
-    let plan = host.grants(&module, &overrides, false)?;
+    // Authority is per capability: preview each one's plan exactly as a
+    // call would get it (`Host::grants`), without touching the disk.
+    let mut plans = BTreeMap::new();
+    if let Some(descriptor) = &module.descriptor {
+        for capability in &descriptor.capabilities {
+            let plan = host.grants(&module, capability, &overrides, false)?;
+            plans.insert(capability.id.clone(), plan);
+        }
+    }
     let mut host_warnings = module.host_warnings.clone();
-    host_warnings.extend(plan.warnings());
+    let mut missing = Vec::new();
+    for plan in plans.values() {
+        for gap in &plan.missing {
+            if !missing.contains(gap) {
+                missing.push(gap.clone());
+                host_warnings.push(gap.warning());
+            }
+        }
+    }
     // Knowledge documents that would be left out (missing, altered): the
     // operator should see them here, not only when an agent asks.
     if let Some(descriptor) = &module.descriptor {
@@ -39,16 +56,25 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                 .map(|w| format!("knowledge: {w}")),
         );
     }
-    let grants: Vec<_> = plan
-        .roots
+    let grants: serde_json::Map<String, serde_json::Value> = plans
         .iter()
-        .map(|g| {
-            json!({
-                "name": g.name,
-                "kind": plan.kinds.get(&g.name).map(|k| k.as_str()),
-                "access": g.access.as_str(),
-                "path": g.host,
-            })
+        .map(|(capability, plan)| {
+            let roots: Vec<_> = plan
+                .roots
+                .iter()
+                .map(|g| {
+                    json!({
+                        "name": g.name,
+                        "kind": plan.kinds.get(&g.name).map(|k| k.as_str()),
+                        "access": g.access.as_str(),
+                        "path": g.host,
+                    })
+                })
+                .collect();
+            (
+                capability.clone(),
+                json!({"roots": roots, "binaries": plan.binaries}),
+            )
         })
         .collect();
 
@@ -57,8 +83,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         value["host_warnings"] = json!(host_warnings);
         value["descriptor"] = json!(module.descriptor.as_deref());
         value["grants"] = json!(grants);
-        value["missing_roots"] = json!(plan.missing);
-        value["binaries"] = json!(plan.binaries);
+        value["missing_roots"] = json!(missing);
         super::print_json(&value)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -110,19 +135,22 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         }
         outln!("roots:");
         for decl in &descriptor.roots {
-            let granted = plan.roots.iter().find(|g| g.name == decl.name);
-            match granted {
-                Some(g) => outln!(
-                    "  {} ({}, {}) -> {}",
-                    decl.name,
-                    decl.kind.as_str(),
-                    g.access.as_str(),
-                    g.host.display()
-                ),
-                None => outln!("  {} ({}) -> NOT GRANTED", decl.name, decl.kind.as_str()),
-            }
+            let named = descriptor.capabilities.iter().any(|c| {
+                c.effects.reads.contains(&decl.name) || c.effects.writes.contains(&decl.name)
+            });
+            outln!(
+                "  {} ({}, declared {}){}",
+                decl.name,
+                decl.kind.as_str(),
+                decl.effective_access().as_str(),
+                if named {
+                    ""
+                } else {
+                    ": named by no capability, never granted"
+                }
+            );
         }
-        outln!("capabilities:");
+        outln!("capabilities (each call is granted only what its effects name):");
         for capability in &descriptor.capabilities {
             let effects = &capability.effects;
             outln!("  {}  {}", capability.id, capability.title);
@@ -136,6 +164,26 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                 effects.network,
                 effects.cost.as_str()
             );
+            let Some(plan) = plans.get(&capability.id) else {
+                continue;
+            };
+            if plan.roots.is_empty() {
+                outln!("      grants: no root");
+            }
+            for g in &plan.roots {
+                outln!(
+                    "      grants: {} ({}) -> {}",
+                    g.name,
+                    g.access.as_str(),
+                    g.host.display()
+                );
+            }
+            for gap in &plan.missing {
+                outln!("      not granted: {} ({})", gap.name, gap.reason);
+            }
+            for (name, path) in &plan.binaries {
+                outln!("      runs: {name} -> {}", path.display());
+            }
         }
     }
     for warning in &module.warnings {

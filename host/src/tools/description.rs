@@ -2,12 +2,16 @@
 //! does to the world, in plain language.
 //!
 //! The effect summary is the host's statement, not the module's: it is
-//! rendered from the declared effects (the same facts approval decides on),
-//! and stays even when the operator replaces the description. A model that
-//! can see "no network, cost: trivial" next to "reaches the network, cost:
-//! expensive" prefers the cheap tool long before any approval prompt.
+//! rendered from the capability's [`Authority`] (the very decision the host
+//! grants each call from, so "reads nothing beyond its input" means the call
+//! is granted no root at all), and stays even when the operator replaces the
+//! description. A model that can see "no network, cost: trivial" next to
+//! "reaches the network, cost: expensive" prefers the cheap tool long before
+//! any approval prompt.
 
-use modproto::{Cost, Descriptor, Effects};
+use modproto::{Cost, Descriptor, Effects, RootKind};
+
+use crate::grants::{self, Authority, RootAuthority};
 
 /// `base` followed by a blank line and the effect summary.
 pub fn tool_description(base: &str, descriptor: &Descriptor, effects: &Effects) -> String {
@@ -20,16 +24,21 @@ pub fn tool_description(base: &str, descriptor: &Descriptor, effects: &Effects) 
     }
 }
 
-/// One line per fact: reads, writes, network, runs, cost, approval.
+/// One line per fact: reads, writes, network, runs, cost, approval. Reads
+/// lists every root the call is granted (a writable root can be read too),
+/// writes the ones granted read-write, runs the binaries it may be given.
 pub fn effect_summary(descriptor: &Descriptor, effects: &Effects) -> String {
+    let authority = grants::authority(descriptor, effects);
     let mut lines = vec!["Effects:".to_owned()];
-    lines.push(match effects.reads.as_slice() {
+    lines.push(match authority.roots.as_slice() {
         [] => "- reads nothing beyond its input".to_owned(),
-        roots => format!("- reads {}", describe_roots(descriptor, roots)),
+        roots => format!("- reads {}", describe_roots(roots.iter())),
     });
-    lines.push(match effects.writes.as_slice() {
-        [] => "- writes nothing".to_owned(),
-        roots => format!("- writes {}", describe_roots(descriptor, roots)),
+    let writable: Vec<&RootAuthority> = authority.writable().collect();
+    lines.push(if writable.is_empty() {
+        "- writes nothing".to_owned()
+    } else {
+        format!("- writes {}", describe_roots(writable.into_iter()))
     });
     lines.push(
         if effects.network {
@@ -39,10 +48,7 @@ pub fn effect_summary(descriptor: &Descriptor, effects: &Effects) -> String {
         }
         .to_owned(),
     );
-    lines.push(match effects.spawns.as_slice() {
-        [] => "- runs no other programs".to_owned(),
-        programs => format!("- runs {}", programs.join(", ")),
-    });
+    lines.push(runs_line(&authority));
     lines.push(format!("- cost: {}", cost_phrase(effects.cost)));
     if effects.approval {
         lines.push("- every call needs the operator's approval".to_owned());
@@ -50,16 +56,24 @@ pub fn effect_summary(descriptor: &Descriptor, effects: &Effects) -> String {
     lines.join("\n")
 }
 
+fn runs_line(authority: &Authority) -> String {
+    match authority.binaries.as_slice() {
+        [] => "- runs no other programs".to_owned(),
+        programs => format!("- runs {}", programs.join(", ")),
+    }
+}
+
 /// Root names with what they are, so `state` reads as "its own state".
-fn describe_roots(descriptor: &Descriptor, roots: &[String]) -> String {
+fn describe_roots<'a>(roots: impl Iterator<Item = &'a RootAuthority>) -> String {
     roots
-        .iter()
-        .map(|name| match descriptor.root(name).map(|r| r.kind) {
-            Some(modproto::RootKind::State) => format!("its own state ({name})"),
-            Some(modproto::RootKind::Artifacts) => format!("its own artifacts ({name})"),
-            Some(modproto::RootKind::Workspace) => format!("the workspace ({name})"),
-            Some(modproto::RootKind::Source) => format!("the operator's source {name}"),
-            None => name.clone(),
+        .map(|root| {
+            let name = &root.name;
+            match root.kind {
+                RootKind::State => format!("its own state ({name})"),
+                RootKind::Artifacts => format!("its own artifacts ({name})"),
+                RootKind::Workspace => format!("the workspace ({name})"),
+                RootKind::Source => format!("the operator's source {name}"),
+            }
         })
         .collect::<Vec<_>>()
         .join(", ")
@@ -84,6 +98,7 @@ mod tests {
         let d: Descriptor = serde_json::from_value(json!({
             "id": "git", "version": "1.0.0",
             "roots": [{"name": "workspace", "kind": "workspace"}, {"name": "state", "kind": "state"}],
+            "binaries": [{"name": "git"}],
             "capabilities": []
         }))
         .unwrap();
@@ -95,7 +110,7 @@ mod tests {
         let text = tool_description("Push the branch.", &d, &effects);
         assert_eq!(
             text,
-            "Push the branch.\n\nEffects:\n- reads the workspace (workspace)\n- writes its own state (state)\n\
+            "Push the branch.\n\nEffects:\n- reads the workspace (workspace), its own state (state)\n- writes its own state (state)\n\
              - reaches the network\n- runs git\n- cost: remote (calls a remote service)\n\
              - every call needs the operator's approval"
         );
@@ -111,5 +126,33 @@ mod tests {
         assert!(quiet.contains(
             "- writes nothing\n- no network access\n- runs no other programs\n- cost: trivial"
         ));
+    }
+
+    #[test]
+    fn says_what_the_call_is_granted_not_what_the_module_declares() {
+        let d: Descriptor = serde_json::from_value(json!({
+            "id": "m", "version": "1.0.0",
+            "roots": [{"name": "workspace", "kind": "workspace"}, {"name": "state", "kind": "state"}],
+            "capabilities": []
+        }))
+        .unwrap();
+        // The module declares a workspace, but this capability names no root.
+        let text = effect_summary(&d, &Effects::default());
+        assert!(
+            text.starts_with("Effects:\n- reads nothing beyond its input\n- writes nothing"),
+            "{text}"
+        );
+        // A write to a root declared read-only is granted (and described) as
+        // a read; a program the module does not declare is never run.
+        let effects: Effects = serde_json::from_value(json!({
+            "writes": ["workspace"], "spawns": ["rm"]
+        }))
+        .unwrap();
+        let text = effect_summary(&d, &effects);
+        assert!(
+            text.contains("- reads the workspace (workspace)\n- writes nothing"),
+            "{text}"
+        );
+        assert!(text.contains("- runs no other programs"), "{text}");
     }
 }

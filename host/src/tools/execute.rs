@@ -7,8 +7,10 @@
 //!   shapes what comes back, so it can be tested without a module process.
 //! - **The model-facing text is bounded** ([`MAX_TEXT_BYTES`]): a larger
 //!   result is cut at a character boundary with a notice, and the full text is
-//!   saved as an artifact under `artifacts/<module>/` so nothing is lost, only
-//!   moved out of the context window.
+//!   saved in the host's own spill folder (`<home>/spill/<module>/`, never
+//!   granted to a module, see [`super::spill`]) and reported as an artifact
+//!   line whose `file` is its path, so nothing is lost, only moved out of the
+//!   context window.
 //! - **Artifacts are one `@artifact {json}` line each**
 //!   ([`modproto::ARTIFACT_MARKER`]): a UI scanning output and a model reading
 //!   it see identical facts.
@@ -186,9 +188,12 @@ fn success(tool: &ToolDef, result: InvokeResult, roots: &RootPaths<'_>) -> ToolO
             Ok(saved) => {
                 let _ = writeln!(
                     text,
-                    "[output cut: showing {cut} of {} bytes; the full output is saved as artifact {}]",
+                    "[output cut: showing {cut} of {} bytes; the full output is saved at {}]",
                     body.len(),
-                    saved.artifact.path
+                    saved
+                        .file
+                        .as_deref()
+                        .map_or_else(String::new, |f| f.display().to_string())
                 );
                 artifacts.push(saved);
             }
@@ -220,40 +225,27 @@ fn success(tool: &ToolDef, result: InvokeResult, roots: &RootPaths<'_>) -> ToolO
     }
 }
 
-/// Write `body` to `artifacts/<module>/modhost-output/<tool>-<unique>.txt`.
+/// The root name a spilled output is reported under: not a module root, the
+/// host's own folder ([`super::spill`]).
+pub const SPILL_ROOT: &str = "modhost-spill";
+
+/// Save `body` in the host's spill folder, outside every root a module is
+/// granted, and describe it as an artifact whose `file` is where it lies.
 fn save_full_output(
     tool: &ToolDef,
     body: &str,
     roots: &RootPaths<'_>,
 ) -> std::io::Result<ToolArtifact> {
-    let dir = roots
-        .home
-        .artifacts_dir(&tool.module)
-        .join("modhost-output");
-    std::fs::create_dir_all(&dir)?;
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let file_name = format!("{}-{nanos}-{}.txt", tool.name, std::process::id());
-    let file = dir.join(&file_name);
-    std::fs::write(&file, body)?;
-    // Named by the module's artifacts root when it declares one, so the line
-    // reads like any artifact the module reported itself.
-    let root = roots
-        .descriptor
-        .roots
-        .iter()
-        .find(|r| r.kind == RootKind::Artifacts)
-        .map_or_else(|| "artifacts".to_owned(), |r| r.name.clone());
+    let saved = super::spill::save(roots.home, &tool.module, &tool.name, body)?;
     Ok(ToolArtifact {
         module: tool.module.clone(),
         artifact: ArtifactRef {
-            root,
-            path: format!("modhost-output/{file_name}"),
+            root: SPILL_ROOT.to_owned(),
+            path: format!("{}/{}", tool.module, saved.file_name),
             media_type: Some("text/plain".to_owned()),
             title: Some(format!("full output of {}", tool.name)),
         },
-        file: Some(file),
+        file: Some(saved.file),
     })
 }
 
@@ -415,15 +407,21 @@ mod tests {
         result.text = Some(big.clone());
         let o = outcome(&tool(), Ok(result), &roots);
         assert!(o.text.len() < MAX_TEXT_BYTES + 1024);
-        assert!(o.text.contains(&format!(
-            "of {} bytes; the full output is saved as artifact modhost-output/",
-            big.len()
-        )));
         assert_eq!(o.artifacts.len(), 1);
         let saved = o.artifacts[0].file.clone().unwrap();
-        assert!(saved.starts_with(home.path().join("artifacts/files/modhost-output")));
+        assert!(o.text.contains(&format!(
+            "of {} bytes; the full output is saved at {}",
+            big.len(),
+            saved.display()
+        )));
+        assert!(
+            saved.starts_with(home.path().join("spill/files")),
+            "outside every module root: {}",
+            saved.display()
+        );
+        assert!(!home.path().join("artifacts").exists());
         assert_eq!(std::fs::read_to_string(saved).unwrap(), big);
-        assert_eq!(o.artifacts[0].artifact.root, "out");
+        assert_eq!(o.artifacts[0].artifact.root, SPILL_ROOT);
         assert!(o.text.lines().last().unwrap().starts_with("@artifact "));
     }
 

@@ -5,7 +5,8 @@
 //! - MCP `tools/list` entries: `{"name", "title", "description", "inputSchema", "outputSchema"?, "annotations"}`
 //! - `json`: modhost's own [`ToolDef`], with effects and the approval decision.
 //!
-//! MCP annotations come from [`super::Hints`], derived from declared effects.
+//! MCP annotations come from [`super::Hints`], derived from the capability's
+//! grant authority ([`crate::grants::authority`]).
 //! `outputSchema` is given only for an object-rooted schema, as MCP requires.
 
 use serde_json::{Map, Value, json};
@@ -81,7 +82,7 @@ pub fn mcp_tool(tool: &ToolDef) -> Value {
     Value::Object(obj)
 }
 
-/// MCP `ToolAnnotations`, from the hints the registry derived from declared effects.
+/// MCP `ToolAnnotations`, from the hints the registry derived from what each call is granted.
 pub fn annotations(tool: &ToolDef) -> Value {
     let h = &tool.hints;
     json!({
@@ -104,7 +105,7 @@ mod tests {
 
     fn tool(effects: Value, output_schema: Option<Value>) -> ToolDef {
         let d: modproto::Descriptor = serde_json::from_value(json!({"id": "files", "version": "1",
-            "roots": [{"name": "out", "kind": "artifacts"}, {"name": "workspace", "kind": "workspace"}],
+            "roots": [{"name": "out", "kind": "artifacts"}, {"name": "workspace", "kind": "workspace", "access": "read-write"}, {"name": "docs", "kind": "workspace"}],
             "capabilities": []})).unwrap();
         let effects: modproto::Effects = serde_json::from_value(effects).unwrap();
         ToolDef {
@@ -173,6 +174,11 @@ mod tests {
         assert_eq!(a["idempotentHint"], json!(false));
         assert_eq!(a["openWorldHint"], json!(true));
         let a = annotations(&tool(json!({"writes": ["out"]}), None));
+        assert_eq!(a["destructiveHint"], json!(false));
+        // Annotations say what the call is granted: a write to a root
+        // declared read-only is granted as a read, so the tool is read-only.
+        let a = annotations(&tool(json!({"writes": ["docs"]}), None));
+        assert_eq!(a["readOnlyHint"], json!(true));
         assert_eq!(a["destructiveHint"], json!(false));
     }
 

@@ -29,6 +29,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::approval::{self, ApprovalConfig, ApprovedBy, Decision, Refusal, Verdict};
+use crate::grants;
 use crate::home::HomeLayout;
 use crate::overrides::{self, CapabilityOverride};
 
@@ -37,6 +38,7 @@ pub mod execute;
 pub mod export;
 pub mod host_invoker;
 pub mod knowledge_tool;
+pub mod spill;
 pub mod target;
 
 pub use execute::{
@@ -65,13 +67,14 @@ pub struct ToolDef {
 }
 
 /// What a client may assume about a tool (MCP's tool annotations), derived
-/// from declared effects only, never from hints a module states itself.
+/// from the capability's [`grants::Authority`] (what each call is granted)
+/// and its declared network use, never from hints a module states itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Hints {
-    /// Writes nothing, runs nothing, no network.
+    /// Granted no writable root and no program, no network.
     pub read_only: bool,
-    /// Writes something besides its own artifacts: state and workspace writes
-    /// change what was there.
+    /// Granted a writable root besides its own artifacts: state and
+    /// workspace writes change what was there.
     pub destructive: bool,
     /// Only vouched for when read-only: the one case the host can tell.
     pub idempotent: bool,
@@ -81,10 +84,11 @@ pub struct Hints {
 
 impl Hints {
     pub fn derive(descriptor: &Descriptor, effects: &Effects) -> Self {
-        let read_only = effects.is_read_only();
-        let destructive = effects.writes.iter().any(|root| {
-            descriptor.root(root).map(|r| r.kind) != Some(modproto::RootKind::Artifacts)
-        });
+        let authority = grants::authority(descriptor, effects);
+        let read_only = authority.touches_nothing_but_reads() && !effects.network;
+        let destructive = authority
+            .writable()
+            .any(|root| root.kind != modproto::RootKind::Artifacts);
         Hints {
             read_only,
             destructive: !read_only && destructive,
