@@ -421,17 +421,9 @@ pub fn prepare(
         Err(reason) => (None, Some(shortfall_at_preparation(mode, warning, reason)?)),
     };
     #[cfg(target_os = "linux")]
-    let (cgroup, warning) = match process_bound() {
-        Ok(cgroup) => (cgroup, warning),
-        Err(reason) => (
-            None,
-            Some(shortfall_at_preparation(
-                mode,
-                warning,
-                format!("the module's process count is not bounded: {reason}"),
-            )?),
-        ),
-    };
+    // A root host without its pids cgroup is reported (and refused under
+    // `required`) by `support` as the resource-limits part, like any part.
+    let cgroup = process_bound();
     Ok(Confinement {
         #[cfg(target_os = "linux")]
         child: child::Prepared {
@@ -446,7 +438,7 @@ pub fn prepare(
 }
 
 /// A part found unenforceable only while preparing the call (the seccomp
-/// filters would not build, no pids cgroup could be made): `required`
+/// filters would not build): `required`
 /// refuses the call, `best-effort` adds `reason` to its warning.
 #[cfg(target_os = "linux")]
 fn shortfall_at_preparation(
@@ -468,13 +460,13 @@ fn shortfall_at_preparation(
 
 /// What bounds a module's processes beyond `RLIMIT_NPROC`: nothing needed
 /// for a host that is not root; for root (exempt from the limit) the pids
-/// cgroup of [`pids`], or why there is none.
+/// cgroup of [`pids`], when one could be made (else `support` reports the part).
 #[cfg(target_os = "linux")]
-fn process_bound() -> Result<Option<&'static pids::PidsCgroup>, String> {
+fn process_bound() -> Option<&'static pids::PidsCgroup> {
     if !rustix::process::getuid().is_root() {
-        return Ok(None);
+        return None;
     }
-    pids::host_cgroup(PROCESS_MARGIN).map(Some)
+    pids::host_cgroup(PROCESS_MARGIN).ok()
 }
 
 /// The `RLIMIT_NPROC` of a call: the kernel counts processes per user, so a
@@ -597,8 +589,6 @@ pub mod capabilities;
 mod child;
 #[cfg(target_os = "linux")]
 pub mod pids;
-#[cfg(target_os = "linux")]
-pub mod privileges;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 

@@ -69,12 +69,12 @@ impl PidsCgroup {
 }
 
 /// The host's modules' cgroup, created once; `Err` says why there is none.
-pub fn host_cgroup(max: u64) -> Result<&'static PidsCgroup, String> {
+pub fn host_cgroup(max: u64) -> Result<&'static PidsCgroup, &'static str> {
     static CGROUP: OnceLock<Result<PidsCgroup, String>> = OnceLock::new();
     CGROUP
         .get_or_init(|| create(max))
         .as_ref()
-        .map_err(Clone::clone)
+        .map_err(String::as_str)
 }
 
 fn create(max: u64) -> Result<PidsCgroup, String> {

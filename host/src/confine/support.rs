@@ -128,6 +128,8 @@ const LANDLOCK_REMEDY: &str =
 const SECCOMP_REMEDY: &str =
     "run on x86_64 or aarch64, with a kernel built with seccomp filtering (CONFIG_SECCOMP_FILTER)";
 
+const PIDS_REMEDY: &str = "run the host as an unprivileged user, or where it can create a pids cgroup (cgroup v1 pids, or a cgroup v2 tree with pids delegated)";
+
 /// What this machine can enforce on a native call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ConfinementSupport {
@@ -141,6 +143,10 @@ pub struct ConfinementSupport {
     pub seccomp_missing: Option<&'static str>,
     /// Whether the host runs as root (uid 0).
     pub host_is_root: bool,
+    /// Why a root host's modules have no pids cgroup (`RLIMIT_NPROC` does
+    /// not bind uid 0, so without it their process count is unbounded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_bound_missing: Option<&'static str>,
 }
 
 impl ConfinementSupport {
@@ -152,6 +158,16 @@ impl ConfinementSupport {
             seccomp: seccomp.is_ok(),
             seccomp_missing: seccomp.err(),
             host_is_root,
+            process_bound_missing: None,
+        }
+    }
+
+    /// The same machine, where a root host could not set up the pids
+    /// cgroup its modules join, for `reason`.
+    pub fn without_process_bound(self, reason: &'static str) -> Self {
+        ConfinementSupport {
+            process_bound_missing: Some(reason),
+            ..self
         }
     }
 
@@ -301,16 +317,25 @@ impl ConfinementSupport {
                 "the host does not run as root; the module drops every capability before exec".into()
             }),
             Part::ResourceLimits if !linux => (false, "not Linux".into(), None),
-            Part::ResourceLimits => held(format!(
-                "RLIMIT_NPROC (the user's count + {}), RLIMIT_FSIZE ({} bytes), no core dumps{}",
-                super::PROCESS_MARGIN,
-                super::MAX_FILE_SIZE,
-                if self.host_is_root {
-                    "; they bind a root host's module because it holds no capability"
-                } else {
-                    ""
-                }
-            )),
+            Part::ResourceLimits => match (self.host_is_root, self.process_bound_missing) {
+                (true, Some(reason)) => (
+                    false,
+                    format!(
+                        "RLIMIT_NPROC does not bind uid 0 and no pids cgroup could be set up for the host's modules: {reason}"
+                    ),
+                    Some(PIDS_REMEDY),
+                ),
+                (true, None) => held(format!(
+                    "a pids cgroup of the host's own (pids.max {0}; RLIMIT_NPROC does not bind uid 0), RLIMIT_FSIZE ({1} bytes), no core dumps",
+                    super::PROCESS_MARGIN,
+                    super::MAX_FILE_SIZE,
+                )),
+                (false, _) => held(format!(
+                    "RLIMIT_NPROC (the user's count + {}), RLIMIT_FSIZE ({} bytes), no core dumps",
+                    super::PROCESS_MARGIN,
+                    super::MAX_FILE_SIZE,
+                )),
+            },
             Part::InheritedDescriptors if !linux => (false, "not Linux".into(), None),
             Part::InheritedDescriptors => held(
                 "every descriptor but stdin, stdout and stderr is closed before exec".into(),
@@ -400,8 +425,29 @@ pub fn remedy_for(parts: &[PartSupport]) -> String {
 /// Ask the kernel (once per process) what it supports.
 pub fn probe() -> ConfinementSupport {
     static SUPPORT: std::sync::OnceLock<ConfinementSupport> = std::sync::OnceLock::new();
-    *SUPPORT
-        .get_or_init(|| ConfinementSupport::new(kernel_abi(), seccomp_available(), host_is_root()))
+    *SUPPORT.get_or_init(|| {
+        let root = host_is_root();
+        let support = ConfinementSupport::new(kernel_abi(), seccomp_available(), root);
+        match process_bound_missing(root) {
+            Some(reason) => support.without_process_bound(reason),
+            None => support,
+        }
+    })
+}
+
+/// Why a root host's modules cannot join a pids cgroup; `None` for an
+/// unprivileged host (RLIMIT_NPROC binds it) or when the cgroup is there.
+#[cfg(target_os = "linux")]
+fn process_bound_missing(root: bool) -> Option<&'static str> {
+    if !root {
+        return None;
+    }
+    super::pids::host_cgroup(super::PROCESS_MARGIN).err()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_bound_missing(_root: bool) -> Option<&'static str> {
+    None
 }
 
 fn host_is_root() -> bool {
