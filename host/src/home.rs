@@ -87,6 +87,18 @@ impl HomeLayout {
         self.cache_dir().join("components")
     }
 
+    /// `cache/snapshots/`: host-owned, read-only copies of approved module
+    /// trees, by tree digest (see `snapshot`). What a pinned module runs.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.cache_dir().join("snapshots")
+    }
+
+    /// `.lock`: the file every read-modify-write of host state locks (see
+    /// `home_lock`).
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join(".lock")
+    }
+
     /// `staging/`: where `install` prepares a module before the atomic
     /// rename into `modules/`. Inside the home so the rename never crosses a
     /// filesystem.
