@@ -1319,3 +1319,53 @@ mod discover_tests {
         assert_eq!(modules[1].error.as_ref().unwrap().kind, "id_mismatch");
     }
 }
+
+#[cfg(test)]
+mod check_cost_tests {
+    use crate::test_modules::{install, write_executable};
+    use crate::{Host, HostOptions};
+    use std::time::Instant;
+
+    /// The per-call check of a pinned module, against the one `stat` the
+    /// entry-file check cost before snapshots. Run with `--nocapture` to see
+    /// the figures; the assertion only guards against a check that reads
+    /// files when nothing changed.
+    #[tokio::test]
+    async fn the_per_call_check_costs_a_stat_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
+        let (entry, _) = install(dir.path(), "one", false);
+        install(dir.path(), "many", false);
+        for i in 0..20 {
+            write_executable(
+                &dir.path().join(format!("modules/many/lib/helper{i}.sh")),
+                "echo helper\n",
+            );
+        }
+        let host = Host::open(HostOptions {
+            home: Some(dir.path().to_path_buf()),
+            workspace: Some(dir.path().to_path_buf()),
+        })
+        .unwrap();
+        host.pin("one").await.unwrap();
+        host.pin("many").await.unwrap();
+        let one = host.module("one").await.unwrap();
+        let many = host.module("many").await.unwrap();
+        assert!(one.program_identity.is_some(), "runs from its snapshot");
+        const ROUNDS: u32 = 20_000;
+        let time = |check: &dyn Fn() -> bool| {
+            let started = Instant::now();
+            for _ in 0..ROUNDS {
+                assert!(check());
+            }
+            started.elapsed() / ROUNDS
+        };
+        let baseline = time(&|| crate::file_identity::FileIdentity::of_path(&entry).is_ok());
+        let single = time(&|| one.still_holds_its_digest().unwrap());
+        let tree = time(&|| many.still_holds_its_digest().unwrap());
+        println!(
+            "per-call check: baseline (one stat of the entry) {baseline:?}; snapshot check, 1-file module {single:?}; 22-entry module {tree:?}"
+        );
+        assert!(tree < std::time::Duration::from_millis(2), "{tree:?}");
+    }
+}

@@ -17,6 +17,7 @@ mod mcp;
 mod misbehaving;
 mod pins;
 mod roots;
+mod snapshot;
 mod support;
 mod tools;
 mod wasm;
