@@ -621,7 +621,7 @@ fn prepare(
     let tree = match module_tree::walk(&root) {
         Ok(tree) => tree,
         Err(e) => {
-            candidate.error = Some(tree_error(e));
+            candidate.error = Some(tree_error(&e));
             return prepared(candidate, None, None);
         }
     };
@@ -633,7 +633,7 @@ fn prepare(
                 digest
             }
             Err(e) => {
-                candidate.error = Some(tree_error(e));
+                candidate.error = Some(tree_error(&e));
                 return prepared(candidate, None, None);
             }
         },
@@ -716,8 +716,8 @@ fn prepare(
     }
 }
 
-fn tree_error(error: TreeError) -> ModuleError {
-    let kind = match &error {
+fn tree_error(error: &TreeError) -> ModuleError {
+    let kind = match error {
         TreeError::Read { .. } => "unreadable",
         TreeError::LinkOutside { .. } | TreeError::Special { .. } => "unsafe_file",
     };

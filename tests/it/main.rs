@@ -9,12 +9,14 @@
 mod cli;
 mod conformance;
 mod contract;
+mod descriptor_identity;
 mod discovery;
 mod files_module;
 mod hostile;
 mod install;
 mod mcp;
 mod misbehaving;
+mod parallel_changes;
 mod pins;
 mod roots;
 mod snapshot;
