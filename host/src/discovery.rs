@@ -39,7 +39,8 @@
 //!     describes the new bytes, confined as always;
 //!   - under `warn` runs from the folder, as before pins existed, with the
 //!     host warning that it changed (the operator chose to be told, not to
-//!     be stopped);
+//!     be stopped); a long-running host that discovered it unchanged keeps
+//!     running its snapshot and warns on each call;
 //!   - under `off` pins are not consulted and every module runs from its
 //!     folder. An unpinned module also runs (describe only, under `enforce`)
 //!     from its folder: there is no approved snapshot to run.

@@ -75,8 +75,8 @@ impl HomeLayout {
         self.root.join("cache")
     }
 
-    /// `cache/describe/`: describe results by executable digest, plus the
-    /// size-and-mtime index in front of them.
+    /// `cache/describe/`: describe results by module identity and tree
+    /// digest, plus the tree-state index in front of them.
     pub fn describe_cache_dir(&self) -> PathBuf {
         self.cache_dir().join("describe")
     }
