@@ -182,12 +182,14 @@ impl Pins {
         Ok(Pins { path, file })
     }
 
-    /// Load the pins to change them: `lock` (the home's, held by the caller
-    /// until the change is saved) guarantees no other writer reads the same
-    /// state and overwrites this change.
-    pub fn load_locked(home: &Path, lock: &HomeLock) -> Result<Pins, PinsError> {
-        let _held = lock;
-        Pins::load(home)
+    /// Load the pins to change them. Only pins loaded under the home's lock
+    /// (held by the caller until the change is saved) can be changed: no
+    /// other writer can read the same state and overwrite this change.
+    pub fn load_locked<'a>(home: &Path, lock: &'a HomeLock) -> Result<LockedPins<'a>, PinsError> {
+        Ok(LockedPins {
+            pins: Pins::load(home)?,
+            _lock: lock,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -200,21 +202,6 @@ impl Pins {
 
     pub fn records(&self) -> impl Iterator<Item = &PinRecord> {
         self.file.modules.values()
-    }
-
-    /// Record `record`, replacing any earlier pin of the same module, and save.
-    pub fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
-        self.file.modules.insert(record.module.clone(), record);
-        self.save()
-    }
-
-    /// Remove the pin of `module` and save. Returns whether there was one.
-    pub fn unpin(&mut self, module: &str) -> Result<bool, PinsError> {
-        let had = self.file.modules.remove(module).is_some();
-        if had {
-            self.save()?;
-        }
-        Ok(had)
     }
 
     /// Write the file atomically: a reader sees the old pins or the new ones,
@@ -246,6 +233,38 @@ impl Pins {
                 }
             }
         }
+    }
+}
+
+/// Pins loaded under the home's lock: the only ones that can be changed.
+#[derive(Debug)]
+pub struct LockedPins<'a> {
+    pins: Pins,
+    _lock: &'a HomeLock,
+}
+
+impl LockedPins<'_> {
+    /// Record `record`, replacing any earlier pin of the same module, and save.
+    pub fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
+        self.pins.file.modules.insert(record.module.clone(), record);
+        self.pins.save()
+    }
+
+    /// Remove the pin of `module` and save. Returns whether there was one.
+    pub fn unpin(&mut self, module: &str) -> Result<bool, PinsError> {
+        let had = self.pins.file.modules.remove(module).is_some();
+        if had {
+            self.pins.save()?;
+        }
+        Ok(had)
+    }
+}
+
+impl std::ops::Deref for LockedPins<'_> {
+    type Target = Pins;
+
+    fn deref(&self) -> &Pins {
+        &self.pins
     }
 }
 
@@ -475,7 +494,8 @@ mod tests {
     #[test]
     fn pin_then_change_bytes_and_capabilities() {
         let home = tempfile::tempdir().unwrap();
-        let mut pins = Pins::load(home.path()).unwrap();
+        let lock = HomeLock::acquire(home.path()).unwrap();
+        let mut pins = Pins::load_locked(home.path(), &lock).unwrap();
         let d = descriptor(&[("m.a", "A"), ("m.b", "B")]);
         assert_eq!(pins.standing(&d, "d1"), PinStanding::Unpinned);
         pins.pin(PinRecord::new(&d, "d1", None)).unwrap();
@@ -507,7 +527,8 @@ mod tests {
     #[test]
     fn unpin_removes_the_record() {
         let home = tempfile::tempdir().unwrap();
-        let mut pins = Pins::load(home.path()).unwrap();
+        let lock = HomeLock::acquire(home.path()).unwrap();
+        let mut pins = Pins::load_locked(home.path(), &lock).unwrap();
         let d = descriptor(&[("m.a", "A")]);
         pins.pin(PinRecord::new(&d, "d1", None)).unwrap();
         assert!(pins.unpin("m").unwrap());
