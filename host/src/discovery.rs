@@ -167,6 +167,9 @@ pub struct ModuleSummary {
     pub warnings: Vec<String>,
     pub host_warnings: Vec<String>,
     pub path: PathBuf,
+    /// What its calls run: the approved snapshot's entry file for a pinned,
+    /// unchanged module, else `path`.
+    pub program: PathBuf,
     pub transport: Transport,
     /// The reason a broken module is broken.
     pub error: Option<String>,
@@ -239,6 +242,7 @@ impl InstalledModule {
             warnings: self.warnings.clone(),
             host_warnings: self.host_warnings.clone(),
             path: self.path.clone(),
+            program: self.program.clone(),
             transport: self.transport,
             error: self.error.as_ref().map(|e| e.message.clone()),
             error_kind: self.error.as_ref().map(|e| e.kind.clone()),
@@ -1322,10 +1326,57 @@ mod discover_tests {
 }
 
 #[cfg(test)]
-mod check_cost_tests {
-    use crate::test_modules::{install, write_executable};
+mod snapshot_tests {
+    use crate::test_modules::{descriptor, install, script, write_executable};
     use crate::{Host, HostOptions};
+    use sha2::Digest;
     use std::time::Instant;
+
+    #[tokio::test]
+    async fn a_long_running_host_reads_knowledge_from_the_approved_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
+        let folder = dir.path().join("modules/guide");
+        let text = "Use guide.run first.\n";
+        std::fs::create_dir_all(folder.join("knowledge")).unwrap();
+        std::fs::write(folder.join("knowledge/intro.md"), text).unwrap();
+        let sha: String = sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let mut described = descriptor("guide");
+        described["knowledge"] = serde_json::json!({
+            "overlays": [{"id": "intro", "path": "knowledge/intro.md", "sha256": sha}]
+        });
+        let answer = serde_json::json!({"result": {"output": {"ok": true}}});
+        write_executable(
+            &folder.join("guide"),
+            &script(&described, &answer, &dir.path().join("guide.describes")),
+        );
+        let host = Host::open(HostOptions {
+            home: Some(dir.path().to_path_buf()),
+            workspace: Some(dir.path().to_path_buf()),
+        })
+        .unwrap();
+        host.pin("guide").await.unwrap();
+        // Discovered once, as the MCP server does; then the folder's copy of
+        // the document is removed.
+        let module = host.module("guide").await.unwrap();
+        std::fs::remove_file(folder.join("knowledge/intro.md")).unwrap();
+        let knowledge_dir = module.knowledge_dir().unwrap();
+        assert!(
+            knowledge_dir.starts_with(host.layout().snapshots_dir()),
+            "{}",
+            knowledge_dir.display()
+        );
+        let loaded = crate::knowledge::load(
+            module.descriptor.as_ref().unwrap(),
+            Some(knowledge_dir),
+            crate::knowledge::Selection::All,
+        );
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(loaded.overlays[0].content, text);
+    }
 
     /// The per-call check of a pinned module, against the one `stat` the
     /// entry-file check cost before snapshots. Run with `--nocapture` to see

@@ -302,3 +302,63 @@ fn a_symlink_out_of_the_module_is_refused_at_install() {
     let run = home.run(&["pin", "ver"]);
     assert_ne!(run.code, 0, "{run:#?}");
 }
+
+/// The folder a module's calls run from, checked to be a snapshot holding
+/// exactly `files`.
+#[track_caller]
+fn assert_runs_from_a_snapshot_of(home: &Home, id: &str, files: &[&str]) {
+    let entry = home.entry(id);
+    let program = Path::new(entry["program"].as_str().expect("program"));
+    let snapshots = home.path().canonicalize().unwrap().join("cache/snapshots");
+    let folder = program.parent().expect("snapshot folder");
+    assert_eq!(folder.parent(), Some(snapshots.as_path()), "{entry:#}");
+    assert_eq!(
+        folder.file_name().and_then(|n| n.to_str()),
+        entry["digest"].as_str(),
+        "named by the tree digest: {entry:#}"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(folder)
+        .expect("snapshot folder")
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, files, "{entry:#}");
+    let mode = std::fs::metadata(program).unwrap().permissions().mode();
+    assert_eq!(mode & 0o222, 0, "read-only: {mode:o}");
+}
+
+#[test]
+fn bare_executables_and_components_run_from_a_snapshot_of_only_their_own_bytes() {
+    let home = Home::new();
+    // A bare executable beside another module's files: its snapshot (the
+    // folder its calls may read and execute) holds that one file.
+    home.install_binary(
+        crate::support::Fixture::Echo.path().as_ref(),
+        "echo",
+        crate::support::Layout::Bare,
+    );
+    install_ver(&home);
+    assert_runs_from_a_snapshot_of(&home, "echo", &["echo"]);
+    assert_runs_from_a_snapshot_of(&home, "ver", &["helper.sh", "ver"]);
+    let output = home
+        .invoke(
+            "echo",
+            "echo.write_state",
+            &json!({"name": "a", "content": "x"}),
+            &[],
+        )
+        .invoke_result();
+    assert!(output.get("output").is_some(), "{output:#}");
+
+    home.install_component("files");
+    assert_runs_from_a_snapshot_of(&home, "files", &["files.wasm"]);
+    std::fs::write(home.workspace().join("a.txt"), "hello").unwrap();
+    home.invoke("files", "files.read", &json!({"path": "a.txt"}), &[])
+        .invoke_result();
+    // Changing the component's file makes it `changed`, like any module.
+    let component = home.modules().join("files/files.wasm");
+    let mut bytes = std::fs::read(&component).unwrap();
+    bytes.extend_from_slice(b"\0");
+    std::fs::write(&component, bytes).unwrap();
+    assert_eq!(home.entry("files")["status"], "changed");
+}
