@@ -10,6 +10,11 @@
 //! pins it again. This closes the "same name, new behaviour" hole: an update
 //! that silently changes what a tool does is not silently trusted.
 //!
+//! Under `warn` a pinned, unchanged module still runs from its snapshot, and
+//! a changed or unpinned one runs from its folder with a host warning; under
+//! `off` pins are not consulted and modules run from their folders (the
+//! details are in [`crate::discovery`]'s header).
+//!
 //! Pinning also stores the approved tree in the snapshot store
 //! ([`crate::snapshot`]) before the pin is written: what a pinned module runs
 //! is that snapshot, so the approval covers what executes, not only what was
