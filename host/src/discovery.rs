@@ -155,6 +155,17 @@ pub struct InstalledModule {
     pub pin: Option<PinStanding>,
 }
 
+/// Tree states found (after discovery) to still digest to a module's
+/// approved digest, by module root and digest: a folder touched or restored
+/// under a long-running host costs one digest, not one per call.
+fn reverified_states()
+-> &'static std::sync::Mutex<std::collections::HashMap<(PathBuf, String), TreeState>> {
+    static STATES: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<(PathBuf, String), TreeState>>,
+    > = std::sync::OnceLock::new();
+    STATES.get_or_init(Default::default)
+}
+
 /// The serializable face of an [`InstalledModule`]: one entry of
 /// `modhost list --json`. Field names are a public contract (scripts and the
 /// integration tests read them).
@@ -209,8 +220,29 @@ impl InstalledModule {
         if tree.still_matches() {
             return Ok(true);
         }
-        match module_tree::walk_and_digest(self.tree_root()) {
-            Ok((_, now)) => Ok(now == *digest),
+        let root = self.tree_root();
+        let key = (root.to_path_buf(), digest.clone());
+        if reverified_states()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .is_some_and(TreeState::still_matches)
+        {
+            return Ok(true);
+        }
+        match module_tree::walk_and_digest(root) {
+            Ok((now, now_digest)) => {
+                let holds = now_digest == *digest;
+                // Touched or restored: the new state vouches for the same
+                // digest from now on, so later calls are `lstat`s again.
+                if holds && now.state.settled_at(SystemTime::now()) {
+                    reverified_states()
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, now.state);
+                }
+                Ok(holds)
+            }
             Err(TreeError::Read { source, .. }) => Err(source),
             Err(other) => Err(std::io::Error::other(other.to_string())),
         }
@@ -1415,9 +1447,22 @@ mod snapshot_tests {
         let baseline = time(&|| crate::file_identity::FileIdentity::of_path(&entry).is_ok());
         let single = time(&|| one.still_holds_its_digest().unwrap());
         let tree = time(&|| many.still_holds_its_digest().unwrap());
+        // A helper rewritten with the same bytes (as a restore does): one
+        // digest, then stats again.
+        let helper = dir.path().join("modules/many/lib/helper0.sh");
+        write_executable(&helper, "echo helper\n");
+        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
+        let started = Instant::now();
+        assert!(many.still_holds_its_digest().unwrap());
+        let rehash = started.elapsed();
+        let restored = time(&|| many.still_holds_its_digest().unwrap());
         println!(
-            "per-call check: baseline (one stat of the entry) {baseline:?}; snapshot check, 1-file module {single:?}; 22-entry module {tree:?}"
+            "per-call check: baseline (one stat of the entry) {baseline:?}; snapshot check, 1-file module {single:?}; 22-entry module {tree:?}; after a restore: first call {rehash:?}, then {restored:?}"
         );
         assert!(tree < std::time::Duration::from_millis(2), "{tree:?}");
+        assert!(
+            restored * 3 < rehash,
+            "a restored tree is vouched for by its new state: {restored:?} vs {rehash:?}"
+        );
     }
 }
