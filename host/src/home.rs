@@ -83,8 +83,8 @@ impl HomeLayout {
         self.root.join("cache")
     }
 
-    /// `cache/describe/`: describe results by executable digest, plus the
-    /// size-and-mtime index in front of them.
+    /// `cache/describe/`: describe results by module identity and tree
+    /// digest, plus the tree-state index in front of them.
     pub fn describe_cache_dir(&self) -> PathBuf {
         self.cache_dir().join("describe")
     }
@@ -93,6 +93,18 @@ impl HomeLayout {
     /// the component's bytes and the engine (see `runner::wasm`).
     pub fn component_cache_dir(&self) -> PathBuf {
         self.cache_dir().join("components")
+    }
+
+    /// `cache/snapshots/`: host-owned, read-only copies of approved module
+    /// trees, by tree digest (see `snapshot`). What a pinned module runs.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.cache_dir().join("snapshots")
+    }
+
+    /// `.lock`: the file every read-modify-write of host state locks (see
+    /// `home_lock`).
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join(".lock")
     }
 
     /// `staging/`: where `install` prepares a module before the atomic

@@ -84,6 +84,9 @@ pub enum HostError {
     /// `pins.json` is unreadable or corrupt (never silently reset).
     #[error(transparent)]
     Pins(#[from] crate::pins::PinsError),
+    /// The home's lock could not be taken.
+    #[error(transparent)]
+    Lock(#[from] crate::home_lock::HomeLockError),
 }
 
 fn known_suffix(known: &[String]) -> String {
@@ -205,8 +208,18 @@ impl Host {
     /// Every installed module, described (from cache where unchanged), sorted
     /// by folder or file name. Broken modules are included, with the reason.
     pub async fn discover(&self) -> Vec<InstalledModule> {
+        self.discover_reviewing(None).await
+    }
+
+    /// [`Host::discover`], describing the changed files of `review` (the
+    /// module the operator asked about) rather than withholding them.
+    async fn discover_reviewing(&self, review: Option<&str>) -> Vec<InstalledModule> {
+        let policy = discovery::PinPolicy {
+            mode: self.config.pins,
+            review,
+        };
         let mut modules =
-            discovery::discover(&self.layout, &self.config.limits, &self.engines).await;
+            discovery::discover(&self.layout, &self.config.limits, &self.engines, policy).await;
         // Pins: each module's standing, and a pinned module whose files are
         // gone listed as broken, never silently dropped.
         discovery::apply_pins(&self.layout, &mut modules, self.config.pins);
@@ -218,7 +231,23 @@ impl Host {
     /// Discovers everything (cheap when cached): a duplicate id elsewhere
     /// makes this module broken, and only a full look can tell.
     pub async fn module(&self, id: &str) -> Result<InstalledModule, HostError> {
-        let all = self.discover().await;
+        self.find_module(id, None).await
+    }
+
+    /// The installed module `id` as the operator reviews it: under `pins =
+    /// "enforce"`, files changed since its pin are described (run, confined,
+    /// once) so that `modhost describe` can show them and `modhost pin` can
+    /// approve them. Discovery on behalf of anyone else never runs them.
+    pub async fn module_for_review(&self, id: &str) -> Result<InstalledModule, HostError> {
+        self.find_module(id, Some(id)).await
+    }
+
+    async fn find_module(
+        &self,
+        id: &str,
+        review: Option<&str>,
+    ) -> Result<InstalledModule, HostError> {
+        let all = self.discover_reviewing(review).await;
         let known = all.iter().map(|m| m.id.clone()).collect();
         // Two entries can share an id only when both are broken duplicates;
         // either describes the problem.

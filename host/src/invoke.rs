@@ -369,23 +369,26 @@ impl Host {
         self.invoke_module(&module, request).await
     }
 
-    /// What changed in `module`'s file since it was discovered, if anything
-    /// (its bytes, or whether it can be read at all). Not looked at under
-    /// `pins = "off"`.
+    /// What changed in `module`'s files since it was discovered, if anything
+    /// (its tree, its snapshot, or whether they can be read at all). What
+    /// runs is the snapshot either way; this is what makes a folder changed
+    /// under a long-running host `changed` until it is restored. Not looked
+    /// at under `pins = "off"`.
     fn change_since_discovery(&self, module: &InstalledModule) -> Option<String> {
         if self.config().pins == PinsMode::Off {
             return None;
         }
+        let root = module.tree_root();
         match module.still_holds_its_digest() {
             Ok(true) => None,
             Ok(false) => Some(format!(
-                "{} changed since module {} was discovered: these are not the bytes that were checked and approved",
-                module.path.display(),
+                "{} changed since module {} was discovered: these are not the files that were checked and approved",
+                root.display(),
                 module.id
             )),
             Err(e) => Some(format!(
                 "{} can no longer be read to check it is unchanged: {e}",
-                module.path.display()
+                root.display()
             )),
         }
     }
@@ -563,7 +566,7 @@ impl Host {
         let exchange = runner::run(
             self.engines(),
             module.transport,
-            &module.path,
+            &module.program,
             &call,
             request.progress.as_ref(),
         )

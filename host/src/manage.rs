@@ -6,23 +6,32 @@
 //!   so enable and disable first move it into `modules/<id>/` (the describe
 //!   cache is content-addressed, so the move costs no re-describe).
 //! - **Install is all or nothing.** The file is checked against `--sha256`
-//!   first; then the executable is copied (or the archive safely unpacked, see
-//!   [`crate::install`]) into a staging folder inside the home, described
-//!   there under confinement, and only a working module whose id is free and
-//!   not reserved is renamed into `modules/<id>/` (one `rename`, same
-//!   filesystem) and pinned, with its source and sha256 recorded. Any failure
-//!   removes the staging folder.
+//!   first (the sha256 of the file the operator names, executable or
+//!   archive, as before); then the executable is copied (or the archive
+//!   safely unpacked, see [`crate::install`]) into a staging folder inside
+//!   the home, described there under confinement, its tree digested (a
+//!   symlink out of the module's folder is refused here) and stored as a
+//!   snapshot ([`crate::snapshot`]), and only a working module whose id is
+//!   free and not reserved is renamed into `modules/<id>/` (one `rename`,
+//!   same filesystem) and pinned, with its source and sha256 recorded. Any
+//!   failure removes the staging folder.
 //! - **Remove keeps state** unless `purge` is asked for.
+//! - **One change at a time.** The part of install, remove, enable and
+//!   disable that changes `modules/` and `pins.json` runs under the home's
+//!   lock ([`crate::home_lock`]), after any describe (which can be slow), so
+//!   parallel commands each take effect.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::describe_cache::{DescribeCache, digest_file};
+use crate::describe_cache::{DescribeCache, DescribeKey};
 use crate::discovery::{self, DISABLED_MARKER, InstalledModule, is_module_id};
+use crate::home_lock::HomeLock;
 use crate::host::{Host, HostError};
 use crate::install::{self, ArchiveFormat, ArchiveLimits, DigestError};
+use crate::module_tree;
 use crate::pins::{PinRecord, Pins};
 use crate::runner::Transport;
 
@@ -53,29 +62,45 @@ impl Host {
     /// Disable `id`: it stays installed and listed, and contributes nothing
     /// invocable.
     pub async fn disable(&self, id: &str) -> Result<InstalledModule, HostError> {
-        let folder = self.own_folder(id).await?;
-        let marker = folder.join(DISABLED_MARKER);
-        std::fs::write(&marker, b"").map_err(|e| HostError::io("create", &marker, e))?;
+        let module = self.module(id).await?;
+        {
+            let _lock = HomeLock::acquire(self.home())?;
+            let folder = self.own_folder(&module)?;
+            let marker = folder.join(DISABLED_MARKER);
+            std::fs::write(&marker, b"").map_err(|e| HostError::io("create", &marker, e))?;
+        }
         self.module(id).await
     }
 
     /// Enable `id` (remove its `.disabled` marker).
     pub async fn enable(&self, id: &str) -> Result<InstalledModule, HostError> {
-        let folder = self.own_folder(id).await?;
-        let marker = folder.join(DISABLED_MARKER);
-        match std::fs::remove_file(&marker) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(HostError::io("remove", &marker, e)),
+        let module = self.module(id).await?;
+        {
+            let _lock = HomeLock::acquire(self.home())?;
+            let folder = self.own_folder(&module)?;
+            let marker = folder.join(DISABLED_MARKER);
+            match std::fs::remove_file(&marker) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(HostError::io("remove", &marker, e)),
+            }
         }
         self.module(id).await
     }
 
-    /// The module's own folder, moving a bare executable into `modules/<id>/` first.
-    async fn own_folder(&self, id: &str) -> Result<PathBuf, HostError> {
-        let module = self.module(id).await?;
+    /// The module's own folder, moving a bare executable into `modules/<id>/`
+    /// first. The caller holds the home's lock.
+    fn own_folder(&self, module: &InstalledModule) -> Result<PathBuf, HostError> {
+        let module = module.clone();
         if let Some(folder) = module.folder {
             return Ok(folder);
+        }
+        if std::fs::symlink_metadata(&module.path).is_err() {
+            // Moved by another command between discovery and the lock.
+            let folder = self.layout().module_dir(&module.id);
+            if folder.is_dir() {
+                return Ok(folder);
+            }
         }
         if !is_module_id(&module.id) {
             return Err(HostError::InvalidId { id: module.id });
@@ -217,13 +242,32 @@ impl Host {
                 descriptor.id
             )));
         }
-        let digest = digest_file(&program).map_err(|e| HostError::io("read", &program, e))?;
+        // The whole tree is what is approved; a link out of it is refused.
+        let (_, digest) = module_tree::walk_and_digest(&folder)
+            .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
+        crate::snapshot::ensure(self.layout(), &folder, &digest)
+            .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
         // Seed the describe cache so the first `list` does not run it again.
-        let cache = DescribeCache::load(&self.layout().describe_cache_dir());
-        let _ = cache.store_result(&digest, &value);
+        let entry = program.strip_prefix(&folder).unwrap_or(&program);
+        let cache = DescribeCache::load(self.layout());
+        let _ = cache.store_result(
+            &DescribeKey {
+                name: &id,
+                entry,
+                digest: &digest,
+            },
+            &value,
+        );
 
         let modules = self.layout().modules_dir();
         std::fs::create_dir_all(&modules).map_err(|e| HostError::io("create", &modules, e))?;
+        let lock = HomeLock::acquire(self.home())?;
+        if let Some(taken) = taken_path(self.layout(), &id) {
+            return Err(HostError::ModuleExists {
+                id: id.clone(),
+                path: taken,
+            });
+        }
         // rename(2) onto an existing non-empty directory fails, so a racing
         // install of the same id cannot be overwritten.
         std::fs::rename(&folder, &target)
@@ -238,7 +282,7 @@ impl Host {
                 .unwrap_or_else(|_| source.clone())
                 .display()
         );
-        let pinned = Pins::load(self.home())
+        let pinned = Pins::load_locked(self.home(), &lock)
             .and_then(|mut pins| pins.pin(PinRecord::new(&descriptor, &digest, Some(origin))));
         if let Err(e) = pinned {
             let _ = std::fs::remove_dir_all(&target);
@@ -248,16 +292,16 @@ impl Host {
     }
 
     async fn refuse_taken_id(&self, id: &str, target: &Path) -> Result<(), HostError> {
+        if let Some(path) = taken_path(self.layout(), id) {
+            return Err(HostError::ModuleExists {
+                id: id.to_owned(),
+                path,
+            });
+        }
         if std::fs::symlink_metadata(target).is_ok() {
             return Err(HostError::ModuleExists {
                 id: id.to_owned(),
                 path: target.to_path_buf(),
-            });
-        }
-        if let Some(other) = self.discover().await.into_iter().find(|m| m.id == id) {
-            return Err(HostError::ModuleExists {
-                id: id.to_owned(),
-                path: other.path,
             });
         }
         Ok(())
@@ -266,8 +310,11 @@ impl Host {
     /// Remove `id`; its state stays unless `purge`.
     pub async fn remove(&self, id: &str, purge: bool) -> Result<RemoveReport, HostError> {
         let module = self.module(id).await?;
-        // A pinned module whose files are already gone only loses its pin.
+        let lock = HomeLock::acquire(self.home())?;
+        // A pinned module whose files are already gone only loses its pin
+        // (also when a parallel remove got there first).
         let removed = match &module.folder {
+            Some(folder) if std::fs::symlink_metadata(folder).is_err() => folder.clone(),
             Some(folder) => {
                 std::fs::remove_dir_all(folder).map_err(|e| HostError::io("remove", folder, e))?;
                 folder.clone()
@@ -279,11 +326,12 @@ impl Host {
                 module.path.clone()
             }
         };
-        if let Ok(mut pins) = Pins::load(self.home()) {
+        if let Ok(mut pins) = Pins::load_locked(self.home(), &lock) {
             pins.unpin(&module.id).map_err(|e| {
                 HostError::Refused(format!("removed {}, but {e}", removed.display()))
             })?;
         }
+        drop(lock);
         let state = self.layout().state_dir(&module.id);
         let artifacts = self.layout().artifacts_dir(&module.id);
         let mut purged = Vec::new();
@@ -303,6 +351,15 @@ impl Host {
             kept_state,
         })
     }
+}
+
+/// What already occupies the id `id` under `modules/`: its folder, or a
+/// bare file named after it (a module is named by its folder or file).
+fn taken_path(layout: &crate::home::HomeLayout, id: &str) -> Option<PathBuf> {
+    let modules = layout.modules_dir();
+    [modules.join(id), modules.join(format!("{id}.wasm"))]
+        .into_iter()
+        .find(|p| std::fs::symlink_metadata(p).is_ok())
 }
 
 /// A file's name without `.wasm` (or any extension): the default id.

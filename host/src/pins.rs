@@ -1,7 +1,8 @@
 //! Integrity pins: the operator's approval of exact bytes and an exact descriptor.
 //!
-//! `pins.json` in the host home records, per module, the blake3 digest of the
-//! executable or component bytes, the digest of the descriptor (and of each
+//! `pins.json` in the host home records, per module, the tree digest of its
+//! files ([`crate::module_tree`]: every file of its folder, names, modes and
+//! contents), the digest of the descriptor (and of each
 //! capability, so a refusal can say *what* changed), the contract version and
 //! when it was pinned. Under `pins = "enforce"` (the default) an unpinned
 //! module can be listed and described but not invoked, and a module whose
@@ -9,9 +10,26 @@
 //! pins it again. This closes the "same name, new behaviour" hole: an update
 //! that silently changes what a tool does is not silently trusted.
 //!
+//! Under `warn` a pinned, unchanged module still runs from its snapshot, and
+//! a changed or unpinned one runs from its folder with a host warning; under
+//! `off` pins are not consulted and modules run from their folders (the
+//! details are in [`crate::discovery`]'s header).
+//!
+//! Pinning also stores the approved tree in the snapshot store
+//! ([`crate::snapshot`]) before the pin is written: what a pinned module runs
+//! is that snapshot, so the approval covers what executes, not only what was
+//! checked.
+//!
 //! The file is written atomically (temp file in the same directory, fsync,
-//! rename). A corrupt or unreadable `pins.json` is an error naming the file;
-//! it is never silently reset, because resetting would unpin everything.
+//! rename), and every change reads, modifies and writes it under the home's
+//! lock ([`crate::home_lock`]): concurrent `pin`/`unpin`/`install`/`remove`
+//! each take effect. A corrupt or unreadable `pins.json`, or one in a format
+//! this modhost does not know, is an error naming the file; it is never
+//! silently reset or rewritten, because that would unpin everything.
+//!
+//! Format 2 pins trees. A format-1 record (written by a modhost that pinned
+//! only the entry file) is kept but counts as changed until the operator
+//! pins the module again: it never approved the files beside the entry.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,9 +40,24 @@ use modproto::{Capability, Descriptor};
 use serde::{Deserialize, Serialize};
 
 use crate::atomic_file::write_bytes_atomically;
+use crate::home_lock::{HomeLock, HomeLockError};
 
 /// The file name inside the host home.
 pub const PINS_FILE: &str = "pins.json";
+
+/// The format this modhost writes.
+pub const FORMAT: u32 = 2;
+
+/// What a record's `digest` covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PinCovers {
+    /// Only the entry file's bytes (format 1): no longer enough to run.
+    #[default]
+    EntryFile,
+    /// The module's whole tree.
+    Tree,
+}
 
 /// How the host treats pins (`pins = "..."` in `config.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -44,8 +77,12 @@ pub enum PinsMode {
 pub struct PinRecord {
     pub module: String,
     pub version: String,
-    /// blake3 of the executable or component bytes, hex.
+    /// The tree digest of the module's files, hex (format 1: blake3 of the
+    /// entry file only; see `covers`).
     pub digest: String,
+    /// What `digest` covers; absent in format 1.
+    #[serde(default)]
+    pub covers: PinCovers,
     /// blake3 of the descriptor as JSON, hex.
     pub descriptor_digest: String,
     /// blake3 of each capability as JSON, by capability id.
@@ -67,6 +104,7 @@ impl PinRecord {
             module: descriptor.id.clone(),
             version: descriptor.version.clone(),
             digest: digest.to_owned(),
+            covers: PinCovers::Tree,
             descriptor_digest: descriptor_digest(descriptor),
             capabilities: capability_digests(descriptor),
             contract_version: descriptor
@@ -107,6 +145,12 @@ pub enum PinsError {
         "{path} is corrupt ({message}); fix or remove it by hand (removing it unpins every module), nothing was changed"
     )]
     Corrupt { path: PathBuf, message: String },
+    #[error(
+        "{path} has format {format}, which this modhost does not know (it reads formats 1 and {FORMAT}): it was written by another modhost version; use that version, or move the file aside and pin every module again; nothing was changed"
+    )]
+    UnknownFormat { path: PathBuf, format: u32 },
+    #[error(transparent)]
+    Lock(#[from] HomeLockError),
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -115,23 +159,42 @@ pub enum PinsError {
 }
 
 impl Pins {
-    /// Load the pins of the home at `home`. A missing file is an empty set.
+    /// Load the pins of the home at `home`, to read them. A missing file is
+    /// an empty set. To change them, use [`Pins::load_locked`].
     pub fn load(home: &Path) -> Result<Pins, PinsError> {
         let path = home.join(PINS_FILE);
         let file = match std::fs::read(&path) {
             Ok(bytes) => {
-                serde_json::from_slice::<PinFile>(&bytes).map_err(|e| PinsError::Corrupt {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?
+                let file =
+                    serde_json::from_slice::<PinFile>(&bytes).map_err(|e| PinsError::Corrupt {
+                        path: path.clone(),
+                        message: e.to_string(),
+                    })?;
+                if !(1..=FORMAT).contains(&file.format) {
+                    return Err(PinsError::UnknownFormat {
+                        path,
+                        format: file.format,
+                    });
+                }
+                file
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => PinFile {
-                format: 1,
+                format: FORMAT,
                 ..PinFile::default()
             },
             Err(source) => return Err(PinsError::Read { path, source }),
         };
         Ok(Pins { path, file })
+    }
+
+    /// Load the pins to change them. Only pins loaded under the home's lock
+    /// (held by the caller until the change is saved) can be changed: no
+    /// other writer can read the same state and overwrite this change.
+    pub fn load_locked<'a>(home: &Path, lock: &'a HomeLock) -> Result<LockedPins<'a>, PinsError> {
+        Ok(LockedPins {
+            pins: Pins::load(home)?,
+            _lock: lock,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -146,21 +209,6 @@ impl Pins {
         self.file.modules.values()
     }
 
-    /// Record `record`, replacing any earlier pin of the same module, and save.
-    pub fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
-        self.file.modules.insert(record.module.clone(), record);
-        self.save()
-    }
-
-    /// Remove the pin of `module` and save. Returns whether there was one.
-    pub fn unpin(&mut self, module: &str) -> Result<bool, PinsError> {
-        let had = self.file.modules.remove(module).is_some();
-        if had {
-            self.save()?;
-        }
-        Ok(had)
-    }
-
     /// Write the file atomically: a reader sees the old pins or the new ones,
     /// never half of either, even if the host dies mid-write.
     fn save(&self) -> Result<(), PinsError> {
@@ -168,7 +216,11 @@ impl Pins {
             path: self.path.clone(),
             source,
         };
-        let mut bytes = serde_json::to_vec_pretty(&self.file).unwrap_or_default();
+        let file = PinFile {
+            format: FORMAT,
+            modules: self.file.modules.clone(),
+        };
+        let mut bytes = serde_json::to_vec_pretty(&file).unwrap_or_default();
         bytes.push(b'\n');
         write_bytes_atomically(&self.path, &bytes).map_err(write_err)
     }
@@ -186,6 +238,38 @@ impl Pins {
                 }
             }
         }
+    }
+}
+
+/// Pins loaded under the home's lock: the only ones that can be changed.
+#[derive(Debug)]
+pub struct LockedPins<'a> {
+    pins: Pins,
+    _lock: &'a HomeLock,
+}
+
+impl LockedPins<'_> {
+    /// Record `record`, replacing any earlier pin of the same module, and save.
+    pub fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
+        self.pins.file.modules.insert(record.module.clone(), record);
+        self.pins.save()
+    }
+
+    /// Remove the pin of `module` and save. Returns whether there was one.
+    pub fn unpin(&mut self, module: &str) -> Result<bool, PinsError> {
+        let had = self.pins.file.modules.remove(module).is_some();
+        if had {
+            self.pins.save()?;
+        }
+        Ok(had)
+    }
+}
+
+impl std::ops::Deref for LockedPins<'_> {
+    type Target = Pins;
+
+    fn deref(&self) -> &Pins {
+        &self.pins
     }
 }
 
@@ -226,6 +310,9 @@ impl PinStanding {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PinChange {
     pub bytes: bool,
+    /// The pin covers only the entry file (format 1): the files beside it
+    /// were never approved.
+    pub entry_file_only: bool,
     pub version: Option<(String, String)>,
     pub contract_version: Option<(String, String)>,
     pub capabilities_added: Vec<String>,
@@ -245,7 +332,12 @@ impl PinChange {
 impl fmt::Display for PinChange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts = Vec::new();
-        if self.bytes {
+        if self.entry_file_only {
+            parts.push(
+                "pinned by an older modhost that approved only the entry file, not the files beside it"
+                    .to_owned(),
+            );
+        } else if self.bytes {
             parts.push("bytes changed".to_owned());
         }
         if let Some((old, new)) = &self.version {
@@ -274,6 +366,7 @@ fn compare(record: &PinRecord, descriptor: &Descriptor, digest: &str) -> PinChan
     let now = capability_digests(descriptor);
     let mut change = PinChange {
         bytes: record.digest != digest,
+        entry_file_only: record.covers != PinCovers::Tree,
         ..PinChange::default()
     };
     if record.version != descriptor.version {
@@ -345,7 +438,9 @@ impl crate::Host {
     /// approval of something that works, and pinning a broken module would
     /// make it silently callable the moment it describes itself.
     pub async fn pin(&self, id: &str) -> Result<PinOutcome, crate::HostError> {
-        let module = self.module(id).await?;
+        // The operator asked: a changed module is described from its new
+        // files, which are what this pin approves.
+        let module = self.module_for_review(id).await?;
         let refuse = |why: String| crate::HostError::Refused(format!("cannot pin {id}: {why}"));
         if module.status == crate::ModuleStatus::Broken {
             let (kind, message) = module
@@ -360,7 +455,12 @@ impl crate::Host {
         let (Some(descriptor), Some(digest)) = (&module.descriptor, &module.digest) else {
             return Err(refuse("it did not describe itself".into()));
         };
-        let mut pins = Pins::load(self.home())?;
+        // The snapshot first: a pin is only written for bytes the store
+        // holds, copied and verified against the digest just described.
+        crate::snapshot::ensure(self.layout(), module.tree_root(), digest)
+            .map_err(|e| refuse(e.to_string()))?;
+        let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
+        let mut pins = Pins::load_locked(self.home(), &lock)?;
         let before = pins.standing(descriptor, digest);
         let source = pins.get(id).and_then(|r| r.source.clone());
         let record = PinRecord::new(descriptor, digest, source);
@@ -377,7 +477,8 @@ impl crate::Host {
 
     /// Remove the pin of `id` (installed or not). Returns whether there was one.
     pub fn unpin(&self, id: &str) -> Result<bool, crate::HostError> {
-        Ok(Pins::load(self.home())?.unpin(id)?)
+        let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
+        Ok(Pins::load_locked(self.home(), &lock)?.unpin(id)?)
     }
 }
 
@@ -398,7 +499,8 @@ mod tests {
     #[test]
     fn pin_then_change_bytes_and_capabilities() {
         let home = tempfile::tempdir().unwrap();
-        let mut pins = Pins::load(home.path()).unwrap();
+        let lock = HomeLock::acquire(home.path()).unwrap();
+        let mut pins = Pins::load_locked(home.path(), &lock).unwrap();
         let d = descriptor(&[("m.a", "A"), ("m.b", "B")]);
         assert_eq!(pins.standing(&d, "d1"), PinStanding::Unpinned);
         pins.pin(PinRecord::new(&d, "d1", None)).unwrap();
@@ -430,7 +532,8 @@ mod tests {
     #[test]
     fn unpin_removes_the_record() {
         let home = tempfile::tempdir().unwrap();
-        let mut pins = Pins::load(home.path()).unwrap();
+        let lock = HomeLock::acquire(home.path()).unwrap();
+        let mut pins = Pins::load_locked(home.path(), &lock).unwrap();
         let d = descriptor(&[("m.a", "A")]);
         pins.pin(PinRecord::new(&d, "d1", None)).unwrap();
         assert!(pins.unpin("m").unwrap());
@@ -438,6 +541,36 @@ mod tests {
         assert_eq!(
             Pins::load(home.path()).unwrap().standing(&d, "d1"),
             PinStanding::Unpinned
+        );
+    }
+
+    #[test]
+    fn an_unknown_format_is_refused_with_a_remedy_and_left_alone() {
+        let home = tempfile::tempdir().unwrap();
+        let path = home.path().join(PINS_FILE);
+        let text = b"{\"format\": 99, \"modules\": {}}";
+        std::fs::write(&path, text).unwrap();
+        let err = Pins::load(home.path()).unwrap_err();
+        assert!(matches!(err, PinsError::UnknownFormat { format: 99, .. }));
+        assert!(err.to_string().contains("move the file aside"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), text);
+    }
+
+    #[test]
+    fn a_format_1_pin_covers_only_the_entry_file_and_counts_as_changed() {
+        let home = tempfile::tempdir().unwrap();
+        let d = descriptor(&[("m.a", "A")]);
+        let mut record = serde_json::to_value(PinRecord::new(&d, "d1", None)).unwrap();
+        record.as_object_mut().unwrap().remove("covers");
+        let file = json!({"format": 1, "modules": {"m": record}});
+        std::fs::write(home.path().join(PINS_FILE), file.to_string()).unwrap();
+        let pins = Pins::load(home.path()).unwrap();
+        let PinStanding::Changed(change) = pins.standing(&d, "d1") else {
+            panic!("a format-1 pin must not approve a tree")
+        };
+        assert!(
+            change.to_string().contains("only the entry file"),
+            "{change}"
         );
     }
 

@@ -77,8 +77,12 @@ def make_home(root: Path) -> tuple[Path, Path]:
 
 
 def processes_running(path: Path) -> list[int]:
-    """Pids whose command line starts with `path` (the installed module copy)."""
+    """Pids whose command line starts with `path` (the installed module copy)
+    or with its approved snapshot, `<home>/cache/snapshots/<digest>/<name>`,
+    which is what a pinned module runs."""
     wanted = str(path).encode()
+    snapshots = str(path.parents[2] / "cache" / "snapshots").encode() + b"/"
+    name = b"/" + path.name.encode()
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -89,7 +93,9 @@ def processes_running(path: Path) -> list[int]:
         except OSError:
             continue
         # A zombie has been killed already; only its parent's reaping is left.
-        if cmdline.split(b"\0", 1)[0] == wanted and "State:\tZ" not in status:
+        argv0 = cmdline.split(b"\0", 1)[0]
+        from_snapshot = argv0.startswith(snapshots) and argv0.endswith(name)
+        if (argv0 == wanted or from_snapshot) and "State:\tZ" not in status:
             pids.append(int(entry.name))
     return pids
 

@@ -231,12 +231,12 @@ async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
     let as_path = Path::new(raw);
     if !raw.contains('/') {
         match host.module(raw).await {
-            Ok(module) if module.path.is_file() => {
+            Ok(module) if module.program.is_file() => {
                 return Ok(Target {
                     label: module.id.clone(),
-                    program: module.path.clone(),
+                    program: module.program.clone(),
                     transport: module.transport,
-                    folder: module.folder.clone(),
+                    folder: module.knowledge_dir().map(Path::to_path_buf),
                 });
             }
             Ok(module) => anyhow::bail!(

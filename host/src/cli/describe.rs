@@ -26,7 +26,7 @@ pub struct Args {
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
-    let module = host.module(&args.module).await?;
+    let module = host.module_for_review(&args.module).await?;
     let overrides: BTreeMap<String, PathBuf> = args.source_roots.iter().cloned().collect();
     // Authority is per capability: preview each one's plan exactly as a
     // call would get it (`Host::grants`), without touching the disk.
@@ -51,7 +51,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     // operator should see them here, not only when an agent asks.
     if let Some(descriptor) = &module.descriptor {
         host_warnings.extend(
-            modhost::knowledge::check(descriptor, module.folder.as_deref())
+            modhost::knowledge::check(descriptor, module.knowledge_dir())
                 .into_iter()
                 .map(|w| format!("knowledge: {w}")),
         );

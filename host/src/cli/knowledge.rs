@@ -31,7 +31,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         .skill
         .as_deref()
         .map_or(Selection::All, Selection::Skill);
-    let loaded = knowledge::load(descriptor, module.folder.as_deref(), selection);
+    let loaded = knowledge::load(descriptor, module.knowledge_dir(), selection);
     if args.json {
         super::print_json(&loaded)?;
     } else {

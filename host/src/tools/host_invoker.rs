@@ -129,7 +129,7 @@ pub fn tool_modules(discovered: &[InstalledModule]) -> Vec<ModuleEntry> {
             }
             Some(ModuleEntry {
                 descriptor,
-                dir: m.folder.clone(),
+                dir: m.knowledge_dir().map(|d| d.to_path_buf()),
             })
         })
         .collect()

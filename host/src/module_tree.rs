@@ -1,0 +1,387 @@
+//! A module's files as one digest: what a pin approves and a snapshot holds.
+//!
+//! A module is rarely one file: a script runs helpers beside it, an archive
+//! brings shared libraries, interpreter code, data. Approving only the entry
+//! executable would let every other file change behind the approval, so the
+//! unit of trust is the module's whole tree:
+//!
+//! - **A folder module** (`modules/<id>/`) is every file, folder and link
+//!   beneath the folder, except the top-level `.disabled` marker (disabling
+//!   is the operator's switch, not a change of what runs).
+//! - **A bare executable** (`modules/<name>`) is a tree of one file, named as
+//!   it is named. The folder itself is not part of the digest, so the same
+//!   file moved into `modules/<name>/<name>` (enable/disable do that) keeps its
+//!   digest, and a snapshot folder holding only that file digests the same.
+//!
+//! The digest is blake3 over the entries in byte order of their relative
+//! names: for a file its name, whether it is executable (the only mode bit
+//! that changes what runs; install reduces modes to 0755/0644 anyway) and the
+//! blake3 of its contents; for a folder its name; for a symlink its name and
+//! target. Symlinks are recorded as links, never followed, and only a
+//! relative link that stays inside the tree is accepted: a link out of the
+//! folder would make the approval cover bytes the module does not own. Other
+//! file types (fifos, devices, sockets) are refused.
+//!
+//! [`TreeState`] is the cheap side: the `lstat` identity ([`FileIdentity`]) of
+//! the root and of every entry, taken while walking. Adding, removing or
+//! renaming an entry changes its folder's identity; writing a file changes
+//! the file's. So "nothing changed since the digest" is one `lstat` per entry,
+//! which is what lets a long-running host check a module on every call.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::discovery::DISABLED_MARKER;
+use crate::file_identity::FileIdentity;
+
+/// Why a module's tree could not be digested.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error("could not read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{link} is a symlink to {target:?}, which points outside the module's folder; a module may only link to its own files (copy the file into the module instead)"
+    )]
+    LinkOutside { link: PathBuf, target: PathBuf },
+    #[error(
+        "{path} is not a regular file, folder or symlink; remove it from the module (only those are installed)"
+    )]
+    Special { path: PathBuf },
+}
+
+/// What one entry of a tree is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeKind {
+    Folder,
+    File { executable: bool },
+    Link { target: PathBuf },
+}
+
+/// One entry of a module's tree.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Relative to the tree's root (for a bare file: its file name).
+    pub relative: PathBuf,
+    /// Where it is on disk now.
+    pub path: PathBuf,
+    pub kind: NodeKind,
+}
+
+/// A walked tree: its entries in digest order, and their identities.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    pub nodes: Vec<Node>,
+    pub state: TreeState,
+}
+
+/// The `lstat` identities of a tree's root and entries when it was walked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TreeState {
+    entries: Vec<(PathBuf, FileIdentity)>,
+}
+
+impl TreeState {
+    /// Whether every entry still has the identity it had (one `lstat` each).
+    /// `false` means "look again", not necessarily "changed": the caller
+    /// digests the tree to know.
+    pub fn still_matches(&self) -> bool {
+        self.entries.iter().all(|(path, identity)| {
+            std::fs::symlink_metadata(path).is_ok_and(|m| FileIdentity::of(&m) == *identity)
+        })
+    }
+
+    /// Whether every entry had last changed at least [`crate::file_identity::RACY`]
+    /// before `at`, so this state can vouch for a digest taken at `at`.
+    pub fn settled_at(&self, at: SystemTime) -> bool {
+        self.entries
+            .iter()
+            .all(|(_, identity)| identity.settled_at(at))
+    }
+
+    /// How many entries a check stats.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Walk the tree at `root`: a folder (everything beneath it) or one file.
+/// Reads no file contents.
+pub fn walk(root: &Path) -> Result<Tree, TreeError> {
+    let read = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TreeError::Read { path, source }
+    };
+    let meta = std::fs::metadata(root).map_err(read(root))?;
+    let mut nodes = Vec::new();
+    let mut entries = Vec::new();
+    if meta.is_dir() {
+        // The root is followed (modules/<id> may be a symlinked development
+        // folder); everything beneath it is not.
+        entries.push((root.to_path_buf(), FileIdentity::of(&meta)));
+        walk_folder(root, root, &mut nodes, &mut entries)?;
+    } else {
+        let name = root.file_name().map(PathBuf::from).unwrap_or_default();
+        let file = std::fs::symlink_metadata(root).map_err(read(root))?;
+        entries.push((root.to_path_buf(), FileIdentity::of(&file)));
+        nodes.push(Node {
+            relative: name,
+            path: root.to_path_buf(),
+            kind: NodeKind::File {
+                executable: meta.permissions().mode() & 0o111 != 0,
+            },
+        });
+    }
+    nodes.sort_by(|a, b| {
+        a.relative
+            .as_os_str()
+            .as_encoded_bytes()
+            .cmp(b.relative.as_os_str().as_encoded_bytes())
+    });
+    Ok(Tree {
+        nodes,
+        state: TreeState { entries },
+    })
+}
+
+fn walk_folder(
+    root: &Path,
+    folder: &Path,
+    nodes: &mut Vec<Node>,
+    entries: &mut Vec<(PathBuf, FileIdentity)>,
+) -> Result<(), TreeError> {
+    let read = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TreeError::Read { path, source }
+    };
+    for entry in std::fs::read_dir(folder).map_err(read(folder))? {
+        let entry = entry.map_err(read(folder))?;
+        let path = entry.path();
+        let relative = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+        if folder == root && entry.file_name() == DISABLED_MARKER {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&path).map_err(read(&path))?;
+        entries.push((path.clone(), FileIdentity::of(&meta)));
+        let kind = if meta.is_dir() {
+            walk_folder(root, &path, nodes, entries)?;
+            NodeKind::Folder
+        } else if meta.is_file() {
+            NodeKind::File {
+                executable: meta.permissions().mode() & 0o111 != 0,
+            }
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&path).map_err(read(&path))?;
+            if !stays_inside(&relative, &target) {
+                return Err(TreeError::LinkOutside { link: path, target });
+            }
+            NodeKind::Link { target }
+        } else {
+            return Err(TreeError::Special { path });
+        };
+        nodes.push(Node {
+            relative,
+            path,
+            kind,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a link at `link` (relative to the root) to `target` resolves,
+/// lexically, beneath the root. Links through links stay inside too, since
+/// every link in the tree is checked the same way.
+fn stays_inside(link: &Path, target: &Path) -> bool {
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth: Vec<&std::ffi::OsStr> = link
+        .parent()
+        .map(|p| {
+            p.components()
+                .filter_map(|c| match c {
+                    Component::Normal(n) => Some(n),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    for component in target.components() {
+        match component {
+            Component::Normal(name) => depth.push(name),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if depth.pop().is_none() {
+                    return false;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+/// The tree digest (blake3, hex) of `tree`'s entries, reading every file.
+pub fn digest(tree: &Tree) -> Result<String, TreeError> {
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(b"modhost-tree-v1\0");
+    for node in &tree.nodes {
+        let name = node.relative.as_os_str().as_encoded_bytes();
+        match &node.kind {
+            NodeKind::Folder => {
+                hasher.update(b"d");
+                hasher.update(name);
+                hasher.update(b"\0");
+            }
+            NodeKind::File { executable } => {
+                hasher.update(b"f");
+                hasher.update(name);
+                hasher.update(b"\0");
+                hasher.update(if *executable { b"x" } else { b"-" });
+                let contents = digest_file(&node.path).map_err(|source| TreeError::Read {
+                    path: node.path.clone(),
+                    source,
+                })?;
+                hasher.update(contents.as_bytes());
+            }
+            NodeKind::Link { target } => {
+                hasher.update(b"l");
+                hasher.update(name);
+                hasher.update(b"\0");
+                hasher.update(target.as_os_str().as_encoded_bytes());
+                hasher.update(b"\0");
+            }
+        }
+    }
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// Walk and digest the tree at `root` in one go.
+pub fn walk_and_digest(root: &Path) -> Result<(Tree, String), TreeError> {
+    let tree = walk(root)?;
+    let digest = digest(&tree)?;
+    Ok((tree, digest))
+}
+
+/// The blake3 of one file's contents, never following a symlink.
+fn digest_file(path: &Path) -> std::io::Result<blake3::Hash> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::File::options()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update_reader(file)?;
+    Ok(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str, mode: u32) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn digest_of(root: &Path) -> String {
+        walk_and_digest(root).unwrap().1
+    }
+
+    #[test]
+    fn every_file_name_mode_and_content_counts_but_the_disabled_marker_does_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("m");
+        write(&m.join("m"), "#!/bin/sh\n", 0o755);
+        write(&m.join("lib/helper.sh"), "echo v1\n", 0o644);
+        let first = digest_of(&m);
+
+        write(&m.join("lib/helper.sh"), "echo v2\n", 0o644);
+        let content = digest_of(&m);
+        assert_ne!(content, first, "a helper's content");
+
+        write(&m.join("lib/helper.sh"), "echo v1\n", 0o755);
+        assert_ne!(digest_of(&m), first, "a helper's executable bit");
+
+        write(&m.join("lib/helper.sh"), "echo v1\n", 0o644);
+        assert_eq!(digest_of(&m), first, "restored");
+
+        std::fs::write(m.join(".disabled"), "").unwrap();
+        assert_eq!(digest_of(&m), first, "disabling changes nothing that runs");
+
+        std::fs::rename(m.join("lib/helper.sh"), m.join("lib/other.sh")).unwrap();
+        assert_ne!(digest_of(&m), first, "a name");
+    }
+
+    #[test]
+    fn a_bare_file_digests_like_a_folder_holding_only_it() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("bare/loose"), "#!/bin/sh\n", 0o755);
+        write(&dir.path().join("folder/loose"), "#!/bin/sh\n", 0o755);
+        write(&dir.path().join("other/other"), "#!/bin/sh\n", 0o755);
+        let bare = digest_of(&dir.path().join("bare/loose"));
+        assert_eq!(bare, digest_of(&dir.path().join("folder")));
+        assert_ne!(
+            bare,
+            digest_of(&dir.path().join("other")),
+            "the same bytes under another name are another tree"
+        );
+    }
+
+    #[test]
+    fn a_link_inside_is_recorded_and_a_link_outside_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("m");
+        write(&m.join("m"), "#!/bin/sh\n", 0o755);
+        write(&m.join("lib/real.sh"), "x", 0o644);
+        std::os::unix::fs::symlink("lib/real.sh", m.join("alias.sh")).unwrap();
+        std::os::unix::fs::symlink("../real.sh", m.join("lib/up.sh")).unwrap();
+        let tree = walk(&m).unwrap();
+        assert!(tree.nodes.iter().any(
+            |n| matches!(&n.kind, NodeKind::Link { target } if target == Path::new("lib/real.sh"))
+        ));
+
+        std::os::unix::fs::symlink("../../secret", m.join("lib/escape")).unwrap();
+        let err = walk(&m).unwrap_err();
+        assert!(matches!(err, TreeError::LinkOutside { .. }), "{err}");
+        assert!(
+            err.to_string().contains("outside the module's folder"),
+            "{err}"
+        );
+        std::fs::remove_file(m.join("lib/escape")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", m.join("abs")).unwrap();
+        assert!(matches!(walk(&m), Err(TreeError::LinkOutside { .. })));
+    }
+
+    #[test]
+    fn the_state_notices_a_write_an_added_file_and_a_removed_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = dir.path().join("m");
+        write(&m.join("m"), "#!/bin/sh\n", 0o755);
+        write(&m.join("lib/helper.sh"), "one", 0o644);
+        let state = walk(&m).unwrap().state;
+        assert!(state.still_matches());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&m.join("lib/helper.sh"), "two", 0o644);
+        assert!(!state.still_matches(), "a write");
+
+        let state = walk(&m).unwrap().state;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&m.join("lib/new.sh"), "x", 0o644);
+        assert!(!state.still_matches(), "an added file");
+
+        let state = walk(&m).unwrap().state;
+        std::fs::remove_file(m.join("lib/new.sh")).unwrap();
+        assert!(!state.still_matches(), "a removed file");
+    }
+}
