@@ -95,7 +95,8 @@ else {{
     let entry = home.entry("nodey");
     assert_eq!(entry["status"], "enabled", "{entry:#}");
 
-    let mine = home.modules().join("nodey/nodey");
+    // What runs is the approved snapshot, which the module may read.
+    let mine = PathBuf::from(entry["program"].as_str().expect("program"));
     let output = peek(&home, "nodey", &mine, &system_path());
     assert!(
         output["read"]
@@ -155,7 +156,7 @@ fn a_python_module_runs_confined_from_an_interpreter_outside_the_system_folders(
 }
 
 /// Install a `#!/usr/bin/env python3` module `id`, run with `path_env`: it
-/// answers describe and invoke confined (its own file readable, a secret
+/// answers describe and invoke confined (its own snapshot readable, a secret
 /// outside its grants not). Returns the output of reading its own file.
 fn run_python_module(home: &Home, id: &str, path_env: &str) -> Value {
     let script = format!(
@@ -178,7 +179,8 @@ else:
     let entry = home.entry(id);
     assert_eq!(entry["status"], "enabled", "{entry:#}");
 
-    let mine = home.modules().join(id).join(id);
+    // What runs is the approved snapshot, which the module may read.
+    let mine = PathBuf::from(entry["program"].as_str().expect("program"));
     let output = peek(home, id, &mine, path_env);
     assert!(
         output["read"].as_str().unwrap_or_default().contains(id),
