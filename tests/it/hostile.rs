@@ -3,8 +3,9 @@
 //! module answers, reporting its own failure), with the host alive, nothing
 //! outside the grants changed, and no process left.
 //!
-//! The filesystem and TCP denials come from landlock; on a kernel without it
-//! (or without network rules) those tests say so and skip instead of passing.
+//! The filesystem and TCP denials come from landlock and the process group
+//! from seccomp; on a kernel without them the tests that need them fail with
+//! the reason (`doctor --json` names the part), never pass vacuously.
 
 use std::path::{Path, PathBuf};
 
@@ -20,16 +21,22 @@ fn install(home: &Home) {
     );
 }
 
-/// Whether the kernel can confine; prints why a test skips when not.
-fn confinable(home: &Home, what: &str, needs_tcp: bool) -> bool {
+/// Fails the test, with doctor's reason, unless this machine enforces every
+/// part of confinement in `parts` (doctor's `part` keys).
+#[track_caller]
+fn require_enforced(home: &Home, what: &str, parts: &[&str]) {
     let doctor = home.run(&["doctor", "--json"]).json();
     let confinement = &doctor["confinement"];
-    let abi = confinement["landlock_abi"].as_u64();
-    let ok = abi.is_some() && (!needs_tcp || confinement["tcp"] == true);
-    if !ok {
-        println!("skipped {what}: this kernel cannot confine it ({confinement})");
+    for part in parts {
+        let found = confinement["parts"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["part"] == *part))
+            .unwrap_or_else(|| panic!("doctor --json lists no part {part:?}: {confinement:#}"));
+        assert_eq!(
+            found["enforced"], true,
+            "{what} needs {part} confinement, which this machine does not enforce: {found:#}"
+        );
     }
-    ok
 }
 
 /// Run one attack; the host must answer with the module's own report.
@@ -56,9 +63,11 @@ fn secret_file(home: &Home) -> PathBuf {
 fn reading_outside_the_grants_is_denied() {
     let home = Home::new();
     install(&home);
-    if !confinable(&home, "reading_outside_the_grants_is_denied", false) {
-        return;
-    }
+    require_enforced(
+        &home,
+        "reading_outside_the_grants_is_denied",
+        &["filesystem"],
+    );
     let secret = secret_file(&home);
     let report = attack(&home, "read_outside", &json!({"path": secret}), &[]);
     assert_failed(&report, "reading outside the grants");
@@ -69,9 +78,11 @@ fn reading_outside_the_grants_is_denied() {
 fn writing_outside_the_grants_is_denied() {
     let home = Home::new();
     install(&home);
-    if !confinable(&home, "writing_outside_the_grants_is_denied", false) {
-        return;
-    }
+    require_enforced(
+        &home,
+        "writing_outside_the_grants_is_denied",
+        &["filesystem"],
+    );
     let target = home.outside().join("pwned.txt");
     let report = attack(&home, "write_outside", &json!({"path": target}), &[]);
     assert_failed(&report, "writing outside the grants");
@@ -87,9 +98,7 @@ fn writing_outside_the_grants_is_denied() {
 fn a_symlink_planted_in_a_source_root_does_not_lead_outside() {
     let home = Home::new();
     install(&home);
-    if !confinable(&home, "a_symlink_planted_in_a_source_root", false) {
-        return;
-    }
+    require_enforced(&home, "a_symlink_planted_in_a_source_root", &["filesystem"]);
     let secret = secret_file(&home);
     let corpus = home.outside().join("corpus");
     std::fs::create_dir_all(&corpus).unwrap();
@@ -112,9 +121,11 @@ fn a_symlink_planted_in_a_source_root_does_not_lead_outside() {
 fn tcp_without_declared_network_is_denied() {
     let home = Home::new();
     install(&home);
-    if !confinable(&home, "tcp_without_declared_network_is_denied", true) {
-        return;
-    }
+    require_enforced(
+        &home,
+        "tcp_without_declared_network_is_denied",
+        &["filesystem", "tcp"],
+    );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let report = attack(&home, "connect", &json!({"port": port}), &[]);
@@ -143,9 +154,7 @@ fn the_hosts_secrets_do_not_reach_the_module() {
 fn a_capability_declaring_only_reads_cannot_write_its_state() {
     let home = Home::new();
     install(&home);
-    if !confinable(&home, "a_capability_declaring_only_reads", false) {
-        return;
-    }
+    require_enforced(&home, "a_capability_declaring_only_reads", &["filesystem"]);
     let report = attack(&home, "sneaky_write", &json!({"name": "sneaky.txt"}), &[]);
     assert_failed(
         &report,
@@ -158,10 +167,13 @@ fn a_capability_declaring_only_reads_cannot_write_its_state() {
 fn a_daemon_grandchild_does_not_outlive_the_call() {
     let home = Home::new();
     install(&home);
+    require_enforced(
+        &home,
+        "a_daemon_grandchild_cannot_leave_the_group",
+        &["process_group"],
+    );
     let report = attack(&home, "daemon", &json!({}), &[]);
-    if confinable(&home, "a_daemon_grandchild_cannot_leave_the_group", false) {
-        assert_failed(&report, "leaving the process group");
-    }
+    assert_failed(&report, "leaving the process group");
     // `attack` already asserted that no process of this test survives.
 }
 
