@@ -176,6 +176,7 @@ impl InvokeError {
     pub fn kind(&self) -> &str {
         match self {
             InvokeError::Host(HostError::UnknownModule { .. }) => "unknown_module",
+            InvokeError::Host(HostError::NoWorkspace { .. }) => "no_workspace",
             InvokeError::Host(_) => "host",
             InvokeError::ModuleBroken { .. } => "module_broken",
             InvokeError::ModuleDisabled { .. } => "module_disabled",
@@ -198,6 +199,9 @@ impl InvokeError {
         match self {
             InvokeError::Host(HostError::UnknownModule { .. }) => {
                 "run `modhost list` to see the installed modules".into()
+            }
+            InvokeError::Host(HostError::NoWorkspace { .. }) => {
+                crate::host::NO_WORKSPACE_REMEDY.into()
             }
             InvokeError::Host(_) => "check the host home and its config.toml".into(),
             InvokeError::ModuleBroken { id, .. } => {
@@ -485,6 +489,21 @@ impl Host {
             .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
         let mut plan = self.grants(module, &request.source_roots, true)?;
+        // No workspace granted (started in / or the home): a capability that
+        // reads or writes it is refused here, with the remedy, rather than
+        // run without it.
+        if self.workspace().is_none()
+            && let Some(descriptor) = &module.descriptor
+            && descriptor.roots.iter().any(|root| {
+                root.kind == modproto::RootKind::Workspace
+                    && (capability.effects.reads.contains(&root.name)
+                        || capability.effects.writes.contains(&root.name))
+            })
+        {
+            return Err(InvokeError::Host(HostError::NoWorkspace {
+                capability: capability.id.clone(),
+            }));
+        }
         host_warnings.extend(plan.warnings());
 
         let configured = self.config().limits.invoke();

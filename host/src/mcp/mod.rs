@@ -11,6 +11,14 @@
 //!   seen at once and aborts that task. Aborting drops the invocation future,
 //!   and the native runner kills the module's process group on drop; the
 //!   cancelled request gets no response, as the spec asks.
+//! - **Bounded everywhere.** A client line is at most 4 MiB
+//!   ([`line::MAX_LINE_BYTES`]) and a longer one is skipped without being
+//!   held; invalid UTF-8 is one bad line (-32700); at most
+//!   [`MAX_CONCURRENT_CALLS`] calls run at once (beyond, a call is refused
+//!   with an `isError` result); the outbox and each call's progress channel
+//!   have fixed capacities. Blocking work (a native module's cold start, a
+//!   component's execution) runs off the runtime threads in the runner, so
+//!   `ping` and `notifications/cancelled` are answered while calls run.
 //! - **EOF ends everything.** When stdin closes, every running call is
 //!   aborted and awaited before [`serve`] returns, so no module process
 //!   outlives the server.
@@ -27,10 +35,11 @@ use serde_json::Value;
 use crate::approval::ApprovedBy;
 use crate::tools::{CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, export};
 
+pub mod line;
 pub mod protocol;
 mod server;
 
-pub use server::serve;
+pub use server::{MAX_CONCURRENT_CALLS, OUTBOX_LINES, PROGRESS_REPORTS, serve};
 
 /// What the server needs from the host: the tool list and a way to call one.
 pub trait Backend: Send + Sync + 'static {

@@ -1,19 +1,39 @@
 //! The server loop: one reader, one writer task, one task per `tools/call`.
+//!
+//! Bounds (issue 12, "it cannot be knocked over"): a line is at most
+//! [`MAX_LINE_BYTES`] and never held whole beyond it (`line.rs`); at most
+//! [`MAX_CONCURRENT_CALLS`] calls run at once, and a call beyond that is
+//! refused at once with an `isError` result saying so (refused rather than
+//! queued: a queue would be one more unbounded thing, and the model can
+//! call again when one of its calls has finished); the outbox holds at most
+//! [`OUTBOX_LINES`] lines (a client that stops reading stops the reader
+//! too, which is backpressure, not growth); a call's progress channel holds
+//! [`PROGRESS_REPORTS`] reports, and a report that finds it full is dropped
+//! (progress is advisory; the response never is).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use modproto::jsonrpc::decode_error_response;
 use modproto::{ErrorCode, Id, Message, Notification, Request, Response, RpcError};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::line::{self, Decoded, Framed, LineFramer, MAX_LINE_BYTES};
 use super::{Backend, protocol};
-use crate::tools::{CallError, Progress};
+use crate::tools::{CallError, Progress, ToolOutcome};
 
-type Outbox = mpsc::UnboundedSender<String>;
+/// The most `tools/call`s that run at once for one client.
+pub const MAX_CONCURRENT_CALLS: usize = 16;
+
+/// The most lines waiting for the writer.
+pub const OUTBOX_LINES: usize = 64;
+
+/// The most progress reports of one call waiting to be forwarded.
+pub const PROGRESS_REPORTS: usize = 16;
+
+type Outbox = mpsc::Sender<String>;
 
 /// Serve MCP over `reader`/`writer` until `reader` reaches EOF. Every call
 /// still running then is aborted, and awaited, before this returns.
@@ -23,7 +43,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
     B: Backend,
 {
-    let (outbox, mut queue) = mpsc::unbounded_channel::<String>();
+    let (outbox, mut queue) = mpsc::channel::<String>(OUTBOX_LINES);
     // One writer keeps lines whole: responses and notifications from
     // concurrent calls never interleave mid-line.
     let writer_task = tokio::spawn(async move {
@@ -40,33 +60,49 @@ where
 
     let mut running: HashMap<Id, AbortHandle> = HashMap::new();
     let mut calls = JoinSet::new();
-    let mut lines = reader.lines();
+    let mut reader = reader;
+    let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let read_result = loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
+        let framed = match line::next_line(&mut reader, &mut framer).await {
+            Ok(Some(framed)) => framed,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         };
         while calls.try_join_next().is_some() {}
         running.retain(|_, handle| !handle.is_finished());
-        if line.trim().is_empty() {
-            continue;
-        }
-        match Message::parse(&line) {
-            Err(e) => send(&outbox, &Message::Response(decode_error_response(&e))),
-            Ok(Message::Request(request)) => {
-                if request.method == "tools/call" {
-                    start_call(request, &backend, &outbox, &mut calls, &mut running);
+        let message = match framed {
+            Framed::Oversized { bytes } => {
+                tracing::warn!(
+                    "skipped a client line of {bytes} bytes (the cap is {MAX_LINE_BYTES})"
+                );
+                send(&outbox, &Message::Response(line::oversized_response(bytes))).await;
+                continue;
+            }
+            Framed::Line(raw) => match line::decode(&raw) {
+                Decoded::Blank => continue,
+                Decoded::Invalid(response) => {
+                    send(&outbox, &Message::Response(response)).await;
+                    continue;
+                }
+                Decoded::Message(message) => message,
+            },
+        };
+        match message {
+            Message::Request(request) => {
+                if request.method != "tools/call" {
+                    let response = answer(&request, backend.as_ref());
+                    send(&outbox, &Message::Response(response)).await;
+                } else if calls.len() >= MAX_CONCURRENT_CALLS {
+                    let refused =
+                        Response::ok(request.id, protocol::call_result(&too_many_calls()));
+                    send(&outbox, &Message::Response(refused)).await;
                 } else {
-                    send(
-                        &outbox,
-                        &Message::Response(answer(&request, backend.as_ref())),
-                    );
+                    start_call(request, &backend, &outbox, &mut calls, &mut running).await;
                 }
             }
-            Ok(Message::Notification(n)) => notification(&n, &mut running),
+            Message::Notification(n) => notification(&n, &mut running),
             // We send no requests, so a response is nobody's; ignore it.
-            Ok(Message::Response(_)) => {}
+            Message::Response(_) => {}
         }
     };
     // EOF (or a broken stdin): stop every call, and wait until each one's
@@ -77,10 +113,19 @@ where
     read_result.and(write_result)
 }
 
-fn send(outbox: &Outbox, message: &Message) {
+/// The result of a call refused because [`MAX_CONCURRENT_CALLS`] are running.
+fn too_many_calls() -> ToolOutcome {
+    ToolOutcome::failure(format!(
+        "not run: this server is already running {MAX_CONCURRENT_CALLS} calls for this client, \
+         its limit; wait for one of them to finish (or cancel one), then call again"
+    ))
+}
+
+/// Queue `message` for the writer, waiting while the outbox is full.
+async fn send(outbox: &Outbox, message: &Message) {
     // A closed outbox means the writer died (the client went away); the
     // reader will see EOF next.
-    let _ = outbox.send(message.to_line());
+    let _ = outbox.send(message.to_line()).await;
 }
 
 /// Every request but `tools/call`, answered at once.
@@ -134,7 +179,7 @@ fn notification(n: &Notification, running: &mut HashMap<Id, AbortHandle>) {
 }
 
 /// Validate a `tools/call` and run it as its own task.
-fn start_call<B: Backend>(
+async fn start_call<B: Backend>(
     request: Request,
     backend: &Arc<B>,
     outbox: &Outbox,
@@ -152,7 +197,7 @@ fn start_call<B: Backend>(
             ErrorCode::InvalidParams,
             "tools/call needs params.name (a string)",
         );
-        send(outbox, &Message::Response(Response::err(id, error)));
+        send(outbox, &Message::Response(Response::err(id, error))).await;
         return;
     };
     let arguments = match params.get("arguments") {
@@ -172,7 +217,7 @@ fn start_call<B: Backend>(
             Ok(outcome) => Response::ok(task_id, protocol::call_result(&outcome)),
             Err(e) => Response::err(task_id, call_error(&e)),
         };
-        send(&outbox, &Message::Response(message));
+        send(&outbox, &Message::Response(message)).await;
     });
     running.insert(id, handle);
 }
@@ -185,11 +230,11 @@ async fn run_call<B: Backend>(
     arguments: Value,
     token: Option<Value>,
     outbox: &Outbox,
-) -> Result<crate::tools::ToolOutcome, CallError> {
+) -> Result<ToolOutcome, CallError> {
     let Some(token) = token else {
         return backend.call_tool(name, arguments, None).await;
     };
-    let (sink, mut reports) = mpsc::unbounded_channel::<Progress>();
+    let (sink, mut reports) = mpsc::channel::<Progress>(PROGRESS_REPORTS);
     let call = backend.call_tool(name, arguments, Some(sink));
     tokio::pin!(call);
     let mut last: Option<f64> = None;
@@ -207,10 +252,10 @@ async fn run_call<B: Backend>(
         if let Some(message) = p.message {
             params["message"] = json!(message);
         }
-        send(
-            outbox,
-            &Message::Notification(Notification::new("notifications/progress", Some(params))),
-        );
+        // Dropped when the outbox is full: progress is advisory, and a
+        // client that does not read must not make reports pile up.
+        let line = Message::Notification(Notification::new("notifications/progress", Some(params)));
+        let _ = outbox.try_send(line.to_line());
     };
     loop {
         tokio::select! {
@@ -242,7 +287,6 @@ fn call_error(e: &CallError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ToolOutcome;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
@@ -287,7 +331,7 @@ mod tests {
                     let _guard = DropCounter(Arc::clone(&self.dropped));
                     if let Some(p) = progress {
                         for i in [1.0, 1.0, 2.0] {
-                            let _ = p.send(Progress {
+                            let _ = p.try_send(Progress {
                                 progress: i,
                                 total: Some(10.0),
                                 message: None,
@@ -464,5 +508,54 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(dropped.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_bad_line_is_answered_and_the_server_reads_on() {
+        let mut c = Client::start(Arc::new(Fake::default()));
+        let w = c.to_server.as_mut().unwrap();
+        w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}\n")
+            .await
+            .unwrap();
+        let r = c.recv().await;
+        assert_eq!(r["error"]["code"], json!(-32700), "{r}");
+        assert_eq!(r["id"], Value::Null);
+        c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            .await;
+        assert_eq!(c.recv().await["id"], json!(2));
+    }
+
+    #[tokio::test]
+    async fn calls_beyond_the_cap_are_refused_and_the_running_ones_go_on() {
+        let fake = Arc::new(Fake::default());
+        let dropped = Arc::clone(&fake.dropped);
+        let mut c = Client::start(fake);
+        for id in 0..MAX_CONCURRENT_CALLS as i64 {
+            c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "slow"}})).await;
+        }
+        c.send(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {"name": "echo"}}))
+            .await;
+        let refused = c.recv().await;
+        assert_eq!(refused["id"], json!(100));
+        assert_eq!(refused["result"]["isError"], json!(true));
+        let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("16 calls"), "{text}");
+        // Cancelling one frees a place.
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}))
+            .await;
+        for _ in 0..100 {
+            if dropped.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        c.send(json!({"jsonrpc": "2.0", "id": 101, "method": "tools/call", "params": {"name": "echo", "arguments": {"a": 1}}}))
+            .await;
+        let ran = c.recv().await;
+        assert_eq!(ran["id"], json!(101));
+        assert_eq!(ran["result"]["isError"], json!(false), "{ran}");
+        c.to_server.take();
+        c.server.await.unwrap().unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), MAX_CONCURRENT_CALLS);
     }
 }

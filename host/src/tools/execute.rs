@@ -39,8 +39,10 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
-/// Where a call's progress reports go.
-pub type ProgressSink = mpsc::UnboundedSender<Progress>;
+/// Where a call's progress reports go. Bounded: a report that finds it full
+/// is dropped (progress is advisory), so a module that floods progress while
+/// the client reads slowly costs nothing that grows.
+pub type ProgressSink = mpsc::Sender<Progress>;
 
 /// One call as the invoke pipeline needs it.
 #[derive(Debug, Clone)]

@@ -96,7 +96,7 @@ fn relay(notification: &Notification, sink: Option<&ProgressSink>) {
     else {
         return;
     };
-    let _ = sink.send(Progress {
+    let _ = sink.try_send(Progress {
         progress: params.progress,
         total: params.total,
         message: params.message,
@@ -152,6 +152,6 @@ pub async fn open_toolbox(host: &Host) -> Result<Toolbox<HostInvoker>, OverrideE
         &config.capabilities,
         HostInvoker::new(host.clone(), discovered),
         host.layout().clone(),
-        Some(host.workspace().to_path_buf()),
+        host.workspace().map(std::path::Path::to_path_buf),
     ))
 }
