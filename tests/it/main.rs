@@ -14,6 +14,7 @@ mod files_module;
 mod hostile;
 mod install;
 mod mcp;
+mod mcp_robustness;
 mod misbehaving;
 mod pins;
 mod roots;
