@@ -76,6 +76,11 @@ impl LineFramer {
         }
     }
 
+    /// How many bytes are held for the line being read (never over the cap).
+    pub fn held_bytes(&self) -> usize {
+        self.held.len()
+    }
+
     /// At the end of the stream: the last line if it had no newline.
     pub fn finish(&mut self) -> Option<Framed> {
         (self.skipped.is_some() || !self.held.is_empty()).then(|| self.take())
