@@ -31,7 +31,11 @@ fuzz_target!(|data: &[u8]| {
     for mut piece in input.chunks(chunk) {
         while !piece.is_empty() {
             let (taken, framed) = framer.push(piece);
-            assert!(taken > 0 && taken <= piece.len(), "took {taken} of {}", piece.len());
+            assert!(
+                taken > 0 && taken <= piece.len(),
+                "took {taken} of {}",
+                piece.len()
+            );
             assert!(framer.held_bytes() <= cap, "held more than the cap");
             frames.extend(framed);
             piece = &piece[taken..];
