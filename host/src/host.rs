@@ -119,7 +119,7 @@ fn known_suffix(known: &[String]) -> String {
 }
 
 /// The canonical `dir`, which must be a directory.
-fn check_workspace(dir: &Path) -> Result<PathBuf, HostError> {
+pub(crate) fn check_workspace(dir: &Path) -> Result<PathBuf, HostError> {
     let workspace = std::fs::canonicalize(dir).map_err(|e| HostError::Workspace {
         path: dir.to_path_buf(),
         reason: e.to_string(),
@@ -277,6 +277,17 @@ impl Host {
         source_roots: &BTreeMap<String, PathBuf>,
         create: bool,
     ) -> Result<GrantPlan, HostError> {
+        self.grants_in(module, source_roots, self.workspace.as_deref(), create)
+    }
+
+    /// [`Host::grants`] with `workspace` (canonical) instead of the host's.
+    pub(crate) fn grants_in(
+        &self,
+        module: &InstalledModule,
+        source_roots: &BTreeMap<String, PathBuf>,
+        workspace: Option<&Path>,
+        create: bool,
+    ) -> Result<GrantPlan, HostError> {
         let Some(descriptor) = &module.descriptor else {
             return Ok(GrantPlan::default());
         };
@@ -285,7 +296,7 @@ impl Host {
             layout: &self.layout,
             // No workspace: an empty path, which never resolves, so a
             // declared workspace root is reported missing (reworded below).
-            workspace: self.workspace.as_deref().unwrap_or(Path::new("")),
+            workspace: workspace.unwrap_or(Path::new("")),
             source_roots: &sources,
             binaries: &self.config.binaries,
         };
@@ -297,7 +308,7 @@ impl Host {
                     e,
                 )
             })?;
-        if self.workspace.is_none() {
+        if workspace.is_none() {
             for missing in &mut plan.missing {
                 if missing.kind == modproto::RootKind::Workspace.as_str() {
                     missing.reason =

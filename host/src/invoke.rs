@@ -63,6 +63,9 @@ pub struct InvokeRequest {
     pub start_ahead: bool,
     /// Receives `progress`/`log` notifications live.
     pub progress: Option<NotificationSink>,
+    /// The workspace for this call, instead of the host's: an MCP client's
+    /// root. Must be a directory; `None` is the host's.
+    pub workspace: Option<PathBuf>,
 }
 
 impl InvokeRequest {
@@ -488,11 +491,15 @@ impl Host {
             .check(&capability.input_schema, &placed.input)
             .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
-        let mut plan = self.grants(module, &request.source_roots, true)?;
+        let workspace = match &request.workspace {
+            Some(dir) => Some(crate::host::check_workspace(dir)?),
+            None => self.workspace().map(std::path::Path::to_path_buf),
+        };
+        let mut plan = self.grants_in(module, &request.source_roots, workspace.as_deref(), true)?;
         // No workspace granted (started in / or the home): a capability that
         // reads or writes it is refused here, with the remedy, rather than
         // run without it.
-        if self.workspace().is_none()
+        if workspace.is_none()
             && let Some(descriptor) = &module.descriptor
             && descriptor.roots.iter().any(|root| {
                 root.kind == modproto::RootKind::Workspace

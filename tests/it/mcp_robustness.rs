@@ -43,6 +43,30 @@ impl Server {
         args: &[&str],
         env: &[(&str, &Path)],
     ) -> Server {
+        let mut server = Server::spawn(home, cwd, user_home, args, env);
+        server.initialize(json!({}));
+        server
+    }
+
+    /// `initialize` declaring `capabilities`, then `notifications/initialized`.
+    fn initialize(&mut self, capabilities: Value) {
+        let init = self.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+                   "clientInfo": {"name": "robustness", "version": "0"}}),
+        );
+        assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// The server process, before the handshake.
+    fn spawn(
+        home: &Home,
+        cwd: &Path,
+        user_home: &Path,
+        args: &[&str],
+        env: &[(&str, &Path)],
+    ) -> Server {
         let mut command = Command::new(&binaries().modhost);
         command
             .arg("--home")
@@ -75,20 +99,12 @@ impl Server {
             }
         });
         let stdin = child.stdin.take();
-        let mut server = Server {
+        Server {
             child,
             stdin,
             lines,
             next_id: 1,
-        };
-        let init = server.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "robustness", "version": "0"}}),
-        );
-        assert!(init["result"]["protocolVersion"].is_string(), "{init}");
-        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        server
+        }
     }
 
     fn write(&mut self, bytes: &[u8]) {
@@ -459,4 +475,36 @@ fn invoke_and_doctor_take_the_workspace_from_modhost_workspace() {
     let out = run(&["doctor", "--json"], None);
     let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(report["workspace"], Value::Null, "{report}");
+}
+
+#[test]
+fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
+    let home = Home::new();
+    home.install_files();
+    let ws = home.workspace();
+    write_file(&ws, "note.txt", "the project's note");
+    let other = home.outside();
+    let mut server = Server::spawn(&home, Path::new("/"), &other, &[], &[]);
+    server.initialize(json!({"roots": {"listChanged": true}}));
+    let ask = server.recv_within(ANSWER);
+    assert_eq!(ask["method"], json!("roots/list"), "{ask}");
+    // Two roots: the first is the workspace, the second is not granted.
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+            {"uri": format!("file://{}", ws.display()), "name": "project"},
+            {"uri": format!("file://{}", other.display())},
+        ]}}),
+    );
+    let tool = server.tool_named("files", "read");
+    let read = server.request(
+        "tools/call",
+        json!({"name": tool, "arguments": {"path": "note.txt"}}),
+    );
+    assert_eq!(read["result"]["isError"], json!(false), "{read}");
+    assert_eq!(
+        read["result"]["structuredContent"]["content"],
+        json!("the project's note"),
+        "{read}"
+    );
+    server.finish();
 }

@@ -12,6 +12,7 @@
 //! (progress is advisory; the response never is).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use modproto::{ErrorCode, Id, Message, Notification, Request, Response, RpcError};
@@ -60,6 +61,7 @@ where
 
     let mut running: HashMap<Id, AbortHandle> = HashMap::new();
     let mut calls = JoinSet::new();
+    let mut roots = ClientRoots::default();
     let mut reader = reader;
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let read_result = loop {
@@ -89,6 +91,13 @@ where
         };
         match message {
             Message::Request(request) => {
+                if request.method == "initialize" {
+                    roots.offered = request
+                        .params
+                        .as_ref()
+                        .and_then(|p| p.pointer("/capabilities/roots"))
+                        .is_some_and(Value::is_object);
+                }
                 if request.method != "tools/call" {
                     let response = answer(&request, backend.as_ref());
                     send(&outbox, &Message::Response(response)).await;
@@ -97,12 +106,32 @@ where
                         Response::ok(request.id, protocol::call_result(&too_many_calls()));
                     send(&outbox, &Message::Response(refused)).await;
                 } else {
-                    start_call(request, &backend, &outbox, &mut calls, &mut running).await;
+                    let workspace = roots.workspace.clone();
+                    start_call(
+                        request,
+                        &backend,
+                        &outbox,
+                        workspace,
+                        &mut calls,
+                        &mut running,
+                    )
+                    .await;
                 }
             }
-            Message::Notification(n) => notification(&n, &mut running),
-            // We send no requests, so a response is nobody's; ignore it.
-            Message::Response(_) => {}
+            Message::Notification(n) => {
+                let roots_changed = matches!(
+                    n.method.as_str(),
+                    "notifications/initialized" | "notifications/roots/list_changed"
+                );
+                if roots_changed && roots.offered {
+                    let request = roots.ask();
+                    send(&outbox, &Message::Request(request)).await;
+                }
+                notification(&n, &mut running);
+            }
+            // The only requests we send are `roots/list`; any other
+            // response is nobody's and ignored.
+            Message::Response(response) => roots.answered(response),
         }
     };
     // EOF (or a broken stdin): stop every call, and wait until each one's
@@ -111,6 +140,69 @@ where
     drop(outbox);
     let write_result = writer_task.await.unwrap_or(Ok(()));
     read_result.and(write_result)
+}
+
+/// What the client said about its roots.
+#[derive(Debug, Default)]
+struct ClientRoots {
+    /// The client declared the `roots` capability in `initialize`.
+    offered: bool,
+    /// How many `roots/list` requests were sent (their ids are numbered).
+    asked: u64,
+    /// The workspace of the latest answer, given to every call from then on.
+    workspace: Option<PathBuf>,
+}
+
+impl ClientRoots {
+    /// The next `roots/list` request.
+    fn ask(&mut self) -> Request {
+        self.asked += 1;
+        Request::new(
+            Id::Str(format!("modhost-roots-{}", self.asked)),
+            "roots/list",
+            None,
+        )
+    }
+
+    /// Take the workspace from the answer to the latest `roots/list`; an
+    /// answer to an earlier one (the roots changed since) is ignored.
+    fn answered(&mut self, response: Response) {
+        if response.id != Id::Str(format!("modhost-roots-{}", self.asked)) {
+            return;
+        }
+        let result = match response.outcome {
+            Ok(result) => result,
+            Err(e) => {
+                tracing::warn!(
+                    "the client did not list its roots ({}); the workspace stays as it was",
+                    e.message
+                );
+                return;
+            }
+        };
+        match super::roots::workspace_from_roots(&result) {
+            Ok(chosen) => {
+                if chosen.offered > 1 {
+                    tracing::warn!(
+                        "the client sent {} roots; the workspace is the first usable one, {}, and the others are not granted",
+                        chosen.offered,
+                        chosen.path.display()
+                    );
+                } else {
+                    tracing::info!(
+                        "the workspace is the client's root {}",
+                        chosen.path.display()
+                    );
+                }
+                self.workspace = Some(chosen.path);
+            }
+            Err(reason) => {
+                tracing::warn!(
+                    "no usable root from the client ({reason}); the workspace stays as it was"
+                );
+            }
+        }
+    }
 }
 
 /// The result of a call refused because [`MAX_CONCURRENT_CALLS`] are running.
@@ -183,6 +275,7 @@ async fn start_call<B: Backend>(
     request: Request,
     backend: &Arc<B>,
     outbox: &Outbox,
+    workspace: Option<PathBuf>,
     calls: &mut JoinSet<()>,
     running: &mut HashMap<Id, AbortHandle>,
 ) {
@@ -212,7 +305,12 @@ async fn start_call<B: Backend>(
     let outbox = outbox.clone();
     let task_id = id.clone();
     let handle = calls.spawn(async move {
-        let response = run_call(backend.as_ref(), &name, arguments, token, &outbox).await;
+        let call = Invocation {
+            name: &name,
+            arguments,
+            workspace: workspace.as_deref(),
+        };
+        let response = run_call(backend.as_ref(), call, token, &outbox).await;
         let message = match response {
             Ok(outcome) => Response::ok(task_id, protocol::call_result(&outcome)),
             Err(e) => Response::err(task_id, call_error(&e)),
@@ -222,20 +320,32 @@ async fn start_call<B: Backend>(
     running.insert(id, handle);
 }
 
+/// One tool call as the backend gets it.
+struct Invocation<'a> {
+    name: &'a str,
+    arguments: Value,
+    /// The client's workspace, when its roots named one.
+    workspace: Option<&'a std::path::Path>,
+}
+
 /// Run the call, forwarding progress as `notifications/progress` when the
 /// client asked for it. Every progress line is sent before the response.
 async fn run_call<B: Backend>(
     backend: &B,
-    name: &str,
-    arguments: Value,
+    call: Invocation<'_>,
     token: Option<Value>,
     outbox: &Outbox,
 ) -> Result<ToolOutcome, CallError> {
+    let Invocation {
+        name,
+        arguments,
+        workspace,
+    } = call;
     let Some(token) = token else {
-        return backend.call_tool(name, arguments, None).await;
+        return backend.call_tool_in(name, arguments, None, workspace).await;
     };
     let (sink, mut reports) = mpsc::channel::<Progress>(PROGRESS_REPORTS);
-    let call = backend.call_tool(name, arguments, Some(sink));
+    let call = backend.call_tool_in(name, arguments, Some(sink), workspace);
     tokio::pin!(call);
     let mut last: Option<f64> = None;
     let mut forward = |p: Progress| {
@@ -309,6 +419,24 @@ mod tests {
     impl Backend for Fake {
         fn list_tools(&self) -> Vec<Value> {
             vec![json!({"name": "echo", "inputSchema": {"type": "object"}})]
+        }
+
+        async fn call_tool_in(
+            &self,
+            name: &str,
+            arguments: Value,
+            progress: Option<crate::tools::ProgressSink>,
+            workspace: Option<&std::path::Path>,
+        ) -> Result<ToolOutcome, CallError> {
+            match name {
+                "where" => Ok(ToolOutcome {
+                    is_error: false,
+                    text: format!("{workspace:?}"),
+                    structured: None,
+                    artifacts: vec![],
+                }),
+                other => self.call_tool(other, arguments, progress).await,
+            }
         }
 
         async fn call_tool(
@@ -557,5 +685,81 @@ mod tests {
         c.to_server.take();
         c.server.await.unwrap().unwrap();
         assert_eq!(dropped.load(Ordering::SeqCst), MAX_CONCURRENT_CALLS);
+    }
+
+    #[tokio::test]
+    async fn the_clients_first_root_is_the_workspace_asked_after_the_handshake_and_on_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("a b"), dir.path().join("second"));
+        std::fs::create_dir_all(&first).unwrap();
+        std::fs::create_dir_all(&second).unwrap();
+        let mut c = Client::start(Arc::new(Fake::default()));
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": true}}}}))
+            .await;
+        c.recv().await;
+        let where_am_i =
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "where"}});
+        c.send(where_am_i.clone()).await;
+        assert_eq!(
+            c.recv().await["result"]["content"][0]["text"],
+            json!("None")
+        );
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        let ask = c.recv().await;
+        assert_eq!(ask["method"], json!("roots/list"), "{ask}");
+        c.send(
+            json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+                {"uri": "file://".to_owned() + &first.display().to_string().replace(' ', "%20")},
+                {"uri": format!("file://{}", second.display())},
+            ]}}),
+        )
+        .await;
+        c.send(where_am_i.clone()).await;
+        let expected = format!("{:?}", Some(std::fs::canonicalize(&first).unwrap()));
+        assert_eq!(
+            c.recv().await["result"]["content"][0]["text"],
+            json!(expected)
+        );
+        // The roots change: asked again, and the new answer applies; a late
+        // answer to the old question does not.
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}))
+            .await;
+        let again = c.recv().await;
+        assert_ne!(again["id"], ask["id"]);
+        c.send(
+            json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+            {"uri": format!("file://{}", dir.path().display())}]}}),
+        )
+        .await;
+        c.send(
+            json!({"jsonrpc": "2.0", "id": again["id"], "result": {"roots": [
+            {"uri": format!("file://{}", second.display())}]}}),
+        )
+        .await;
+        c.send(where_am_i).await;
+        let expected = format!("{:?}", Some(std::fs::canonicalize(&second).unwrap()));
+        assert_eq!(
+            c.recv().await["result"]["content"][0]["text"],
+            json!(expected)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_without_roots_is_never_asked() {
+        let mut c = Client::start(Arc::new(Fake::default()));
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}))
+            .await;
+        c.recv().await;
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            .await;
+        assert_eq!(
+            c.recv().await["id"],
+            json!(2),
+            "no roots/list before the ping's answer"
+        );
     }
 }

@@ -58,6 +58,8 @@ pub struct InvokeCall {
     /// verdict is `allow` ([`crate::approval::Decision::allows_starting_ahead`]).
     pub start_ahead: bool,
     pub progress: Option<ProgressSink>,
+    /// The workspace for this call instead of the host's (an MCP client's root).
+    pub workspace: Option<PathBuf>,
 }
 
 /// Why an invocation produced no result.

@@ -50,6 +50,7 @@ impl Invoker for HostInvoker {
             approval: call.approval,
             start_ahead: call.start_ahead,
             progress: call.progress.is_some().then_some(sink),
+            workspace: call.workspace,
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };
         let invocation = self.host.invoke_module(module, request);
