@@ -44,15 +44,15 @@ impl Server {
         env: &[(&str, &Path)],
     ) -> Server {
         let mut server = Server::spawn(home, cwd, user_home, args, env);
-        server.initialize(json!({}));
+        server.initialize(&json!({}));
         server
     }
 
     /// `initialize` declaring `capabilities`, then `notifications/initialized`.
-    fn initialize(&mut self, capabilities: Value) {
+    fn initialize(&mut self, capabilities: &Value) {
         let init = self.request(
             "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+            &json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
                    "clientInfo": {"name": "robustness", "version": "0"}}),
         );
         assert!(init["result"]["protocolVersion"].is_string(), "{init}");
@@ -137,7 +137,7 @@ impl Server {
     }
 
     /// Send a request and wait for its response.
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    fn request(&mut self, method: &str, params: &Value) -> Value {
         let id = self.send_request(method, params);
         let response = self.response();
         assert_eq!(response["id"], json!(id), "{response}");
@@ -145,7 +145,7 @@ impl Server {
     }
 
     /// Send a request without waiting; its id.
-    fn send_request(&mut self, method: &str, params: Value) -> i64 {
+    fn send_request(&mut self, method: &str, params: &Value) -> i64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -153,7 +153,7 @@ impl Server {
     }
 
     fn tool_named(&mut self, prefix: &str, contains: &str) -> String {
-        let list = self.request("tools/list", json!({}));
+        let list = self.request("tools/list", &json!({}));
         list["result"]["tools"]
             .as_array()
             .expect("tools")
@@ -223,8 +223,8 @@ fn a_line_of_invalid_utf8_gets_a_parse_error_and_the_server_answers_on() {
             .contains("UTF-8"),
         "{refused}"
     );
-    assert_eq!(server.request("ping", json!({}))["result"], json!({}));
-    assert!(server.request("tools/list", json!({}))["result"]["tools"].is_array());
+    assert_eq!(server.request("ping", &json!({}))["result"], json!({}));
+    assert!(server.request("tools/list", &json!({}))["result"]["tools"].is_array());
     server.finish();
 }
 
@@ -233,7 +233,7 @@ fn lines_over_the_cap_are_refused_skipped_and_never_held_whole() {
     let home = Home::new();
     let ws = home.workspace();
     let mut server = Server::start(&home, &ws, &home.outside(), &[], &[]);
-    assert_eq!(server.request("ping", json!({}))["result"], json!({}));
+    assert_eq!(server.request("ping", &json!({}))["result"], json!({}));
     let baseline = server.peak_rss_kib();
 
     // A request that would be valid but for its size: a 5 MiB argument.
@@ -259,14 +259,14 @@ fn lines_over_the_cap_are_refused_skipped_and_never_held_whole() {
         message.contains(&MAX_LINE_BYTES.to_string()) && message.contains("skipped"),
         "the error names the cap: {message}"
     );
-    assert_eq!(server.request("ping", json!({}))["result"], json!({}));
+    assert_eq!(server.request("ping", &json!({}))["result"], json!({}));
 
     // Ten times the cap: the server must not hold it.
     let huge = line(40 << 20);
     server.write(huge.as_bytes());
     drop(huge);
     assert_eq!(error_code(&server.response()), -32600);
-    assert!(server.request("tools/list", json!({}))["result"]["tools"].is_array());
+    assert!(server.request("tools/list", &json!({}))["result"]["tools"].is_array());
     let grown_kib = server.peak_rss_kib().saturating_sub(baseline);
     eprintln!("peak RSS: {baseline} KiB before the long lines, grown by {grown_kib} KiB after");
     // What may be held: one line up to the cap, the reader's buffer, and
@@ -289,7 +289,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
     let tool = server.tool_named("hang", "run");
     let cap = 16; // modhost::mcp::MAX_CONCURRENT_CALLS
     let calls: Vec<i64> = (0..cap)
-        .map(|_| server.send_request("tools/call", json!({"name": tool, "arguments": {}})))
+        .map(|_| server.send_request("tools/call", &json!({"name": tool, "arguments": {}})))
         .collect();
     // Every call is in flight (its process started) before the next checks.
     let started = Instant::now();
@@ -302,7 +302,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
         std::thread::sleep(Duration::from_millis(20));
     }
 
-    let extra = server.send_request("tools/call", json!({"name": tool, "arguments": {}}));
+    let extra = server.send_request("tools/call", &json!({"name": tool, "arguments": {}}));
     let refused = server.response();
     assert_eq!(refused["id"], json!(extra), "{refused}");
     assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
@@ -315,7 +315,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
     let mut slowest = Duration::ZERO;
     for _ in 0..20 {
         let sent = Instant::now();
-        let id = server.send_request("ping", json!({}));
+        let id = server.send_request("ping", &json!({}));
         let pong = server.recv_within(Duration::from_secs(1));
         assert_eq!(pong["id"], json!(id), "{pong}");
         slowest = slowest.max(sent.elapsed());
@@ -330,7 +330,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
                             "params": {"requestId": id, "reason": "test"}}),
         );
     }
-    let id = server.send_request("ping", json!({}));
+    let id = server.send_request("ping", &json!({}));
     let pong = server.recv_within(Duration::from_secs(1));
     assert_eq!(
         pong["id"],
@@ -348,7 +348,7 @@ fn read_note_over_mcp(home: &Home, cwd: &Path, user_home: &Path, env: &[(&str, &
     let tool = server.tool_named("files", "read");
     let response = server.request(
         "tools/call",
-        json!({"name": tool, "arguments": {"path": "note.txt"}}),
+        &json!({"name": tool, "arguments": {"path": "note.txt"}}),
     );
     server.finish();
     response["result"].clone()
@@ -485,7 +485,7 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
     write_file(&ws, "note.txt", "the project's note");
     let other = home.outside();
     let mut server = Server::spawn(&home, Path::new("/"), &other, &[], &[]);
-    server.initialize(json!({"roots": {"listChanged": true}}));
+    server.initialize(&json!({"roots": {"listChanged": true}}));
     let ask = server.recv_within(ANSWER);
     assert_eq!(ask["method"], json!("roots/list"), "{ask}");
     // Two roots: the first is the workspace, the second is not granted.
@@ -498,7 +498,7 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
     let tool = server.tool_named("files", "read");
     let read = server.request(
         "tools/call",
-        json!({"name": tool, "arguments": {"path": "note.txt"}}),
+        &json!({"name": tool, "arguments": {"path": "note.txt"}}),
     );
     assert_eq!(read["result"]["isError"], json!(false), "{read}");
     assert_eq!(
