@@ -192,12 +192,8 @@ async fn run_component(
     call: &Call<'_>,
     notifications: Option<&NotificationSink>,
 ) -> Result<Exchange, RunError> {
-    let engine = engines
-        .wasm()
-        .map_err(|message| RunError::Spawn {
-            message: format!("{}: {message}", module.display()),
-        })?
-        .clone();
+    // The engine is created on the first call (seconds of setup): there too.
+    let engines = engines.clone();
     let module = module.to_path_buf();
     let request_line = call.request_line.to_owned();
     let grants = call.grants.to_vec();
@@ -209,6 +205,9 @@ async fn run_component(
     let (_cancel_on_drop, cancelled) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::task::spawn_blocking(move || {
         runtime.block_on(async move {
+            let engine = engines.wasm().map_err(|message| RunError::Spawn {
+                message: format!("{}: {message}", module.display()),
+            })?;
             let call = Call {
                 request_line: &request_line,
                 limits,
