@@ -167,7 +167,7 @@ impl ClientRoots {
     /// Take the workspace from the answer to the latest `roots/list`; an
     /// answer to an earlier one (the roots changed since) is ignored.
     fn answered(&mut self, response: Response) {
-        if response.id != Id::Str(format!("modhost-roots-{}", self.asked)) {
+        if self.asked == 0 || response.id != Id::Str(format!("modhost-roots-{}", self.asked)) {
             return;
         }
         let result = match response.outcome {
