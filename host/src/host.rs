@@ -44,9 +44,28 @@ pub struct HostOptions {
     /// The home; `None` resolves `$MODHOST_HOME`, then the XDG data dir.
     pub home: Option<PathBuf>,
     /// The workspace granted as the `workspace` root; `None` is the current
-    /// directory.
+    /// directory, unless that is `/` or the user's home (`$HOME`): then no
+    /// workspace is granted ([`default_workspace`]).
     pub workspace: Option<PathBuf>,
 }
+
+/// The workspace when none was given: the current directory, unless it is
+/// `/` or `home` (the user's home directory).
+///
+/// Why not always the current directory: MCP clients start their servers
+/// wherever they happen to run, often `/` or the home directory, and a
+/// workspace there would grant a module the whole filesystem or every file
+/// the user owns. Better no workspace, and a call that needs one refused
+/// with the remedy ([`HostError::NoWorkspace`]).
+pub fn default_workspace(current: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let current = canonical(current);
+    let is_home = home.is_some_and(|h| !h.as_os_str().is_empty() && canonical(h) == current);
+    (current != Path::new("/") && !is_home).then_some(current)
+}
+
+/// What to do when a call needs a workspace and none is granted.
+pub const NO_WORKSPACE_REMEDY: &str = "pass --workspace DIR or set MODHOST_WORKSPACE=DIR (for an MCP client: in the server's args or env), or use an MCP client that sends its roots";
 
 /// A failure of the host itself (as opposed to a module's).
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +82,11 @@ pub enum HostError {
     },
     #[error("the workspace {path} is not usable: {reason}")]
     Workspace { path: PathBuf, reason: String },
+    /// The capability reads or writes the workspace, and none is granted.
+    #[error(
+        "{capability} works on the workspace, and no workspace is granted: modhost was started in / or the home directory, which are never taken as the workspace"
+    )]
+    NoWorkspace { capability: String },
     #[error("no module {id:?} is installed{}", known_suffix(.known))]
     UnknownModule { id: String, known: Vec<String> },
     #[error(
@@ -97,6 +121,21 @@ fn known_suffix(known: &[String]) -> String {
     }
 }
 
+/// The canonical `dir`, which must be a directory.
+pub(crate) fn check_workspace(dir: &Path) -> Result<PathBuf, HostError> {
+    let workspace = std::fs::canonicalize(dir).map_err(|e| HostError::Workspace {
+        path: dir.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    if !workspace.is_dir() {
+        return Err(HostError::Workspace {
+            path: workspace,
+            reason: "not a directory".into(),
+        });
+    }
+    Ok(workspace)
+}
+
 impl HostError {
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
         HostError::Io {
@@ -111,7 +150,8 @@ impl HostError {
 #[derive(Debug, Clone)]
 pub struct Host {
     layout: HomeLayout,
-    workspace: PathBuf,
+    /// `None`: no workspace is granted (see [`default_workspace`]).
+    workspace: Option<PathBuf>,
     config: Config,
     engines: Engines,
     /// Compiled input and output schemas, shared by clones.
@@ -134,20 +174,15 @@ impl Host {
             crate::pins::Pins::load(layout.root())?;
         }
         let workspace = match options.workspace {
-            Some(dir) => dir,
-            None => std::env::current_dir()
-                .map_err(|e| HostError::io("read the current directory", Path::new("."), e))?,
+            Some(dir) => Some(dir),
+            None => {
+                let current = std::env::current_dir()
+                    .map_err(|e| HostError::io("read the current directory", Path::new("."), e))?;
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                default_workspace(&current, home.as_deref())
+            }
         };
-        let workspace = std::fs::canonicalize(&workspace).map_err(|e| HostError::Workspace {
-            path: workspace.clone(),
-            reason: e.to_string(),
-        })?;
-        if !workspace.is_dir() {
-            return Err(HostError::Workspace {
-                path: workspace,
-                reason: "not a directory".into(),
-            });
-        }
+        let workspace = workspace.map(|dir| check_workspace(&dir)).transpose()?;
         let engines = Engines::new(
             layout.component_cache_dir(),
             config.limits.memory_limit_bytes,
@@ -169,8 +204,9 @@ impl Host {
         self.layout.root()
     }
 
-    pub fn workspace(&self) -> &Path {
-        &self.workspace
+    /// The workspace granted as the `workspace` root; `None` when none is.
+    pub fn workspace(&self) -> Option<&Path> {
+        self.workspace.as_deref()
     }
 
     pub fn config(&self) -> &Config {
@@ -273,17 +309,37 @@ impl Host {
         source_roots: &BTreeMap<String, PathBuf>,
         create: bool,
     ) -> Result<GrantPlan, HostError> {
+        self.grants_in(
+            module,
+            capability,
+            source_roots,
+            self.workspace.as_deref(),
+            create,
+        )
+    }
+
+    /// [`Host::grants`] with `workspace` (canonical) instead of the host's.
+    pub(crate) fn grants_in(
+        &self,
+        module: &InstalledModule,
+        capability: &modproto::Capability,
+        source_roots: &BTreeMap<String, PathBuf>,
+        workspace: Option<&Path>,
+        create: bool,
+    ) -> Result<GrantPlan, HostError> {
         let Some(descriptor) = &module.descriptor else {
             return Ok(GrantPlan::default());
         };
         let sources = grants::merge_source_roots(&self.config.source_roots, source_roots);
         let context = GrantContext {
             layout: &self.layout,
-            workspace: &self.workspace,
+            // No workspace: an empty path, which never resolves, so a
+            // declared workspace root is reported missing (reworded below).
+            workspace: workspace.unwrap_or(Path::new("")),
             source_roots: &sources,
             binaries: &self.config.binaries,
         };
-        grants::plan(
+        let mut plan = grants::plan(
             descriptor,
             &capability.effects,
             &module.id,
@@ -297,6 +353,42 @@ impl Host {
                 &self.layout.root().join(&module.id),
                 e,
             )
-        })
+        })?;
+        if workspace.is_none() {
+            for missing in &mut plan.missing {
+                if missing.kind == modproto::RootKind::Workspace.as_str() {
+                    missing.reason =
+                        "no workspace is granted (modhost was started in / or the home directory)"
+                            .into();
+                    missing.remedy = NO_WORKSPACE_REMEDY.into();
+                }
+            }
+        }
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_workspace_is_never_the_root_or_the_home() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let project = home.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        assert_eq!(default_workspace(Path::new("/"), Some(&home)), None);
+        assert_eq!(default_workspace(&home, Some(&home)), None);
+        // The same home reached through `..` is still the home.
+        assert_eq!(default_workspace(&project.join(".."), Some(&home)), None);
+        assert_eq!(
+            default_workspace(&project, Some(&home)),
+            Some(std::fs::canonicalize(&project).unwrap())
+        );
+        assert_eq!(
+            default_workspace(&home, None),
+            Some(std::fs::canonicalize(&home).unwrap())
+        );
     }
 }

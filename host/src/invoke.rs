@@ -64,6 +64,9 @@ pub struct InvokeRequest {
     pub start_ahead: bool,
     /// Receives `progress`/`log` notifications live.
     pub progress: Option<NotificationSink>,
+    /// The workspace for this call, instead of the host's: an MCP client's
+    /// root. Must be a directory; `None` is the host's.
+    pub workspace: Option<PathBuf>,
 }
 
 impl InvokeRequest {
@@ -177,6 +180,7 @@ impl InvokeError {
     pub fn kind(&self) -> &str {
         match self {
             InvokeError::Host(HostError::UnknownModule { .. }) => "unknown_module",
+            InvokeError::Host(HostError::NoWorkspace { .. }) => "no_workspace",
             InvokeError::Host(_) => "host",
             InvokeError::ModuleBroken { .. } => "module_broken",
             InvokeError::ModuleDisabled { .. } => "module_disabled",
@@ -199,6 +203,9 @@ impl InvokeError {
         match self {
             InvokeError::Host(HostError::UnknownModule { .. }) => {
                 "run `modhost list` to see the installed modules".into()
+            }
+            InvokeError::Host(HostError::NoWorkspace { .. }) => {
+                crate::host::NO_WORKSPACE_REMEDY.into()
             }
             InvokeError::Host(_) => "check the host home and its config.toml".into(),
             // A describe the sandbox stopped: its stderr is in the reason.
@@ -503,10 +510,33 @@ impl Host {
             .check(&capability.input_schema, &placed.input)
             .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
+        let workspace = match &request.workspace {
+            Some(dir) => Some(crate::host::check_workspace(dir)?),
+            None => self.workspace().map(std::path::Path::to_path_buf),
+        };
         // Exactly what the capability names, decided in one place
         // (`grants::authority`): nothing else of the module's roots or
         // binaries reaches the call.
-        let mut plan = self.grants(module, capability, &request.source_roots, true)?;
+        let mut plan = self.grants_in(
+            module,
+            capability,
+            &request.source_roots,
+            workspace.as_deref(),
+            true,
+        )?;
+        // No workspace granted (started in / or the home): a capability that
+        // reads or writes it is refused here, with the remedy, rather than
+        // run without it.
+        if workspace.is_none()
+            && plan
+                .missing
+                .iter()
+                .any(|m| m.kind == modproto::RootKind::Workspace.as_str())
+        {
+            return Err(InvokeError::Host(HostError::NoWorkspace {
+                capability: capability.id.clone(),
+            }));
+        }
         host_warnings.extend(plan.warnings());
 
         let configured = self.config().limits.invoke();

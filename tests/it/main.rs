@@ -19,6 +19,7 @@ mod hostile;
 mod install;
 mod interpreters;
 mod mcp;
+mod mcp_robustness;
 mod misbehaving;
 mod parallel_changes;
 mod pins;

@@ -77,7 +77,16 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("creating a scratch directory for the conformance run")?;
     let confinement = host.config().limits.confinement;
-    let workspace = host.workspace().to_path_buf();
+    // No workspace granted (started in / or the home): an empty one in the
+    // scratch directory, so the battery still runs.
+    let workspace = match host.workspace() {
+        Some(dir) => dir.to_path_buf(),
+        None => {
+            let empty = scratch.path().join("workspace");
+            std::fs::create_dir(&empty).context("creating an empty workspace for the run")?;
+            empty
+        }
+    };
     let source_roots = host.config().source_roots.clone();
     let binaries = host.config().binaries.clone();
     let scratch_path = scratch.path().to_path_buf();

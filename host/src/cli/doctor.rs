@@ -115,7 +115,13 @@ fn print_human(report: &serde_json::Value) {
     if let Some(error) = report.get("error") {
         outln!("error:       {}", text(error));
     } else {
-        outln!("workspace:   {}", text(&report["workspace"]));
+        match &report["workspace"] {
+            serde_json::Value::Null => outln!(
+                "workspace:   none (started in / or the home directory; {})",
+                modhost::host::NO_WORKSPACE_REMEDY
+            ),
+            workspace => outln!("workspace:   {}", text(workspace)),
+        }
         outln!(
             "config:      {} ({})",
             text(&report["config"]),

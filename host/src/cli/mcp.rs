@@ -1,6 +1,12 @@
 //! `modhost mcp [--delegate-approval]`: serve the tools over MCP on stdio
 //! until stdin closes. Nothing but protocol lines goes to stdout; warnings go
 //! to stderr.
+//!
+//! The workspace of its calls: the client's first root when the client
+//! sends roots (`modhost::mcp`), else the host's: `--workspace`, else
+//! `MODHOST_WORKSPACE` (JSON client configs can set env and args only),
+//! else the current directory unless that is `/` or the home, where none
+//! is granted and a call that needs one is refused with the remedy.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -38,8 +44,10 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
 /// answer, a response line); on the multi-threaded runtime each link could
 /// hop between worker threads, and on a busy two-core machine every hop is a
 /// context switch on the latency path. One thread keeps the chain on one
-/// core; blocking work (reaping a module, wasm calls) still goes to the
-/// runtime's blocking pool, so a slow module never stalls the reader.
+/// core; blocking work (a native module's spawn and reaping, component
+/// calls) goes to the runtime's blocking pool, in the runner
+/// (`runner::native::start`, `runner::run_component`), so neither a slow
+/// start nor a busy guest stalls the reader.
 ///
 /// The processes started ahead belong to that runtime, so they are stopped
 /// on it, after the last call and before it goes.

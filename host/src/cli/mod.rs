@@ -38,8 +38,9 @@ pub struct Cli {
     /// The host home (default: $MODHOST_HOME, else the XDG data dir).
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
-    /// The workspace granted as the `workspace` root (default: the current directory).
-    #[arg(long, global = true, value_name = "DIR")]
+    /// The workspace granted as the `workspace` root (default: the current
+    /// directory, unless it is / or your home directory: then none).
+    #[arg(long, global = true, value_name = "DIR", env = "MODHOST_WORKSPACE")]
     workspace: Option<PathBuf>,
     /// More logging on stderr (-v info, -vv debug, -vvv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]

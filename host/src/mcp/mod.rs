@@ -11,6 +11,22 @@
 //!   seen at once and aborts that task. Aborting drops the invocation future,
 //!   and the native runner kills the module's process group on drop; the
 //!   cancelled request gets no response, as the spec asks.
+//! - **Bounded everywhere.** A client line is at most 4 MiB
+//!   ([`line::MAX_LINE_BYTES`]) and a longer one is skipped without being
+//!   held; invalid UTF-8 is one bad line (-32700); at most
+//!   [`MAX_CONCURRENT_CALLS`] calls run at once (beyond, a call is refused
+//!   with an `isError` result); the outbox and each call's progress channel
+//!   have fixed capacities. Blocking work (a native module's cold start, a
+//!   component's execution) runs off the runtime threads in the runner, so
+//!   `ping` and `notifications/cancelled` are answered while calls run.
+//! - **The client's workspace.** When the client declares the `roots`
+//!   capability, the server asks `roots/list` once the handshake is done and
+//!   again on `notifications/roots/list_changed`; the first `file://` root
+//!   that is a directory is the workspace of every call from then on (several
+//!   roots: the first, and a log line says so). Until it answers, and for a
+//!   client without roots, the host's workspace applies (`--workspace`, else
+//!   `MODHOST_WORKSPACE`, else the current directory unless that is `/` or
+//!   the home).
 //! - **EOF ends everything.** When stdin closes, every running call is
 //!   aborted and awaited before [`serve`] returns, so no module process
 //!   outlives the server.
@@ -20,6 +36,7 @@
 //!   carries the approval record `by: "client"`.
 
 use std::future::Future;
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -27,10 +44,12 @@ use serde_json::Value;
 use crate::approval::ApprovedBy;
 use crate::tools::{CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, export};
 
+pub mod line;
 pub mod protocol;
+pub mod roots;
 mod server;
 
-pub use server::serve;
+pub use server::{MAX_CONCURRENT_CALLS, OUTBOX_LINES, PROGRESS_REPORTS, serve};
 
 /// What the server needs from the host: the tool list and a way to call one.
 pub trait Backend: Send + Sync + 'static {
@@ -44,6 +63,19 @@ pub trait Backend: Send + Sync + 'static {
         arguments: Value,
         progress: Option<ProgressSink>,
     ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send;
+
+    /// [`Backend::call_tool`] in `workspace` when the client named one (its
+    /// first root), else in the host's. By default the host's, always.
+    fn call_tool_in(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: Option<&Path>,
+    ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
+        let _ = workspace;
+        self.call_tool(name, arguments, progress)
+    }
 }
 
 /// The host's tools as an MCP backend.
@@ -70,10 +102,22 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         arguments: Value,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
+        self.call_tool_in(name, arguments, progress, None).await
+    }
+
+    async fn call_tool_in(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: Option<&Path>,
+    ) -> Result<ToolOutcome, CallError> {
         // A tool that is not offered does not exist for this client; without
         // delegation an `ask` is refused by the gate itself (no approver).
         let approver = self.delegate_approval.then_some(ApprovedBy::Client);
-        self.toolbox.call(name, arguments, approver, progress).await
+        self.toolbox
+            .call_in(name, arguments, approver, progress, workspace)
+            .await
     }
 }
 

@@ -1,19 +1,40 @@
 //! The server loop: one reader, one writer task, one task per `tools/call`.
+//!
+//! Bounds (issue 12, "it cannot be knocked over"): a line is at most
+//! [`MAX_LINE_BYTES`] and never held whole beyond it (`line.rs`); at most
+//! [`MAX_CONCURRENT_CALLS`] calls run at once, and a call beyond that is
+//! refused at once with an `isError` result saying so (refused rather than
+//! queued: a queue would be one more unbounded thing, and the model can
+//! call again when one of its calls has finished); the outbox holds at most
+//! [`OUTBOX_LINES`] lines (a client that stops reading stops the reader
+//! too, which is backpressure, not growth); a call's progress channel holds
+//! [`PROGRESS_REPORTS`] reports, and a report that finds it full is dropped
+//! (progress is advisory; the response never is).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use modproto::jsonrpc::decode_error_response;
 use modproto::{ErrorCode, Id, Message, Notification, Request, Response, RpcError};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::line::{self, Decoded, Framed, LineFramer, MAX_LINE_BYTES};
 use super::{Backend, protocol};
-use crate::tools::{CallError, Progress};
+use crate::tools::{CallError, Progress, ToolOutcome};
 
-type Outbox = mpsc::UnboundedSender<String>;
+/// The most `tools/call`s that run at once for one client.
+pub const MAX_CONCURRENT_CALLS: usize = 16;
+
+/// The most lines waiting for the writer.
+pub const OUTBOX_LINES: usize = 64;
+
+/// The most progress reports of one call waiting to be forwarded.
+pub const PROGRESS_REPORTS: usize = 16;
+
+type Outbox = mpsc::Sender<String>;
 
 /// Serve MCP over `reader`/`writer` until `reader` reaches EOF. Every call
 /// still running then is aborted, and awaited, before this returns.
@@ -23,7 +44,7 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
     B: Backend,
 {
-    let (outbox, mut queue) = mpsc::unbounded_channel::<String>();
+    let (outbox, mut queue) = mpsc::channel::<String>(OUTBOX_LINES);
     // One writer keeps lines whole: responses and notifications from
     // concurrent calls never interleave mid-line.
     let writer_task = tokio::spawn(async move {
@@ -40,33 +61,77 @@ where
 
     let mut running: HashMap<Id, AbortHandle> = HashMap::new();
     let mut calls = JoinSet::new();
-    let mut lines = reader.lines();
+    let mut roots = ClientRoots::default();
+    let mut reader = reader;
+    let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let read_result = loop {
-        let line = match lines.next_line().await {
-            Ok(Some(line)) => line,
+        let framed = match line::next_line(&mut reader, &mut framer).await {
+            Ok(Some(framed)) => framed,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         };
         while calls.try_join_next().is_some() {}
         running.retain(|_, handle| !handle.is_finished());
-        if line.trim().is_empty() {
-            continue;
-        }
-        match Message::parse(&line) {
-            Err(e) => send(&outbox, &Message::Response(decode_error_response(&e))),
-            Ok(Message::Request(request)) => {
-                if request.method == "tools/call" {
-                    start_call(request, &backend, &outbox, &mut calls, &mut running);
+        let message = match framed {
+            Framed::Oversized { bytes } => {
+                tracing::warn!(
+                    "skipped a client line of {bytes} bytes (the cap is {MAX_LINE_BYTES})"
+                );
+                send(&outbox, &Message::Response(line::oversized_response(bytes))).await;
+                continue;
+            }
+            Framed::Line(raw) => match line::decode(&raw) {
+                Decoded::Blank => continue,
+                Decoded::Invalid(response) => {
+                    send(&outbox, &Message::Response(response)).await;
+                    continue;
+                }
+                Decoded::Message(message) => message,
+            },
+        };
+        match message {
+            Message::Request(request) => {
+                if request.method == "initialize" {
+                    roots.offered = request
+                        .params
+                        .as_ref()
+                        .and_then(|p| p.pointer("/capabilities/roots"))
+                        .is_some_and(Value::is_object);
+                }
+                if request.method != "tools/call" {
+                    let response = answer(&request, backend.as_ref());
+                    send(&outbox, &Message::Response(response)).await;
+                } else if calls.len() >= MAX_CONCURRENT_CALLS {
+                    let refused =
+                        Response::ok(request.id, protocol::call_result(&too_many_calls()));
+                    send(&outbox, &Message::Response(refused)).await;
                 } else {
-                    send(
+                    let workspace = roots.workspace.clone();
+                    start_call(
+                        request,
+                        &backend,
                         &outbox,
-                        &Message::Response(answer(&request, backend.as_ref())),
-                    );
+                        workspace,
+                        &mut calls,
+                        &mut running,
+                    )
+                    .await;
                 }
             }
-            Ok(Message::Notification(n)) => notification(&n, &mut running),
-            // We send no requests, so a response is nobody's; ignore it.
-            Ok(Message::Response(_)) => {}
+            Message::Notification(n) => {
+                let roots_changed = matches!(
+                    n.method.as_str(),
+                    "notifications/initialized" | "notifications/roots/list_changed"
+                );
+                if roots_changed && roots.offered {
+                    let request = roots.ask();
+                    send(&outbox, &Message::Request(request)).await;
+                }
+                notification(&n, &mut running);
+            }
+            // The only requests we send are `roots/list`; any other
+            // response is nobody's and ignored.
+            Message::Response(response) => roots.answered(response),
         }
     };
     // EOF (or a broken stdin): stop every call, and wait until each one's
@@ -77,10 +142,82 @@ where
     read_result.and(write_result)
 }
 
-fn send(outbox: &Outbox, message: &Message) {
+/// What the client said about its roots.
+#[derive(Debug, Default)]
+struct ClientRoots {
+    /// The client declared the `roots` capability in `initialize`.
+    offered: bool,
+    /// How many `roots/list` requests were sent (their ids are numbered).
+    asked: u64,
+    /// The workspace of the latest answer, given to every call from then on.
+    workspace: Option<PathBuf>,
+}
+
+impl ClientRoots {
+    /// The next `roots/list` request.
+    fn ask(&mut self) -> Request {
+        self.asked += 1;
+        Request::new(
+            Id::Str(format!("modhost-roots-{}", self.asked)),
+            "roots/list",
+            None,
+        )
+    }
+
+    /// Take the workspace from the answer to the latest `roots/list`; an
+    /// answer to an earlier one (the roots changed since) is ignored.
+    fn answered(&mut self, response: Response) {
+        if self.asked == 0 || response.id != Id::Str(format!("modhost-roots-{}", self.asked)) {
+            return;
+        }
+        let result = match response.outcome {
+            Ok(result) => result,
+            Err(e) => {
+                tracing::warn!(
+                    "the client did not list its roots ({}); the workspace stays as it was",
+                    e.message
+                );
+                return;
+            }
+        };
+        match super::roots::workspace_from_roots(&result) {
+            Ok(chosen) => {
+                if chosen.offered > 1 {
+                    tracing::warn!(
+                        "the client sent {} roots; the workspace is the first usable one, {}, and the others are not granted",
+                        chosen.offered,
+                        chosen.path.display()
+                    );
+                } else {
+                    tracing::info!(
+                        "the workspace is the client's root {}",
+                        chosen.path.display()
+                    );
+                }
+                self.workspace = Some(chosen.path);
+            }
+            Err(reason) => {
+                tracing::warn!(
+                    "no usable root from the client ({reason}); the workspace stays as it was"
+                );
+            }
+        }
+    }
+}
+
+/// The result of a call refused because [`MAX_CONCURRENT_CALLS`] are running.
+fn too_many_calls() -> ToolOutcome {
+    ToolOutcome::failure(format!(
+        "not run: this server is already running {MAX_CONCURRENT_CALLS} calls for this client, \
+         its limit; wait for one of them to finish (or cancel one), then call again"
+    ))
+}
+
+/// Queue `message` for the writer, waiting while the outbox is full.
+async fn send(outbox: &Outbox, message: &Message) {
     // A closed outbox means the writer died (the client went away); the
     // reader will see EOF next.
-    let _ = outbox.send(message.to_line());
+    let _ = outbox.send(message.to_line()).await;
 }
 
 /// Every request but `tools/call`, answered at once.
@@ -134,10 +271,11 @@ fn notification(n: &Notification, running: &mut HashMap<Id, AbortHandle>) {
 }
 
 /// Validate a `tools/call` and run it as its own task.
-fn start_call<B: Backend>(
+async fn start_call<B: Backend>(
     request: Request,
     backend: &Arc<B>,
     outbox: &Outbox,
+    workspace: Option<PathBuf>,
     calls: &mut JoinSet<()>,
     running: &mut HashMap<Id, AbortHandle>,
 ) {
@@ -152,7 +290,7 @@ fn start_call<B: Backend>(
             ErrorCode::InvalidParams,
             "tools/call needs params.name (a string)",
         );
-        send(outbox, &Message::Response(Response::err(id, error)));
+        send(outbox, &Message::Response(Response::err(id, error))).await;
         return;
     };
     let arguments = match params.get("arguments") {
@@ -167,30 +305,47 @@ fn start_call<B: Backend>(
     let outbox = outbox.clone();
     let task_id = id.clone();
     let handle = calls.spawn(async move {
-        let response = run_call(backend.as_ref(), &name, arguments, token, &outbox).await;
+        let call = Invocation {
+            name: &name,
+            arguments,
+            workspace: workspace.as_deref(),
+        };
+        let response = run_call(backend.as_ref(), call, token, &outbox).await;
         let message = match response {
             Ok(outcome) => Response::ok(task_id, protocol::call_result(&outcome)),
             Err(e) => Response::err(task_id, call_error(&e)),
         };
-        send(&outbox, &Message::Response(message));
+        send(&outbox, &Message::Response(message)).await;
     });
     running.insert(id, handle);
+}
+
+/// One tool call as the backend gets it.
+struct Invocation<'a> {
+    name: &'a str,
+    arguments: Value,
+    /// The client's workspace, when its roots named one.
+    workspace: Option<&'a std::path::Path>,
 }
 
 /// Run the call, forwarding progress as `notifications/progress` when the
 /// client asked for it. Every progress line is sent before the response.
 async fn run_call<B: Backend>(
     backend: &B,
-    name: &str,
-    arguments: Value,
+    call: Invocation<'_>,
     token: Option<Value>,
     outbox: &Outbox,
-) -> Result<crate::tools::ToolOutcome, CallError> {
+) -> Result<ToolOutcome, CallError> {
+    let Invocation {
+        name,
+        arguments,
+        workspace,
+    } = call;
     let Some(token) = token else {
-        return backend.call_tool(name, arguments, None).await;
+        return backend.call_tool_in(name, arguments, None, workspace).await;
     };
-    let (sink, mut reports) = mpsc::unbounded_channel::<Progress>();
-    let call = backend.call_tool(name, arguments, Some(sink));
+    let (sink, mut reports) = mpsc::channel::<Progress>(PROGRESS_REPORTS);
+    let call = backend.call_tool_in(name, arguments, Some(sink), workspace);
     tokio::pin!(call);
     let mut last: Option<f64> = None;
     let mut forward = |p: Progress| {
@@ -207,10 +362,10 @@ async fn run_call<B: Backend>(
         if let Some(message) = p.message {
             params["message"] = json!(message);
         }
-        send(
-            outbox,
-            &Message::Notification(Notification::new("notifications/progress", Some(params))),
-        );
+        // Dropped when the outbox is full: progress is advisory, and a
+        // client that does not read must not make reports pile up.
+        let line = Message::Notification(Notification::new("notifications/progress", Some(params)));
+        let _ = outbox.try_send(line.to_line());
     };
     loop {
         tokio::select! {
@@ -242,7 +397,6 @@ fn call_error(e: &CallError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::ToolOutcome;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
@@ -267,6 +421,24 @@ mod tests {
             vec![json!({"name": "echo", "inputSchema": {"type": "object"}})]
         }
 
+        async fn call_tool_in(
+            &self,
+            name: &str,
+            arguments: Value,
+            progress: Option<crate::tools::ProgressSink>,
+            workspace: Option<&std::path::Path>,
+        ) -> Result<ToolOutcome, CallError> {
+            match name {
+                "where" => Ok(ToolOutcome {
+                    is_error: false,
+                    text: format!("{workspace:?}"),
+                    structured: None,
+                    artifacts: vec![],
+                }),
+                other => self.call_tool(other, arguments, progress).await,
+            }
+        }
+
         async fn call_tool(
             &self,
             name: &str,
@@ -287,7 +459,7 @@ mod tests {
                     let _guard = DropCounter(Arc::clone(&self.dropped));
                     if let Some(p) = progress {
                         for i in [1.0, 1.0, 2.0] {
-                            let _ = p.send(Progress {
+                            let _ = p.try_send(Progress {
                                 progress: i,
                                 total: Some(10.0),
                                 message: None,
@@ -464,5 +636,130 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(dropped.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_bad_line_is_answered_and_the_server_reads_on() {
+        let mut c = Client::start(Arc::new(Fake::default()));
+        let w = c.to_server.as_mut().unwrap();
+        w.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}\n")
+            .await
+            .unwrap();
+        let r = c.recv().await;
+        assert_eq!(r["error"]["code"], json!(-32700), "{r}");
+        assert_eq!(r["id"], Value::Null);
+        c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            .await;
+        assert_eq!(c.recv().await["id"], json!(2));
+    }
+
+    #[tokio::test]
+    async fn calls_beyond_the_cap_are_refused_and_the_running_ones_go_on() {
+        let fake = Arc::new(Fake::default());
+        let dropped = Arc::clone(&fake.dropped);
+        let mut c = Client::start(fake);
+        for id in 0..MAX_CONCURRENT_CALLS as i64 {
+            c.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "slow"}})).await;
+        }
+        c.send(json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {"name": "echo"}}))
+            .await;
+        let refused = c.recv().await;
+        assert_eq!(refused["id"], json!(100));
+        assert_eq!(refused["result"]["isError"], json!(true));
+        let text = refused["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("16 calls"), "{text}");
+        // Cancelling one frees a place.
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}))
+            .await;
+        for _ in 0..100 {
+            if dropped.load(Ordering::SeqCst) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        c.send(json!({"jsonrpc": "2.0", "id": 101, "method": "tools/call", "params": {"name": "echo", "arguments": {"a": 1}}}))
+            .await;
+        let ran = c.recv().await;
+        assert_eq!(ran["id"], json!(101));
+        assert_eq!(ran["result"]["isError"], json!(false), "{ran}");
+        c.to_server.take();
+        c.server.await.unwrap().unwrap();
+        assert_eq!(dropped.load(Ordering::SeqCst), MAX_CONCURRENT_CALLS);
+    }
+
+    #[tokio::test]
+    async fn the_clients_first_root_is_the_workspace_asked_after_the_handshake_and_on_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("a b"), dir.path().join("second"));
+        std::fs::create_dir_all(&first).unwrap();
+        std::fs::create_dir_all(&second).unwrap();
+        let mut c = Client::start(Arc::new(Fake::default()));
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {"roots": {"listChanged": true}}}}))
+            .await;
+        c.recv().await;
+        let where_am_i =
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "where"}});
+        c.send(where_am_i.clone()).await;
+        assert_eq!(
+            c.recv().await["result"]["content"][0]["text"],
+            json!("None")
+        );
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        let ask = c.recv().await;
+        assert_eq!(ask["method"], json!("roots/list"), "{ask}");
+        c.send(
+            json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+                {"uri": "file://".to_owned() + &first.display().to_string().replace(' ', "%20")},
+                {"uri": format!("file://{}", second.display())},
+            ]}}),
+        )
+        .await;
+        c.send(where_am_i.clone()).await;
+        let expected = format!("{:?}", Some(std::fs::canonicalize(&first).unwrap()));
+        assert_eq!(
+            c.recv().await["result"]["content"][0]["text"],
+            json!(expected)
+        );
+        // The roots change: asked again, and the new answer applies; a late
+        // answer to the old question does not.
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}))
+            .await;
+        let again = c.recv().await;
+        assert_ne!(again["id"], ask["id"]);
+        c.send(
+            json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+            {"uri": format!("file://{}", dir.path().display())}]}}),
+        )
+        .await;
+        c.send(
+            json!({"jsonrpc": "2.0", "id": again["id"], "result": {"roots": [
+            {"uri": format!("file://{}", second.display())}]}}),
+        )
+        .await;
+        c.send(where_am_i).await;
+        let expected = format!("{:?}", Some(std::fs::canonicalize(&second).unwrap()));
+        assert_eq!(
+            c.recv().await["result"]["content"][0]["text"],
+            json!(expected)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_without_roots_is_never_asked() {
+        let mut c = Client::start(Arc::new(Fake::default()));
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}}}))
+            .await;
+        c.recv().await;
+        c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+            .await;
+        assert_eq!(
+            c.recv().await["id"],
+            json!(2),
+            "no roots/list before the ping's answer"
+        );
     }
 }

@@ -176,6 +176,15 @@ pub async fn run(
     }
 }
 
+/// Run a component call on a blocking-pool thread, not on the caller's
+/// runtime thread.
+///
+/// A guest runs on a fiber that yields only at epoch ticks (10 ms) and host
+/// calls, and instantiating it is CPU work; on the runtime thread of a
+/// single-threaded server (`modhost mcp`) that would hold up `ping` and
+/// cancellations for as long. The call's future is driven by
+/// `Handle::block_on` on its own thread (timers and I/O still come from the
+/// caller's runtime), and dropping this future drops the call there at once.
 #[cfg(feature = "wasm")]
 async fn run_component(
     engines: &Engines,
@@ -183,10 +192,40 @@ async fn run_component(
     call: &Call<'_>,
     notifications: Option<&NotificationSink>,
 ) -> Result<Exchange, RunError> {
-    let engine = engines.wasm().map_err(|message| RunError::Spawn {
-        message: format!("{}: {message}", module.display()),
-    })?;
-    engine.run_module(module, call, notifications).await
+    // The engine is created on the first call (seconds of setup): there too.
+    let engines = engines.clone();
+    let module = module.to_path_buf();
+    let request_line = call.request_line.to_owned();
+    let grants = call.grants.to_vec();
+    let executables = call.executables.to_vec();
+    let (limits, network, start_ahead) = (call.limits, call.network, call.start_ahead);
+    let notifications = notifications.cloned();
+    let runtime = tokio::runtime::Handle::current();
+    // Dropped with this future: the call on the other thread ends with it.
+    let (_cancel_on_drop, cancelled) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async move {
+            let engine = engines.wasm().map_err(|message| RunError::Spawn {
+                message: format!("{}: {message}", module.display()),
+            })?;
+            let call = Call {
+                request_line: &request_line,
+                limits,
+                grants: &grants,
+                executables: &executables,
+                network,
+                start_ahead,
+            };
+            tokio::select! {
+                biased;
+                _ = cancelled => Err(RunError::Cancelled),
+                result = engine.run_module(&module, &call, notifications.as_ref()) => result,
+            }
+        })
+    });
+    worker.await.map_err(|e| RunError::Spawn {
+        message: format!("the component call's thread failed: {e}"),
+    })?
 }
 
 #[cfg(not(feature = "wasm"))]

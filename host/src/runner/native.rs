@@ -112,7 +112,7 @@ pub async fn run(
     };
     let started = match waiting {
         Some(started) => started,
-        None => start(&spec)?,
+        None => start(&spec).await?,
     };
     let exchange = answer(started, call, notifications, warm).await;
     // Only a spec that started once is worth starting ahead: a spawn or
@@ -153,10 +153,23 @@ impl Started {
     }
 }
 
-/// Start the process for `spec`: spawn (which blocks until exec) and attach.
-pub(super) fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
-    let spawned = spawn(spec)?;
-    attach(spawned)
+/// Start the process for `spec`: spawn and attach. The spawn blocks
+/// (landlock ruleset, clone, exec, its retries), so it runs on the blocking
+/// pool and the runtime thread that answers `ping` and cancellations never
+/// waits for it. Its own task: a call dropped meanwhile still gets its child
+/// attached, and so killed and reaped.
+pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
+    let spec = spec.clone();
+    let failed = |e: tokio::task::JoinError| RunError::Spawn {
+        message: format!("the start of the module failed: {e}"),
+    };
+    let starting = tokio::spawn(async move {
+        let spawned = tokio::task::spawn_blocking(move || spawn(&spec))
+            .await
+            .map_err(failed)??;
+        attach(spawned)
+    });
+    starting.await.map_err(failed)?
 }
 
 /// A child that has exec'd, its group already guarded.

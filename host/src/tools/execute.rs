@@ -41,8 +41,10 @@ pub struct Progress {
     pub message: Option<String>,
 }
 
-/// Where a call's progress reports go.
-pub type ProgressSink = mpsc::UnboundedSender<Progress>;
+/// Where a call's progress reports go. Bounded: a report that finds it full
+/// is dropped (progress is advisory), so a module that floods progress while
+/// the client reads slowly costs nothing that grows.
+pub type ProgressSink = mpsc::Sender<Progress>;
 
 /// One call as the invoke pipeline needs it.
 #[derive(Debug, Clone)]
@@ -58,6 +60,8 @@ pub struct InvokeCall {
     /// verdict is `allow` ([`crate::approval::Decision::allows_starting_ahead`]).
     pub start_ahead: bool,
     pub progress: Option<ProgressSink>,
+    /// The workspace for this call instead of the host's (an MCP client's root).
+    pub workspace: Option<PathBuf>,
 }
 
 /// Why an invocation produced no result.

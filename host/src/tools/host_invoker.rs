@@ -50,6 +50,7 @@ impl Invoker for HostInvoker {
             approval: call.approval,
             start_ahead: call.start_ahead,
             progress: call.progress.is_some().then_some(sink),
+            workspace: call.workspace,
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };
         let invocation = self.host.invoke_module(module, request);
@@ -96,7 +97,7 @@ fn relay(notification: &Notification, sink: Option<&ProgressSink>) {
     else {
         return;
     };
-    let _ = sink.send(Progress {
+    let _ = sink.try_send(Progress {
         progress: params.progress,
         total: params.total,
         message: params.message,
@@ -152,6 +153,6 @@ pub async fn open_toolbox(host: &Host) -> Result<Toolbox<HostInvoker>, OverrideE
         &config.capabilities,
         HostInvoker::new(host.clone(), discovered),
         host.layout().clone(),
-        Some(host.workspace().to_path_buf()),
+        host.workspace().map(std::path::Path::to_path_buf),
     ))
 }

@@ -21,7 +21,7 @@
 //!   [`ToolOutcome`]s to their shapes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use modproto::{Descriptor, Effects};
@@ -299,6 +299,19 @@ impl<I: Invoker> Toolbox<I> {
         approver: Option<ApprovedBy>,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
+        self.call_in(name, input, approver, progress, None).await
+    }
+
+    /// [`Toolbox::call`] with `workspace` instead of the host's (an MCP
+    /// client's root; `None` is the host's).
+    pub async fn call_in(
+        &self,
+        name: &str,
+        input: Value,
+        approver: Option<ApprovedBy>,
+        progress: Option<ProgressSink>,
+        workspace: Option<&Path>,
+    ) -> Result<ToolOutcome, CallError> {
         let tool = self
             .get(name)
             .ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
@@ -314,12 +327,13 @@ impl<I: Invoker> Toolbox<I> {
             approval: record,
             start_ahead: tool.approval.allows_starting_ahead(),
             progress,
+            workspace: workspace.map(Path::to_path_buf),
         };
         let result = self.invoker.invoke(call).await;
         let roots = execute::RootPaths {
             descriptor: &module.descriptor,
             home: &self.home,
-            workspace: self.workspace.as_deref(),
+            workspace: workspace.or(self.workspace.as_deref()),
         };
         Ok(execute::outcome(tool, result, &roots))
     }
