@@ -39,7 +39,7 @@ use rustix::process::Pid;
 
 use crate::confine::{self, ConfinementMode};
 use crate::runner::native::group::Group;
-use crate::runner::native::{is_allowed_env, spawn};
+use crate::runner::native::{environment, spawn};
 #[cfg(feature = "wasm")]
 use crate::runner::wasm::{LoadedComponent, WasmEngine, WasmError};
 use crate::runner::{Grant, STDERR_TAIL_BYTES, Transport};
@@ -123,7 +123,7 @@ impl ModuleCaller for NativeCaller {
         // Started exactly as the native runner starts a module.
         let child = spawn::spawn(
             &self.program,
-            std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)),
+            environment::module_environment(),
             self.program.parent().filter(|d| !d.as_os_str().is_empty()),
             confinement.into_child().as_ref(),
         )

@@ -29,5 +29,6 @@ mod snapshot;
 mod spill;
 mod support;
 mod tools;
+mod version_managers;
 mod warm_approval;
 mod wasm;

@@ -69,7 +69,9 @@ pub fn resolve(program: &Path, more: &[PathBuf], path_env: Option<&OsStr>) -> Ch
     chain
 }
 
-/// [`resolve`] with the host's PATH, cached by the files' identities.
+/// [`resolve`] with the module's PATH
+/// ([`crate::runner::native::environment::module_path`]), cached by the
+/// files' identities.
 pub fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
     type Key = (
         Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)>,
@@ -81,7 +83,8 @@ pub fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
         let stamp = meta.and_then(|m| Some((m.modified().ok()?, m.len())));
         (p.to_path_buf(), stamp)
     };
-    let path_env = std::env::var_os("PATH");
+    // The PATH the module gets, shims resolved: what it will run.
+    let path_env = crate::runner::native::environment::module_path().map(OsStr::to_owned);
     let key: Key = (
         std::iter::once(program)
             .chain(more.iter().map(PathBuf::as_path))

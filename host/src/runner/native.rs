@@ -44,12 +44,14 @@ use tokio::net::unix::pipe;
 use super::{Call, Exchange, Grant, NotificationSink, RunError, STDERR_TAIL_BYTES};
 use crate::confine::{self, ConfineError, ConfinementMode};
 
+pub mod environment;
 pub mod group;
 pub mod spawn;
 pub mod warm;
 
 use group::Group;
 
+pub use environment::is_allowed_env;
 pub use warm::WarmPool;
 
 /// The JSON-RPC id the host uses for the one request of a call.
@@ -60,13 +62,6 @@ const EXIT_GRACE: Duration = Duration::from_millis(250);
 
 /// How long the stderr drain may run on once the group is dead.
 const STDERR_DRAIN: Duration = Duration::from_millis(100);
-
-/// Whether an environment variable of the host passes to a module.
-pub fn is_allowed_env(name: &str) -> bool {
-    matches!(name, "PATH" | "LANG" | "TZ")
-        || name.starts_with("LC_")
-        || name.starts_with("MODHOST_")
-}
 
 /// What a native process is started with: everything about a call but its
 /// request. Processes started from equal specs are interchangeable, which is
@@ -206,7 +201,7 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
         .collect();
     let child = spawn::spawn(
         program,
-        std::env::vars_os().filter(|(k, _)| k.to_str().is_some_and(is_allowed_env)),
+        environment::module_environment(),
         program.parent().filter(|d| !d.as_os_str().is_empty()),
         confinement.into_child().as_ref(),
     )
