@@ -9,6 +9,7 @@
 mod cli;
 mod confinement_failures;
 mod conformance;
+mod conformance_grants;
 mod contract;
 mod descriptor_identity;
 mod discovery;
