@@ -26,6 +26,7 @@ mod pins;
 mod roots;
 mod sandbox_kernel;
 mod snapshot;
+mod snapshot_gc;
 mod spill;
 mod support;
 mod tools;
