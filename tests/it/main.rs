@@ -15,6 +15,7 @@ mod descriptor_identity;
 mod discovery;
 mod doctor;
 mod files_module;
+mod folder_helpers;
 mod grants_authority;
 mod hostile;
 mod install;
