@@ -244,6 +244,15 @@ const DEVICES_READ: &[&str] = &[
 /// with theirs. Everything else, system folders and the module's own folder
 /// included, is read at most. Paths that do not exist are kept; [`prepare`]
 /// skips what it cannot open.
+///
+/// One exception: a program run from its approved snapshot
+/// ([`approved_snapshot_root`]) may execute every file of that snapshot, so
+/// a folder module can run its own helpers. Those files are exactly the
+/// approved bytes, host-owned and read-only, outside every grant: running
+/// them grants nothing the module's own code could not already do. Never
+/// for a program run from `modules/<id>/` (`pins = "off"`, unpinned, or
+/// changed under `warn`), whose folder anyone with access to `modules/` can
+/// change, and never for a bare module's parent (`modules/` itself).
 pub fn path_rules(
     program: &Path,
     grants: &[Grant],
@@ -276,6 +285,9 @@ pub fn path_rules_with(
     rules.extend(etc.map(|p| rule(Path::new(p), PathAccess::Read)));
     rules.push(rule(Path::new("/dev/null"), PathAccess::ReadWrite));
     rules.push(rule(&module_root(program), PathAccess::Read));
+    if let Some(snapshot) = approved_snapshot_root(program, grants) {
+        rules.push(rule(&snapshot, PathAccess::ReadExecute));
+    }
     rules.push(rule(program, PathAccess::ReadExecute));
     rules.extend(chain.read.iter().map(|p| rule(p, PathAccess::Read)));
     for grant in grants {
@@ -294,6 +306,40 @@ pub fn path_rules_with(
             .map(|path| rule(path, PathAccess::ReadExecute)),
     );
     rules
+}
+
+/// The approved snapshot `program` runs from: the folder
+/// `…/cache/snapshots/<digest>/` holding it ([`crate::snapshot`]), when that
+/// folder is really one: a directory (not a link) owned by this process's
+/// user, writable by nobody, and overlapping no read-write grant of the
+/// call. `None` for every other program, a module run from `modules/<id>/`
+/// included.
+pub fn approved_snapshot_root(program: &Path, grants: &[Grant]) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let snapshot = program.ancestors().skip(1).find(|dir| {
+        let is_digest = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit()));
+        let store = dir.parent();
+        is_digest
+            && store
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "snapshots")
+            && store
+                .and_then(Path::parent)
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "cache")
+    })?;
+    let meta = std::fs::symlink_metadata(snapshot).ok()?;
+    let host_owned = meta.is_dir()
+        && meta.uid() == rustix::process::geteuid().as_raw()
+        && meta.mode() & 0o222 == 0;
+    let writable_by_the_call = grants.iter().any(|g| {
+        g.access == Access::ReadWrite
+            && (g.host.starts_with(snapshot) || snapshot.starts_with(&g.host))
+    });
+    (host_owned && !writable_by_the_call).then(|| snapshot.to_path_buf())
 }
 
 /// What of its own installation a module may read: its folder, or only

@@ -10,17 +10,30 @@
 //! process group killed. The module runs confined like any call
 //! ([`crate::confine`]) to the roots it is granted.
 //!
+//! **Each invoke gets what invoke would grant, and only that.** Before the
+//! battery builds an invoke it asks [`ModuleCaller::grants`] for the
+//! capability; the answer comes from [`crate::grants::plan`], the one
+//! decision `modhost invoke` makes (the roots the capability names in its
+//! effects, the binaries it names in `effects.spawns`), and the very next
+//! call is confined to exactly that, with network only when the capability
+//! declares it. Every other call (describe, malformed lines, empty stdin) is
+//! granted nothing, as discovery grants nothing. A module whose capability
+//! uses a root it does not name therefore fails here as it fails under
+//! invoke, and [`unnamed_root_findings`] says which root to name.
+//!
 //! Design decisions:
 //!
 //! - **Synchronous, on plain threads.** [`ModuleCaller::call`] is a blocking
 //!   trait method; the CLI runs the battery on a blocking thread. Pipes are
 //!   pumped by their own threads so a module that never reads stdin, or
 //!   floods stdout, cannot deadlock the caller.
-//! - **Grants fit for examples, and nothing real.** A declared `state` or
-//!   `artifacts` root points into a scratch directory the caller owns (never
-//!   the operator's real state), the `workspace` is granted read-only,
-//!   source roots and binaries only when the operator configured them.
-//!   Examples that need more fail with the battery's own remedy.
+//! - **Grants fit for examples, and nothing real.** The plan is made
+//!   against a scratch home: a named `state` or `artifacts` root points into
+//!   a scratch directory the caller owns (never the operator's real state),
+//!   a named `workspace` is granted read-only even when the capability
+//!   writes it (the battery must not change the operator's files), source
+//!   roots and binaries only when the operator configured them. Examples
+//!   that need more fail with the battery's own remedy.
 //! - **Components run as the host runs them, minus the protocol.** Each call
 //!   is a fresh instance with the raw stdin bytes (the battery sends
 //!   malformed lines and empty stdin on purpose), its grants preopened at
@@ -33,11 +46,13 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use modconform::{CallerError, Grants, ModuleCaller, RawCall};
-use modproto::{Access, Capability, Descriptor, GrantedRoot, RootKind};
+use modconform::{CallerError, Finding, Grants, ModuleCaller, RawCall};
+use modproto::{Access, Capability, Descriptor, Effects, RootKind};
 use rustix::process::Pid;
 
 use crate::confine::{self, ConfinementMode};
+use crate::grants::{self, GrantContext};
+use crate::home::HomeLayout;
 use crate::runner::native::group::Group;
 use crate::runner::native::{environment, spawn};
 #[cfg(feature = "wasm")]
@@ -69,11 +84,11 @@ pub struct ConformanceRoots<'a> {
 pub struct NativeCaller {
     program: PathBuf,
     confinement: ConfinementMode,
-    /// What the process is confined to.
-    grants: Vec<Grant>,
-    /// The same grants, as the invoke request states them.
-    request: Grants,
-    network: bool,
+    /// Where the roots of each capability's plan point.
+    planner: Option<Planner>,
+    /// What the next call is confined to: the grants of the capability
+    /// the battery is about to invoke, else nothing.
+    armed: CallGrants,
 }
 
 impl NativeCaller {
@@ -82,23 +97,19 @@ impl NativeCaller {
         NativeCaller {
             program: program.into(),
             confinement,
-            grants: Vec::new(),
-            request: Grants::default(),
-            network: false,
+            planner: None,
+            armed: CallGrants::default(),
         }
     }
 
-    /// Grant what `descriptor` declares, pointed at `roots`. Creates the
-    /// scratch `state/` and `artifacts/` directories.
+    /// From now on, each invoke of a capability of `descriptor` is granted
+    /// what its plan decides, pointed at `roots`.
     pub fn grant(
         &mut self,
         descriptor: &Descriptor,
         roots: ConformanceRoots<'_>,
     ) -> std::io::Result<()> {
-        let granted = scratch_grants(descriptor, roots, Transport::Native)?;
-        self.grants = granted.grants;
-        self.request = granted.request;
-        self.network = granted.network;
+        self.planner = Some(Planner::new(descriptor, roots));
         Ok(())
     }
 
@@ -111,12 +122,13 @@ impl NativeCaller {
 impl ModuleCaller for NativeCaller {
     fn call(&mut self, stdin: &[u8], timeout: Duration) -> Result<RawCall, CallerError> {
         let started = Instant::now();
-        let executables: Vec<PathBuf> = self.request.binaries.values().map(PathBuf::from).collect();
+        // Armed for this one call only.
+        let granted = std::mem::take(&mut self.armed);
         let confinement = confine::prepare(
             &self.program,
-            &self.grants,
-            &executables,
-            self.network,
+            &granted.roots,
+            &granted.executables,
+            granted.network,
             self.confinement,
         )
         .map_err(|e| CallerError::Start(format!("{}: {e}", self.program.display())))?;
@@ -177,8 +189,15 @@ impl ModuleCaller for NativeCaller {
         })
     }
 
-    fn grants(&mut self, _capability: &Capability) -> Grants {
-        self.request.clone()
+    fn grants(&mut self, capability: &Capability) -> Grants {
+        self.arm(&capability.effects)
+    }
+}
+
+impl PlannedCaller for NativeCaller {
+    fn arm(&mut self, effects: &Effects) -> Grants {
+        self.armed = arm(self.planner.as_ref(), effects, Transport::Native);
+        self.armed.request.clone()
     }
 }
 
@@ -191,10 +210,11 @@ pub struct WasmCaller {
     /// The async runtime the calls are driven on; [`ModuleCaller::call`] is
     /// made from a blocking thread of it.
     runtime: tokio::runtime::Handle,
-    /// What the instance gets preopened.
-    grants: Vec<Grant>,
-    /// The same grants, as the invoke request states them.
-    request: Grants,
+    /// Where the roots of each capability's plan point.
+    planner: Option<Planner>,
+    /// What the next instance gets preopened: the grants of the capability
+    /// the battery is about to invoke, else nothing.
+    armed: CallGrants,
 }
 
 #[cfg(feature = "wasm")]
@@ -211,22 +231,20 @@ impl WasmCaller {
             engine: engine.clone(),
             component: engine.load(path)?,
             runtime,
-            grants: Vec::new(),
-            request: Grants::default(),
+            planner: None,
+            armed: CallGrants::default(),
         })
     }
 
-    /// Grant what `descriptor` declares, pointed at `roots`, preopened at
-    /// `/roots/<name>`. Creates the scratch `state/` and `artifacts/`
-    /// directories.
+    /// From now on, each invoke of a capability of `descriptor` is granted
+    /// what its plan decides, pointed at `roots` and preopened at
+    /// `/roots/<name>`.
     pub fn grant(
         &mut self,
         descriptor: &Descriptor,
         roots: ConformanceRoots<'_>,
     ) -> std::io::Result<()> {
-        let granted = scratch_grants(descriptor, roots, Transport::Component)?;
-        self.grants = granted.grants;
-        self.request = granted.request;
+        self.planner = Some(Planner::new(descriptor, roots));
         Ok(())
     }
 }
@@ -235,10 +253,11 @@ impl WasmCaller {
 impl ModuleCaller for WasmCaller {
     fn call(&mut self, stdin: &[u8], timeout: Duration) -> Result<RawCall, CallerError> {
         let started = Instant::now();
+        let granted = std::mem::take(&mut self.armed);
         let run = self.engine.run_raw(
             &self.component,
             stdin,
-            &self.grants,
+            &granted.roots,
             timeout,
             MAX_STDOUT_BYTES as u64,
         );
@@ -255,8 +274,16 @@ impl ModuleCaller for WasmCaller {
         })
     }
 
-    fn grants(&mut self, _capability: &Capability) -> Grants {
-        self.request.clone()
+    fn grants(&mut self, capability: &Capability) -> Grants {
+        self.arm(&capability.effects)
+    }
+}
+
+#[cfg(feature = "wasm")]
+impl PlannedCaller for WasmCaller {
+    fn arm(&mut self, effects: &Effects) -> Grants {
+        self.armed = arm(self.planner.as_ref(), effects, Transport::Component);
+        self.armed.request.clone()
     }
 }
 
@@ -301,70 +328,221 @@ pub fn describe(caller: &mut dyn ModuleCaller, timeout: Duration) -> Result<Desc
     ))
 }
 
-/// The grants of one conformance run: what the module is confined to, the
-/// same roots as the invoke request states them (guest paths), and whether
-/// it may use the network.
-struct ScratchGrants {
-    grants: Vec<Grant>,
+/// A caller whose next call can be granted what a capability with given
+/// effects would be granted.
+pub trait PlannedCaller: ModuleCaller {
+    /// Confine the next call to the plan of a capability with `effects`;
+    /// returns the grants as the invoke request states them.
+    fn arm(&mut self, effects: &Effects) -> Grants;
+}
+
+/// What one call is granted: the roots it is confined to, the same roots
+/// and binaries as the invoke request states them, the binaries it may
+/// execute, and whether it may use the network. The default grants nothing.
+#[derive(Debug, Clone, Default)]
+struct CallGrants {
+    roots: Vec<Grant>,
     request: Grants,
+    executables: Vec<PathBuf>,
     network: bool,
 }
 
-/// Grant what `descriptor` declares, pointed at `roots`, as `transport` sees
-/// it. Creates the scratch `state/` and `artifacts/` directories. Binaries
-/// are granted to native modules only: a component cannot run one.
-fn scratch_grants(
-    descriptor: &Descriptor,
-    roots: ConformanceRoots<'_>,
-    transport: Transport,
-) -> std::io::Result<ScratchGrants> {
-    let mut grants = Vec::new();
-    let mut request = Grants::default();
-    for decl in &descriptor.roots {
-        let (path, access) = match decl.kind {
-            RootKind::State | RootKind::Artifacts => {
-                let dir = roots.scratch.join(decl.kind.as_str()).join(&decl.name);
-                std::fs::create_dir_all(&dir)?;
-                (dir, decl.effective_access())
-            }
-            RootKind::Workspace => (roots.workspace.to_path_buf(), Access::Read),
-            RootKind::Source => match roots.source_roots.get(&decl.name) {
-                Some(path) => (path.clone(), Access::Read),
-                None => continue,
-            },
-        };
-        let guest = transport.guest_path(&decl.name, &path);
-        request.roots.insert(
-            decl.name.clone(),
-            GrantedRoot {
-                path: guest.clone(),
-                kind: decl.kind,
-                access,
-            },
-        );
-        grants.push(Grant {
-            name: decl.name.clone(),
-            guest,
-            host: path,
-            access,
-        });
-    }
-    for binary in descriptor
-        .binaries
-        .iter()
-        .filter(|_| transport == Transport::Native)
-    {
-        if let Some(path) = roots.binaries.get(&binary.name) {
-            request
-                .binaries
-                .insert(binary.name.clone(), path.to_string_lossy().into_owned());
+/// The inputs of every capability's plan in one conformance run.
+#[derive(Debug, Clone)]
+struct Planner {
+    descriptor: Descriptor,
+    /// A scratch home: `state/` and `artifacts/` roots point into it.
+    scratch: HomeLayout,
+    workspace: PathBuf,
+    source_roots: BTreeMap<String, PathBuf>,
+    binaries: BTreeMap<String, PathBuf>,
+}
+
+/// The id the scratch home files a module's `state` and `artifacts` under:
+/// fixed, so a hostile descriptor id never names a path.
+const SCRATCH_MODULE_ID: &str = "module";
+
+impl Planner {
+    fn new(descriptor: &Descriptor, roots: ConformanceRoots<'_>) -> Self {
+        Planner {
+            descriptor: descriptor.clone(),
+            scratch: HomeLayout::new(roots.scratch),
+            workspace: roots.workspace.to_path_buf(),
+            source_roots: roots.source_roots.clone(),
+            binaries: roots.binaries.clone(),
         }
     }
-    Ok(ScratchGrants {
-        grants,
-        request,
-        network: descriptor.capabilities.iter().any(|c| c.effects.network),
-    })
+
+    /// What invoke grants a capability with `effects` ([`grants::plan`],
+    /// the one decision), against the scratch home, with the workspace
+    /// read-only. A component runs no program, so it gets no binary.
+    fn plan(&self, effects: &Effects, transport: Transport) -> std::io::Result<CallGrants> {
+        let context = GrantContext {
+            layout: &self.scratch,
+            workspace: &self.workspace,
+            source_roots: &self.source_roots,
+            binaries: &self.binaries,
+        };
+        let mut plan = grants::plan(
+            &self.descriptor,
+            effects,
+            SCRATCH_MODULE_ID,
+            transport,
+            context,
+            true,
+        )?;
+        for root in &mut plan.roots {
+            if plan.kinds.get(&root.name) == Some(&RootKind::Workspace) {
+                root.access = Access::Read;
+            }
+        }
+        if transport == Transport::Component {
+            plan.binaries.clear();
+        }
+        Ok(CallGrants {
+            request: Grants {
+                roots: plan.request_roots(),
+                binaries: plan.request_binaries(),
+                approval: None,
+            },
+            executables: plan.binaries.values().cloned().collect(),
+            roots: plan.roots,
+            network: effects.network,
+        })
+    }
+}
+
+/// The grants of the next call for `effects`: its plan, or nothing when
+/// no plan can be made (no descriptor yet, or the scratch home cannot be
+/// written: the call then fails closed, as invoke would).
+fn arm(planner: Option<&Planner>, effects: &Effects, transport: Transport) -> CallGrants {
+    planner
+        .and_then(|planner| planner.plan(effects, transport).ok())
+        .unwrap_or_default()
+}
+
+/// For each capability whose example failed (a `battery.example_failed`
+/// finding in `findings`): the declared roots it uses without naming them.
+///
+/// Each example is run once more per declared root the capability does not
+/// name, granted that root read-only on top of its own plan; a root that
+/// makes a failing example succeed is one the capability reads without
+/// saying so, which invoke never grants. Found only for examples that fail
+/// as planned, so a module that names its roots costs no extra call.
+pub fn unnamed_root_findings(
+    caller: &mut dyn PlannedCaller,
+    descriptor: &Descriptor,
+    findings: &[Finding],
+    timeout: std::time::Duration,
+) -> Vec<Finding> {
+    let contract_version = modproto::contract::evaluate(std::sync::Arc::new(descriptor.clone()))
+        .pin()
+        .effective
+        .clone()
+        .unwrap_or_else(|| "1.0".to_owned());
+    let mut found = Vec::new();
+    for capability in &descriptor.capabilities {
+        let failed = findings.iter().any(|f| {
+            f.id == "battery.example_failed" && f.capability.as_deref() == Some(&capability.id)
+        });
+        if !failed {
+            continue;
+        }
+        let effects = &capability.effects;
+        let unnamed = descriptor
+            .roots
+            .iter()
+            .map(|r| r.name.as_str())
+            .filter(|name| {
+                !effects
+                    .reads
+                    .iter()
+                    .chain(&effects.writes)
+                    .any(|n| n == name)
+            });
+        let mut needed = Vec::new();
+        for name in unnamed {
+            let mut widened = effects.clone();
+            widened.reads.push(name.to_owned());
+            let succeeds = capability.examples.iter().any(|example| {
+                let grants = caller.arm(&widened);
+                example_succeeds(
+                    caller,
+                    &capability.id,
+                    &example.input,
+                    grants,
+                    &contract_version,
+                    timeout,
+                )
+            });
+            if succeeds {
+                needed.push(name.to_owned());
+            }
+        }
+        if needed.is_empty() {
+            continue;
+        }
+        let listed = needed
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        found.push(
+            Finding::error(
+                "battery.reads_unnamed_root",
+                format!(
+                    "an example of {:?} fails with the roots the capability names and succeeds when also granted {listed}: it uses a root its effects do not name, which invoke never grants",
+                    capability.id
+                ),
+                format!(
+                    "name {listed} in the effects.reads of capability {:?} (effects.writes if it changes it)",
+                    capability.id
+                ),
+            )
+            .on(&capability.id),
+        );
+    }
+    found
+}
+
+/// Invoke `capability` with `input` and `grants` through `caller` (armed
+/// for it): whether it answered a result.
+fn example_succeeds(
+    caller: &mut dyn PlannedCaller,
+    capability: &str,
+    input: &serde_json::Value,
+    grants: Grants,
+    contract_version: &str,
+    timeout: std::time::Duration,
+) -> bool {
+    let params = modproto::InvokeParams {
+        protocol: modproto::PROTOCOL_VERSION.to_owned(),
+        contract_version: contract_version.to_owned(),
+        request_id: "modhost-conformance-diagnosis".to_owned(),
+        capability: capability.to_owned(),
+        input: input.clone(),
+        roots: grants.roots,
+        binaries: grants.binaries,
+        deadline_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        max_output_bytes: 1 << 20,
+        approval: None,
+        extra: serde_json::Map::new(),
+    };
+    let Ok(params) = serde_json::to_value(params) else {
+        return false;
+    };
+    let request = modproto::Request::new(1, modproto::METHOD_INVOKE, Some(params));
+    let Ok(mut line) = serde_json::to_vec(&request) else {
+        return false;
+    };
+    line.push(b'\n');
+    let Ok(raw) = caller.call(&line, timeout) else {
+        return false;
+    };
+    String::from_utf8_lossy(&raw.stdout)
+        .lines()
+        .filter_map(|l| modproto::Message::parse(l).ok())
+        .any(|m| matches!(m, modproto::Message::Response(r) if r.outcome.is_ok()))
 }
 
 /// Read `pipe` to its end on a thread, keeping at most `limit` bytes (the

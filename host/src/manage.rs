@@ -331,6 +331,8 @@ impl Host {
                 HostError::Refused(format!("removed {}, but {e}", removed.display()))
             })?;
         }
+        // Its approved snapshot goes too, unless another pin names it.
+        crate::snapshot::remove_unused(self.layout(), &lock);
         drop(lock);
         let state = self.layout().state_dir(&module.id);
         let artifacts = self.layout().artifacts_dir(&module.id);

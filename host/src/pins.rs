@@ -465,6 +465,8 @@ impl crate::Host {
         let source = pins.get(id).and_then(|r| r.source.clone());
         let record = PinRecord::new(descriptor, digest, source);
         pins.pin(record.clone())?;
+        // The snapshot of an earlier pin of this module may be unused now.
+        crate::snapshot::remove_unused(self.layout(), &lock);
         Ok(PinOutcome {
             record,
             before: before.label(),
@@ -478,7 +480,9 @@ impl crate::Host {
     /// Remove the pin of `id` (installed or not). Returns whether there was one.
     pub fn unpin(&self, id: &str) -> Result<bool, crate::HostError> {
         let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
-        Ok(Pins::load_locked(self.home(), &lock)?.unpin(id)?)
+        let had = Pins::load_locked(self.home(), &lock)?.unpin(id)?;
+        crate::snapshot::remove_unused(self.layout(), &lock);
+        Ok(had)
     }
 }
 

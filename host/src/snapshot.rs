@@ -28,11 +28,36 @@
 //!   outside every root a module can be granted (`cache/` is the host's).
 //! - **Only the approved files.** A bare executable's snapshot folder holds
 //!   that one file, so granting the program's folder grants nothing else.
+//! - **No special bits.** Modes are set to exactly 0555 or 0444 (never
+//!   copied), so a setuid or setgid bit in a module's folder never reaches
+//!   what runs.
+//! - **Unused snapshots are removed** ([`remove_unused`]), under the home
+//!   lock, after `remove`, `pin` and `unpin`: every snapshot no pin record
+//!   names. A module runs from a snapshot only while it is pinned and
+//!   unchanged (an unpinned one runs from its folder), so the pin records
+//!   are exactly the snapshots in use; a snapshot being built (`.tmp-*`) or
+//!   anything not named by a digest is left alone. Removal never follows a
+//!   symlink (folders are opened `O_NOFOLLOW` to make them writable, then
+//!   removed with `remove_dir_all`, which does not follow links either).
+//!   When pins.json cannot be read nothing is removed. An install makes its
+//!   snapshot before it takes the lock, so a concurrent removal can delete
+//!   it before its pin is written: discovery of a pinned, unchanged module
+//!   rebuilds its snapshot from the folder (verified against the pin), so
+//!   nothing is lost. A long-running host that already started a process
+//!   from a removed snapshot is not disturbed on Linux: open files and
+//!   exec'd images stay valid after their names are gone; its next call
+//!   notices the module changed (its snapshot is unreadable) and is refused
+//!   until it is discovered again, as for any change under it.
 
+use std::collections::BTreeSet;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
 use crate::home::HomeLayout;
+use crate::home_lock::HomeLock;
 use crate::module_tree::{self, NodeKind, TreeError};
 
 /// Why a snapshot could not be made.
@@ -181,20 +206,81 @@ fn copy_file(from: &Path, to: &Path) -> Result<(), SnapshotError> {
     target.sync_all().map_err(io("sync", to))
 }
 
-/// Remove a (possibly read-only) snapshot folder; best effort.
+/// Remove every snapshot that no pin record of the home names; returns the
+/// folders removed. The caller holds the home's lock (`_lock`), so no pin is
+/// written meanwhile. Best effort: a snapshot that cannot be removed stays,
+/// and nothing is removed when pins.json cannot be read.
+pub fn remove_unused(layout: &HomeLayout, _lock: &HomeLock) -> Vec<PathBuf> {
+    let pins = match crate::pins::Pins::load(layout.root()) {
+        Ok(pins) => pins,
+        Err(e) => {
+            tracing::warn!("unused snapshots are kept: {e}");
+            return Vec::new();
+        }
+    };
+    let in_use: BTreeSet<&str> = pins.records().map(|r| r.digest.as_str()).collect();
+    let Ok(entries) = std::fs::read_dir(layout.snapshots_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(digest) = name.to_str().filter(|n| is_hex_digest(n)) else {
+            continue;
+        };
+        // The entry itself, not what a link would point at.
+        if in_use.contains(digest) || !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let dir = entry.path();
+        remove_snapshot_dir(&dir);
+        if std::fs::symlink_metadata(&dir).is_err() {
+            removed.push(dir);
+        } else {
+            tracing::warn!("could not remove the unused snapshot {}", dir.display());
+        }
+    }
+    removed
+}
+
+/// Remove a (possibly read-only) snapshot folder; best effort. Each folder
+/// is made writable through a descriptor opened without following links, so
+/// a link planted in the tree is removed, never followed.
 fn remove_snapshot_dir(dir: &Path) {
-    fn writable(dir: &Path) {
-        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for entry in entries.flatten() {
-                if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                    writable(&entry.path());
-                }
+    fn writable(dir: BorrowedFd<'_>) {
+        let _ = rustix::fs::fchmod(dir, Mode::from_raw_mode(0o700));
+        let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
+            return;
+        };
+        for entry in listing.flatten() {
+            let name = entry.file_name();
+            if name.to_bytes() == b"." || name.to_bytes() == b".." {
+                continue;
+            }
+            let is_dir = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+            if is_dir && let Ok(child) = open_folder(dir, name) {
+                writable(child.as_fd());
             }
         }
     }
-    writable(dir);
+    if let Ok(top) = rustix::fs::open(
+        dir,
+        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) {
+        writable(top.as_fd());
+    }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+fn open_folder(parent: BorrowedFd<'_>, name: &std::ffi::CStr) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        parent,
+        name,
+        OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
 }
 
 fn is_hex_digest(s: &str) -> bool {
@@ -264,6 +350,84 @@ mod tests {
             0,
             "the temp copy is gone"
         );
+    }
+
+    #[test]
+    fn setuid_and_setgid_bits_never_reach_a_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = HomeLayout::new(dir.path());
+        let module = dir.path().join("modules/m");
+        write(&module.join("m"), "#!/bin/sh\n", 0o6755);
+        write(&module.join("data"), "x", 0o2644);
+        let (_, digest) = module_tree::walk_and_digest(&module).unwrap();
+        let snapshot = ensure(&layout, &module, &digest).unwrap();
+        let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
+        assert_eq!(mode(&snapshot.join("m")), 0o555);
+        assert_eq!(mode(&snapshot.join("data")), 0o444);
+    }
+
+    #[test]
+    fn unused_snapshots_are_removed_without_following_links() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = HomeLayout::new(dir.path().join("home"));
+        let outside = dir.path().join("outside");
+        write(&outside.join("keep.txt"), "not the host's", 0o444);
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o555)).unwrap();
+        let mut digests = Vec::new();
+        for name in ["a", "b"] {
+            let module = layout.modules_dir().join(name);
+            write(&module.join(name), &format!("#!/bin/sh\n# {name}\n"), 0o755);
+            write(&module.join("lib/x"), name, 0o644);
+            let (_, digest) = module_tree::walk_and_digest(&module).unwrap();
+            ensure(&layout, &module, &digest).unwrap();
+            digests.push(digest);
+        }
+        // A link planted in the unused snapshot (as if its tree held one).
+        let unused = snapshot_dir(&layout, &digests[1]);
+        std::fs::set_permissions(unused.join("lib"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::os::unix::fs::symlink(&outside, unused.join("lib/out")).unwrap();
+        std::fs::set_permissions(unused.join("lib"), std::fs::Permissions::from_mode(0o555))
+            .unwrap();
+        // A snapshot being built and a stray link in the store stay.
+        std::fs::create_dir(layout.snapshots_dir().join(".tmp-building")).unwrap();
+        let lock = HomeLock::acquire(layout.root()).unwrap();
+        let a = descriptor_for("a");
+        crate::pins::Pins::load_locked(layout.root(), &lock)
+            .unwrap()
+            .pin(crate::pins::PinRecord::new(&a, &digests[0], None))
+            .unwrap();
+
+        let removed = remove_unused(&layout, &lock);
+        assert_eq!(removed.len(), 1, "{removed:?}");
+        assert_eq!(removed[0], unused);
+        assert!(!unused.exists());
+        assert!(
+            existing(&layout, &digests[0]).is_some(),
+            "the pinned one stays"
+        );
+        assert!(layout.snapshots_dir().join(".tmp-building").exists());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("keep.txt")).unwrap(),
+            "not the host's"
+        );
+        assert_eq!(
+            std::fs::symlink_metadata(&outside).unwrap().mode() & 0o777,
+            0o555,
+            "a folder behind a link is not made writable"
+        );
+
+        // Unreadable pins: nothing is removed.
+        std::fs::write(layout.root().join("pins.json"), "{ not json").unwrap();
+        assert!(remove_unused(&layout, &lock).is_empty());
+        assert!(existing(&layout, &digests[0]).is_some());
+    }
+
+    fn descriptor_for(id: &str) -> modproto::Descriptor {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "version": "1.0.0", "capabilities": []
+        }))
+        .unwrap()
     }
 
     #[test]

@@ -12,7 +12,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use modproto::{
-    ArtifactRef, GrantedRoot, InvokeParams, Notification, ProgressParams, RootDecl, RootKind,
+    ArtifactRef, Effects, GrantedRoot, InvokeParams, Notification, ProgressParams, RootDecl,
+    RootKind,
 };
 use serde_json::{Map, Value};
 
@@ -25,6 +26,9 @@ pub struct Ctx {
     deadline: Instant,
     granted: BTreeMap<String, GrantedRoot>,
     declared: Vec<RootDecl>,
+    /// What the invoked capability declares it touches: a root it does not
+    /// name is never granted, whatever the operator configures.
+    effects: Effects,
     opened: BTreeMap<String, Root>,
     binaries: BTreeMap<String, PathBuf>,
     extra: Map<String, Value>,
@@ -48,6 +52,7 @@ impl Ctx {
     pub(crate) fn new(
         params: InvokeParams,
         declared: &[RootDecl],
+        effects: &Effects,
         started: Instant,
         out: Rc<RefCell<dyn Write>>,
     ) -> Self {
@@ -57,6 +62,7 @@ impl Ctx {
             deadline: started + std::time::Duration::from_millis(params.deadline_ms),
             granted: params.roots,
             declared: declared.to_vec(),
+            effects: effects.clone(),
             opened: BTreeMap::new(),
             binaries: params
                 .binaries
@@ -196,25 +202,46 @@ impl Ctx {
         })
     }
 
-    /// How the operator grants `name`, by its declared kind.
+    /// How `name` comes to be granted. The SDK knows its own declarations,
+    /// so it tells apart the author's omission (the capability does not name
+    /// the root in its effects: the host never grants it, whatever the
+    /// operator configures) from the operator's (a source root named but
+    /// not configured, a workspace that does not exist).
     fn grant_remedy(&self, name: &str) -> String {
-        match self
+        let Some(kind) = self
             .declared
             .iter()
             .find(|r| r.name == name)
             .map(|r| r.kind)
-        {
-            Some(RootKind::Source) => format!(
-                "the operator must grant source root `{name}`: pass `--source-root {name}=PATH` to `modhost invoke`, or set `{name} = \"PATH\"` under `[source_roots]` in config.toml"
+        else {
+            return format!(
+                "root `{name}` is not declared by this module: the module's author must declare it in the descriptor's roots and name it in capability `{}`'s effects.reads (or effects.writes)",
+                self.capability
+            );
+        };
+        let named = self
+            .effects
+            .reads
+            .iter()
+            .chain(&self.effects.writes)
+            .any(|r| r == name);
+        if !named {
+            return format!(
+                "capability `{cap}` does not name root `{name}` in its effects, and the host grants a call only the roots its capability names: the module's author must add `{name}` to `{cap}`'s effects.reads (effects.writes to change it); configuring the root does not help until then",
+                cap = self.capability
+            );
+        }
+        match kind {
+            RootKind::Source => format!(
+                "capability `{}` names source root `{name}`; the operator must configure it: pass `--source-root {name}=PATH` to `modhost invoke`, or set `{name} = \"PATH\"` under `[source_roots]` in config.toml",
+                self.capability
             ),
-            Some(RootKind::Workspace) => format!(
+            RootKind::Workspace => format!(
                 "root `{name}` is the workspace: run the host from an existing directory or pass `--workspace DIR`"
             ),
-            Some(RootKind::State | RootKind::Artifacts) => format!(
-                "the host grants `{name}` only to capabilities that declare it in effects.reads or effects.writes; declare it there"
-            ),
-            None => format!(
-                "root `{name}` is not declared by this module: the module's author must declare it in the descriptor's roots"
+            RootKind::State | RootKind::Artifacts => format!(
+                "capability `{}` names `{name}`, which the host creates under its home for every call that names it: check the host's warnings and that its home is writable",
+                self.capability
             ),
         }
     }

@@ -188,7 +188,13 @@ impl Module {
         }
         let mut params = params;
         let input = std::mem::take(&mut params.input);
-        let mut ctx = Ctx::new(params, &descriptor.roots, started, out);
+        let mut ctx = Ctx::new(
+            params,
+            &descriptor.roots,
+            &declaration.effects,
+            started,
+            out,
+        );
         let output = match handler(&mut ctx, &input) {
             Ok(output) => output,
             Err(HandlerFailure::Failed(error)) => return Err(error),

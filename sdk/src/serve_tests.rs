@@ -89,11 +89,19 @@ fn module() -> Module {
                 ..Effects::default()
             }),
         )
-        .capability(Capability::new(
-            "demo.logs",
-            |ctx: &mut Ctx, _: crate::NoInput| {
+        .capability(
+            Capability::new("demo.logs", |ctx: &mut Ctx, _: crate::NoInput| {
                 ctx.root("logs")?;
                 Ok(Nothing {})
+            })
+            .effects(reads(&["logs"], Cost::Trivial)),
+        )
+        .capability(Capability::new(
+            // Its author forgot to name the workspace in its effects.
+            "demo.forgot",
+            |ctx: &mut Ctx, input: PathInput| {
+                let text = ctx.root("workspace")?.read_to_string(&input.path)?;
+                Ok(EchoOutput { echoed: text })
             },
         ))
         .capability(Capability::new(
@@ -416,6 +424,32 @@ fn a_missing_root_says_which_and_how_to_grant_it() {
         json!({"logs": {"path": "/nonexistent/modsdk-test", "kind": "source", "access": "read"}});
     let response = invoke_with_roots("demo.logs", &json!({}), &roots);
     assert_eq!(error_kind(&response), (-32001, "root_missing"));
+}
+
+#[test]
+fn a_root_the_capability_does_not_name_is_the_authors_to_fix_not_the_operators() {
+    // The host grants a call only the roots its capability names: the
+    // workspace exists and is configured, yet `demo.forgot` never gets it.
+    let response = invoke("demo.forgot", &json!({"path": "a.txt"}));
+    assert_eq!(error_kind(&response), (-32001, "root_missing"));
+    let remedy = response["error"]["data"]["remedy"].as_str().unwrap();
+    assert!(
+        remedy.contains("`demo.forgot` does not name root `workspace`")
+            && remedy.contains("effects.reads"),
+        "the remedy names the capability's omission: {remedy}"
+    );
+    assert!(
+        !remedy.contains("--workspace") && !remedy.contains("--source-root"),
+        "configuring the root would not help, so the remedy does not suggest it: {remedy}"
+    );
+
+    // A capability that names its source root: the operator's to configure.
+    let response = invoke("demo.logs", &json!({}));
+    let remedy = response["error"]["data"]["remedy"].as_str().unwrap();
+    assert!(
+        remedy.contains("--source-root logs=PATH") && !remedy.contains("effects.reads"),
+        "{remedy}"
+    );
 }
 
 #[test]

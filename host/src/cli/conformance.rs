@@ -13,7 +13,11 @@
 //! cleared environment, confined; a component a fresh instance per call with
 //! its roots preopened at `/roots/<name>`); examples get scratch `state` and `artifacts`
 //! roots, the workspace read-only, and the configured source roots and
-//! binaries (see `modhost::conformance_caller`).
+//! binaries, each invoke exactly what `modhost invoke` grants its capability
+//! (see `modhost::conformance_caller`). An example that fails with its
+//! capability's grants but succeeds when also granted a declared root the
+//! capability does not name is reported (`battery.reads_unnamed_root`),
+//! with the root to name in `effects.reads`.
 //!
 //! A native module whose confined describe fails is described once more
 //! unconfined: one that answers then fails only when confined, and the
@@ -24,9 +28,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use modconform::{BatteryOptions, Finding, ModuleCaller, Verdict, check_module_with};
+use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
 use modhost::confine::ConfinementMode;
-use modhost::conformance_caller::{ConformanceRoots, NativeCaller, describe};
+use modhost::conformance_caller::{
+    ConformanceRoots, NativeCaller, PlannedCaller, describe, unnamed_root_findings,
+};
 use modhost::{Host, Transport};
 use modproto::Descriptor;
 use serde_json::json;
@@ -201,7 +207,7 @@ fn fails_only_when_confined(
 /// Describe the module through `caller`, grant what it declares (`grant`),
 /// then run the static checks and the battery. A failed describe is
 /// reported as `explain` says, when it can say more (the sandbox).
-fn battery<C: ModuleCaller>(
+fn battery<C: PlannedCaller>(
     mut caller: C,
     target: Target,
     roots: ConformanceRoots<'_>,
@@ -227,12 +233,12 @@ fn battery<C: ModuleCaller>(
     };
     grant(&mut caller, &descriptor, roots)
         .with_context(|| format!("preparing scratch roots in {}", roots.scratch.display()))?;
-    Ok(check_module_with(
-        &mut caller,
-        &descriptor,
-        target.folder.as_deref(),
-        &options,
-    ))
+    let mut verdict =
+        check_module_with(&mut caller, &descriptor, target.folder.as_deref(), &options);
+    let unnamed =
+        unnamed_root_findings(&mut caller, &descriptor, &verdict.findings, options.timeout);
+    verdict.findings.extend(unnamed);
+    Ok(verdict)
 }
 
 /// An installed module by id, else a path.

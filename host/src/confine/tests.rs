@@ -403,6 +403,59 @@ fn a_bare_module_gets_only_itself() {
     );
 }
 
+#[test]
+fn only_a_program_in_a_host_owned_read_only_snapshot_may_execute_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let digest = "ab".repeat(32);
+    let snapshot = home.join("cache/snapshots").join(&digest);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    let program = snapshot.join("m");
+    std::fs::write(&program, "#!/bin/sh\n").unwrap();
+    let mode =
+        |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(&snapshot, 0o555);
+    assert_eq!(
+        approved_snapshot_root(&program, &[]),
+        Some(snapshot.clone())
+    );
+    let rules = path_rules(&program, &[], &[], false);
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.path == snapshot && r.access == PathAccess::ReadExecute),
+        "{rules:?}"
+    );
+
+    // A read-write grant over it: never.
+    let over = [grant("h", &home, Access::ReadWrite)];
+    assert_eq!(approved_snapshot_root(&program, &over), None);
+    // A look-alike folder someone can write: never.
+    mode(&snapshot, 0o755);
+    assert_eq!(approved_snapshot_root(&program, &[]), None);
+    mode(&snapshot, 0o555);
+    // A module run from its folder, or bare in `modules/`: never.
+    let folder = home.join("modules/m");
+    std::fs::create_dir_all(&folder).unwrap();
+    mode(&folder, 0o555);
+    assert_eq!(approved_snapshot_root(&folder.join("m"), &[]), None);
+    assert_eq!(
+        approved_snapshot_root(&home.join("modules/tool"), &[]),
+        None
+    );
+    let rules = path_rules(&folder.join("m"), &[], &[], false);
+    assert!(
+        rules
+            .iter()
+            .all(|r| r.access != PathAccess::ReadExecute || r.path != folder),
+        "{rules:?}"
+    );
+    assert_eq!(
+        approved_snapshot_root(&home.join("cache/snapshots/not-a-digest/m"), &[]),
+        None
+    );
+}
+
 #[tokio::test]
 async fn a_confined_module_cannot_leave_its_process_group() {
     let filters = seccomp::programs(false);

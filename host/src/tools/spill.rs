@@ -16,6 +16,17 @@
 //!   itself is the operator's choice and is opened as given.
 //! - Names come from the host: the module id (folder-name syntax, checked
 //!   again here) and the tool name, a timestamp and the process id.
+//! - **Bounded: the newest [`KEEP_PER_MODULE`] spills of each module.**
+//!   After a new spill is written, the module's spill folder is pruned to
+//!   its newest files (by modification time, the new one always among
+//!   them), so the folder holds at most that many outputs each at most the
+//!   output cap, whatever runs for however long. A count rather than an
+//!   age, because a count bounds the disk: a busy hour writes as much as a
+//!   quiet month. A caller reads a spill right after the result names it;
+//!   64 later spills of the same module before it does are unlikely.
+//!   Pruning goes through the same descriptor as the write, unlinks only
+//!   regular files (`unlinkat` never follows a symlink) and is best effort:
+//!   a spill that was written is never failed by its pruning.
 
 use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -25,6 +36,9 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::home::HomeLayout;
+
+/// How many spills of one module are kept: the newest ones.
+pub const KEEP_PER_MODULE: usize = 64;
 
 /// A saved full output: where it is on the host and its file name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +89,40 @@ pub fn save(home: &HomeLayout, module: &str, tool: &str, body: &str) -> std::io:
     .map_err(|e| with_path(e, file.display()))?;
     let mut writer = std::fs::File::from(fd);
     writer.write_all(body.as_bytes())?;
+    drop(writer);
+    prune(module_fd.as_fd(), &file_name, KEEP_PER_MODULE);
     Ok(Spilled { file, file_name })
+}
+
+/// Remove all but the newest `keep` regular files of the folder open as
+/// `dir`, never `just_written`. Best effort: what cannot be read or removed
+/// is left (another host may be pruning the same folder).
+fn prune(dir: BorrowedFd<'_>, just_written: &str, keep: usize) {
+    let Ok(listing) = rustix::fs::Dir::read_from(dir) else {
+        return;
+    };
+    let mut files: Vec<(i64, i64, std::ffi::CString)> = listing
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let name = entry.file_name().to_owned();
+            let stat =
+                rustix::fs::statat(dir, name.as_c_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                    .ok()?;
+            let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                == rustix::fs::FileType::RegularFile;
+            regular.then_some((stat.st_mtime as i64, stat.st_mtime_nsec as i64, name))
+        })
+        .collect();
+    if files.len() <= keep {
+        return;
+    }
+    // Newest first.
+    files.sort_by(|a, b| b.cmp(a));
+    for (_, _, name) in files.into_iter().skip(keep) {
+        if name.as_bytes() != just_written.as_bytes() {
+            let _ = rustix::fs::unlinkat(dir, name.as_c_str(), rustix::fs::AtFlags::empty());
+        }
+    }
 }
 
 /// Create the folder `name` in `parent` (if it is not there) and open it,
@@ -141,6 +188,49 @@ mod tests {
         std::os::unix::fs::symlink(&outside, home.spill_dir().join("m")).unwrap();
         assert!(save(&home, "m", "t", "pwned").is_err());
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_spill_folder_keeps_only_the_newest_outputs_of_each_module() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = HomeLayout::new(dir.path());
+        let first = save(&home, "m", "t", "oldest").unwrap();
+        let other = save(&home, "other", "t", "another module").unwrap();
+        // Back-date the first so it is unambiguously the oldest.
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&first.file)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        // Something that is not a spill: a symlink pointing outside.
+        let outside = dir.path().join("outside.txt");
+        std::fs::write(&outside, "not the host's").unwrap();
+        std::os::unix::fs::symlink(&outside, home.spill_dir().join("m").join("link.txt")).unwrap();
+        let mut last = None;
+        for n in 0..KEEP_PER_MODULE + 10 {
+            last = Some(save(&home, "m", "t", &format!("output {n}")).unwrap());
+        }
+        let files: Vec<_> = std::fs::read_dir(home.spill_dir().join("m"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_file() && !p.is_symlink())
+            .collect();
+        assert_eq!(files.len(), KEEP_PER_MODULE, "bounded: {}", files.len());
+        assert!(!first.file.exists(), "the oldest spill is gone");
+        let last = last.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&last.file).unwrap(),
+            format!("output {}", KEEP_PER_MODULE + 9),
+            "the newest spill stays readable"
+        );
+        assert!(other.file.exists(), "another module's spills are its own");
+        assert_eq!(
+            std::fs::read_to_string(&outside).unwrap(),
+            "not the host's",
+            "nothing outside is touched through a link"
+        );
     }
 
     #[test]

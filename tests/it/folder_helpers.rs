@@ -1,0 +1,78 @@
+//! A folder module may run the approved files of its own folder, and only
+//! those: what it executes is its host-owned, read-only snapshot.
+//!
+//! The module's entry runs `./helper`, an executable beside it. Run from its
+//! approved snapshot (`cache/snapshots/<digest>/`) the helper answers; run
+//! from `modules/<id>/` itself (`pins = "off"`), a folder anyone with access
+//! to `modules/` can change, execution of the folder's files is not granted
+//! and the helper is refused by the confinement.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::Home;
+
+const DESCRIPTOR: &str = r#"{"id":"helped","version":"1.0.0","capabilities":[{"id":"helped.run","description":"Runs its helper.","input_schema":{"type":"object"}}]}"#;
+
+fn write(path: &Path, text: &str, mode: u32) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// The `helped` module: its answer is what `./helper` printed, or `refused`.
+fn install_helped(home: &Home) {
+    let folder = home.modules().join("helped");
+    write(
+        &folder.join("helped"),
+        &format!(
+            "#!/bin/sh\nIFS= read -r line || exit 0\ncase \"$line\" in\n  *'\"method\":\"describe\"'*) printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{DESCRIPTOR}}}'; exit 0 ;;\nesac\nif said=$(./helper 2>/dev/null); then :; else said=refused; fi\nprintf '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"output\":{{\"helper\":\"%s\"}}}}}}\\n' \"$said\"\n"
+        ),
+        0o755,
+    );
+    write(
+        &folder.join("helper"),
+        "#!/bin/sh\necho approved-helper\n",
+        0o755,
+    );
+}
+
+/// Landlock must be there: the refusal below is enforced by it.
+#[track_caller]
+fn require_landlock(home: &Home) {
+    let doctor = home.run(&["doctor", "--json"]).json();
+    assert!(
+        doctor["confinement"]["landlock_abi"].as_u64().is_some(),
+        "this test needs landlock (the guarantee is enforced by it): {doctor:#}"
+    );
+}
+
+fn answer(home: &Home) -> Value {
+    home.invoke("helped", "helped.run", &json!({}), &[])
+        .invoke_result()["output"]
+        .clone()
+}
+
+#[test]
+fn a_folder_module_runs_its_own_helper_from_its_approved_snapshot() {
+    let home = Home::new();
+    require_landlock(&home);
+    install_helped(&home);
+    home.run(&["pin", "helped"]).expect_code(0);
+    assert_eq!(answer(&home), json!({"helper": "approved-helper"}));
+}
+
+#[test]
+fn a_module_run_from_its_folder_may_not_execute_the_folders_files() {
+    let home = Home::new();
+    require_landlock(&home);
+    home.write_config("pins = \"off\"\n");
+    install_helped(&home);
+    assert_eq!(
+        answer(&home),
+        json!({"helper": "refused"}),
+        "a file of modules/<id>/ was executed"
+    );
+}
