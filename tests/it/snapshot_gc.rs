@@ -49,7 +49,7 @@ fn removing_a_module_removes_its_snapshot_and_keeps_the_others_which_still_run()
 
     home.run(&["remove", "one"]).expect_code(0);
     assert!(!snapshot(&home, &one).exists(), "{:?}", snapshots(&home));
-    assert_eq!(snapshots(&home), [two.clone()]);
+    assert_eq!(snapshots(&home), std::slice::from_ref(&two));
     home.invoke("two", "two.echo", &json!({}), &[])
         .invoke_result();
     assert!(snapshot(&home, &two).is_dir());
@@ -71,7 +71,7 @@ fn unpinning_or_repinning_leaves_no_unused_snapshot() {
     home.run(&["pin", "echo"]).expect_code(0);
     let second = pinned_digest(&home, "echo");
     assert_ne!(first, second);
-    assert_eq!(snapshots(&home), [second.clone()]);
+    assert_eq!(snapshots(&home), std::slice::from_ref(&second));
     home.invoke("echo", "echo.echo", &json!({}), &[])
         .invoke_result();
 
