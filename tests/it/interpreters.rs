@@ -47,6 +47,24 @@ fn secret(home: &Home) -> PathBuf {
     path
 }
 
+/// A Python module `id` started by `#!<interpreter>`: it answers describe
+/// with [`descriptor`], and an invoke by running `invoke` (Python indented
+/// under `else:`, which reads `req` and sets `out`) and answering
+/// `{"output": out}`. Only what the module tries differs between tests.
+fn python_module(interpreter: &str, id: &str, invoke: &str) -> String {
+    format!(
+        r#"#!{interpreter}
+import json, sys
+req = json.loads(sys.stdin.readline())
+def say(result): print(json.dumps({{"jsonrpc": "2.0", "id": req["id"], "result": result}}), flush=True)
+if req["method"] == "describe":
+    say({descriptor})
+else:{invoke}    say({{"output": out}})
+"#,
+        descriptor = descriptor(id, &[])
+    )
+}
+
 /// Invoke `id.peek` on `path` and return the output.
 fn peek(home: &Home, id: &str, path: &Path, path_env: &str) -> Value {
     let input = json!({"path": path}).to_string();
@@ -159,21 +177,15 @@ fn a_python_module_runs_confined_from_an_interpreter_outside_the_system_folders(
 /// answers describe and invoke confined (its own snapshot readable, a secret
 /// outside its grants not). Returns the output of reading its own file.
 fn run_python_module(home: &Home, id: &str, path_env: &str) -> Value {
-    let script = format!(
-        r#"#!/usr/bin/env python3
-import json, sys
-req = json.loads(sys.stdin.readline())
-def say(result): print(json.dumps({{"jsonrpc": "2.0", "id": req["id"], "result": result}}), flush=True)
-if req["method"] == "describe":
-    say({descriptor})
-else:
+    let script = python_module(
+        "/usr/bin/env python3",
+        id,
+        r#"
     try:
-        out = {{"read": open(req["params"]["input"]["path"]).read(), "prefix": sys.prefix}}
+        out = {"read": open(req["params"]["input"]["path"]).read(), "prefix": sys.prefix}
     except OSError as e:
-        out = {{"error": e.__class__.__name__, "errno": e.errno}}
-    say({{"output": out}})
+        out = {"error": e.__class__.__name__, "errno": e.errno}
 "#,
-        descriptor = descriptor(id, &[])
     );
     install_script(home, id, &script, path_env);
     let entry = home.entry(id);
@@ -214,24 +226,17 @@ fn a_capability_without_spawns_cannot_run_a_shell() {
         .trim(),
     )
     .unwrap();
-    let script = format!(
-        r#"#!{python}
-import json, os, sys
-req = json.loads(sys.stdin.readline())
-def say(result): print(json.dumps({{"jsonrpc": "2.0", "id": req["id"], "result": result}}), flush=True)
-if req["method"] == "describe":
-    say({descriptor})
-else:
+    let script = python_module(
+        &python.display().to_string(),
+        "shelly",
+        r#"
     import subprocess
     try:
         subprocess.run(["/bin/sh", "-c", "echo ran > " + req["params"]["input"]["path"]], check=False)
-        out = {{"ran": True}}
+        out = {"ran": True}
     except OSError as e:
-        out = {{"errno": e.errno}}
-    say({{"output": out}})
+        out = {"errno": e.errno}
 "#,
-        python = python.display(),
-        descriptor = descriptor("shelly", &[])
     );
     install_script(&home, "shelly", &script, &system_path());
     let witness = home.path().join("state/shelly/witness");

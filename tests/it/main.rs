@@ -22,6 +22,7 @@ mod install;
 mod interpreters;
 mod mcp;
 mod mcp_robustness;
+mod mcp_stdio;
 mod misbehaving;
 mod parallel_changes;
 mod pins;

@@ -9,14 +9,13 @@
 //! home) are checked as a client that starts servers with `cwd=/` meets them.
 
 use std::ffi::OsString;
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::mcp_stdio::McpStdio;
 use crate::support::{Fixture, Home, binaries, wait_until_empty, write_file};
 
 /// How long any one answer may take before the test calls the server hung.
@@ -25,179 +24,49 @@ const ANSWER: Duration = Duration::from_secs(30);
 /// The server's cap on one client line (`modhost::mcp::line::MAX_LINE_BYTES`).
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
-/// `modhost mcp` on pipes, its stdout read line by line on a thread.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: i64,
-}
-
-impl Server {
-    /// `modhost --home H [args] mcp` started in `cwd`, with no inherited
-    /// `MODHOST_*` and `HOME` set to `user_home`, plus `env`.
-    fn start(
-        home: &Home,
-        cwd: &Path,
-        user_home: &Path,
-        args: &[&str],
-        env: &[(&str, &Path)],
-    ) -> Server {
-        let mut server = Server::spawn(home, cwd, user_home, args, env);
-        server.initialize(&json!({}));
-        server
-    }
-
-    /// `initialize` declaring `capabilities`, then `notifications/initialized`.
-    fn initialize(&mut self, capabilities: &Value) {
-        let init = self.request(
-            "initialize",
-            &json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
-                   "clientInfo": {"name": "robustness", "version": "0"}}),
-        );
-        assert!(init["result"]["protocolVersion"].is_string(), "{init}");
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    }
-
-    /// The server process, before the handshake.
-    fn spawn(
-        home: &Home,
-        cwd: &Path,
-        user_home: &Path,
-        args: &[&str],
-        env: &[(&str, &Path)],
-    ) -> Server {
-        let mut command = Command::new(&binaries().modhost);
+/// `modhost --home H mcp` (no workspace flag) started in `cwd`, with no
+/// inherited `MODHOST_*`, `HOME` set to `user_home`, plus `env`; before the
+/// handshake.
+fn spawn_server(home: &Home, cwd: &Path, user_home: &Path, env: &[(&str, &Path)]) -> McpStdio {
+    McpStdio::spawn(home, None, |command| {
         command
-            .arg("--home")
-            .arg(home.path())
-            .args(args)
-            .arg("mcp")
             .current_dir(cwd)
             .env("HOME", user_home)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy().into_owned();
-            if key.starts_with("MODHOST_") || key == "RUST_LOG" {
-                command.env_remove(key);
-            }
-        }
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = command.spawn().expect("start modhost mcp");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stdin = child.stdin.take();
-        Server {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        }
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).expect("write to the server");
-        stdin.flush().expect("flush");
-    }
-
-    fn send(&mut self, message: &Value) {
-        self.write(format!("{message}\n").as_bytes());
-    }
-
-    /// The next line from the server, as JSON.
-    fn recv_within(&self, limit: Duration) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(limit)
-            .unwrap_or_else(|e| panic!("the server did not answer within {limit:?}: {e}"));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    }
-
-    /// The next response (notifications skipped).
-    fn response(&self) -> Value {
-        loop {
-            let message = self.recv_within(ANSWER);
-            if message.get("method").is_none() {
-                return message;
-            }
-        }
-    }
-
-    /// Send a request and wait for its response.
-    fn request(&mut self, method: &str, params: &Value) -> Value {
-        let id = self.send_request(method, params);
-        let response = self.response();
-        assert_eq!(response["id"], json!(id), "{response}");
-        response
-    }
-
-    /// Send a request without waiting; its id.
-    fn send_request(&mut self, method: &str, params: &Value) -> i64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        id
-    }
-
-    fn tool_named(&mut self, prefix: &str, contains: &str) -> String {
-        let list = self.request("tools/list", &json!({}));
-        list["result"]["tools"]
-            .as_array()
-            .expect("tools")
-            .iter()
-            .filter_map(|t| t["name"].as_str())
-            .find(|n| n.starts_with(prefix) && n.contains(contains))
-            .unwrap_or_else(|| panic!("no tool {prefix}…{contains}… in {list}"))
-            .to_owned()
-    }
-
-    /// The server's peak resident set (`VmHWM`), in KiB.
-    fn peak_rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("the server's /proc status");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM in /proc/<pid>/status")
-    }
-
-    /// Close stdin and wait for a clean exit.
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                assert!(status.success(), "modhost mcp ended with {status}");
-                return;
-            }
-            assert!(
-                started.elapsed() < ANSWER,
-                "modhost mcp did not exit after EOF"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    })
+    .answering_within(ANSWER)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// [`spawn_server`], after the handshake.
+fn start_server(home: &Home, cwd: &Path, user_home: &Path, env: &[(&str, &Path)]) -> McpStdio {
+    let mut server = spawn_server(home, cwd, user_home, env);
+    server.initialize(&json!({}));
+    server
+}
+
+/// The name of the first listed tool that starts with `prefix` and contains
+/// `contains`.
+fn tool_named(server: &mut McpStdio, prefix: &str, contains: &str) -> String {
+    let names = server.tool_names();
+    names
+        .iter()
+        .find(|n| n.starts_with(prefix) && n.contains(contains))
+        .unwrap_or_else(|| panic!("no tool {prefix}…{contains}… in {names:?}"))
+        .clone()
+}
+
+/// The server's peak resident set (`VmHWM`), in KiB.
+fn peak_rss_kib(server: &McpStdio) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
+        .expect("the server's /proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/<pid>/status")
 }
 
 fn error_code(response: &Value) -> i64 {
@@ -210,7 +79,7 @@ fn error_code(response: &Value) -> i64 {
 fn a_line_of_invalid_utf8_gets_a_parse_error_and_the_server_answers_on() {
     let home = Home::new();
     let ws = home.workspace();
-    let mut server = Server::start(&home, &ws, &home.outside(), &[], &[]);
+    let mut server = start_server(&home, &ws, &home.outside(), &[]);
     // Valid JSON in every other respect: only the encoding is wrong.
     server.write(b"{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"ping\",\"params\":{\"x\":\"\xff\xfe\xc3\"}}\n");
     let refused = server.response();
@@ -232,9 +101,9 @@ fn a_line_of_invalid_utf8_gets_a_parse_error_and_the_server_answers_on() {
 fn lines_over_the_cap_are_refused_skipped_and_never_held_whole() {
     let home = Home::new();
     let ws = home.workspace();
-    let mut server = Server::start(&home, &ws, &home.outside(), &[], &[]);
+    let mut server = start_server(&home, &ws, &home.outside(), &[]);
     assert_eq!(server.request("ping", &json!({}))["result"], json!({}));
-    let baseline = server.peak_rss_kib();
+    let baseline = peak_rss_kib(&server);
 
     // A request that would be valid but for its size: a 5 MiB argument.
     let line = |bytes: usize| {
@@ -267,7 +136,7 @@ fn lines_over_the_cap_are_refused_skipped_and_never_held_whole() {
     drop(huge);
     assert_eq!(error_code(&server.response()), -32600);
     assert!(server.request("tools/list", &json!({}))["result"]["tools"].is_array());
-    let grown_kib = server.peak_rss_kib().saturating_sub(baseline);
+    let grown_kib = peak_rss_kib(&server).saturating_sub(baseline);
     eprintln!("peak RSS: {baseline} KiB before the long lines, grown by {grown_kib} KiB after");
     // What may be held: one line up to the cap, the reader's buffer, and
     // allocator slack. Reading the 40 MiB line whole would grow it by more
@@ -285,10 +154,10 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
     home.install(Fixture::Hang, "hang");
     home.write_config("[limits]\ndeadline_ms = 20000\n");
     let ws = home.workspace();
-    let mut server = Server::start(&home, &ws, &home.outside(), &[], &[]);
-    let tool = server.tool_named("hang", "run");
+    let mut server = start_server(&home, &ws, &home.outside(), &[]);
+    let tool = tool_named(&mut server, "hang", "run");
     let cap = 16; // modhost::mcp::MAX_CONCURRENT_CALLS
-    let calls: Vec<i64> = (0..cap)
+    let calls: Vec<u64> = (0..cap)
         .map(|_| server.send_request("tools/call", &json!({"name": tool, "arguments": {}})))
         .collect();
     // Every call is in flight (its process started) before the next checks.
@@ -316,7 +185,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
     for _ in 0..20 {
         let sent = Instant::now();
         let id = server.send_request("ping", &json!({}));
-        let pong = server.recv_within(Duration::from_secs(1));
+        let pong = server.next_message(Duration::from_secs(1));
         assert_eq!(pong["id"], json!(id), "{pong}");
         slowest = slowest.max(sent.elapsed());
         std::thread::sleep(Duration::from_millis(50));
@@ -331,7 +200,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
         );
     }
     let id = server.send_request("ping", &json!({}));
-    let pong = server.recv_within(Duration::from_secs(1));
+    let pong = server.next_message(Duration::from_secs(1));
     assert_eq!(
         pong["id"],
         json!(id),
@@ -344,8 +213,8 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
 
 /// `files.read` of `note.txt`, through an MCP server started in `cwd`.
 fn read_note_over_mcp(home: &Home, cwd: &Path, user_home: &Path, env: &[(&str, &Path)]) -> Value {
-    let mut server = Server::start(home, cwd, user_home, &[], env);
-    let tool = server.tool_named("files", "read");
+    let mut server = start_server(home, cwd, user_home, env);
+    let tool = tool_named(&mut server, "files", "read");
     let response = server.request(
         "tools/call",
         &json!({"name": tool, "arguments": {"path": "note.txt"}}),
@@ -484,9 +353,9 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
     let ws = home.workspace();
     write_file(&ws, "note.txt", "the project's note");
     let other = home.outside();
-    let mut server = Server::spawn(&home, Path::new("/"), &other, &[], &[]);
+    let mut server = spawn_server(&home, Path::new("/"), &other, &[]);
     server.initialize(&json!({"roots": {"listChanged": true}}));
-    let ask = server.recv_within(ANSWER);
+    let ask = server.next_message(ANSWER);
     assert_eq!(ask["method"], json!("roots/list"), "{ask}");
     // Two roots: the first is the workspace, the second is not granted.
     server.send(
@@ -495,7 +364,7 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
             {"uri": format!("file://{}", other.display())},
         ]}}),
     );
-    let tool = server.tool_named("files", "read");
+    let tool = tool_named(&mut server, "files", "read");
     let read = server.request(
         "tools/call",
         &json!({"name": tool, "arguments": {"path": "note.txt"}}),

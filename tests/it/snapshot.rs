@@ -5,16 +5,14 @@
 //! and answers with the version the helper (and the entry) say, so every
 //! answer names the bytes that produced it.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{Home, binaries};
+use crate::mcp_stdio::McpStdio;
+use crate::support::Home;
 
 const DESCRIPTOR: &str = r#"{"id":"ver","version":"VERSION","capabilities":[{"id":"ver.run","description":"Says which bytes answered.","input_schema":{"type":"object"}}]}"#;
 
@@ -36,14 +34,16 @@ fn write_file(path: &Path, text: &str, mode: u32) {
     std::fs::rename(&temp, path).expect("rename");
 }
 
+/// Write the `ver` module's two files into `folder`: the entry (describing
+/// itself as 1.0.0, tagged `tag`) and the helper it sources (`v=<tag>`).
+fn write_ver(folder: &Path, tag: &str) {
+    write_file(&folder.join("ver"), &entry_script("1.0.0", tag), 0o755);
+    write_file(&folder.join("helper.sh"), &format!("v={tag}\n"), 0o644);
+}
+
 fn install_ver(home: &Home) -> std::path::PathBuf {
     let folder = home.modules().join("ver");
-    write_file(
-        &folder.join("ver"),
-        &entry_script("1.0.0", "approved"),
-        0o755,
-    );
-    write_file(&folder.join("helper.sh"), "v=approved\n", 0o644);
+    write_ver(&folder, "approved");
     home.run(&["pin", "ver"]).expect_code(0);
     folder
 }
@@ -114,97 +114,27 @@ fn a_changed_entry_is_not_run_by_discovery_and_is_shown_when_the_operator_review
     assert_eq!(answer(&home)["entry"], "swapped");
 }
 
-/// `modhost mcp` over its stdio, driven line by line.
-struct McpHost {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
+/// Call `ver.run` through a running `modhost mcp`; the whole response, as
+/// text.
+fn call_ver(host: &mut McpStdio) -> String {
+    host.request(
+        "tools/call",
+        &json!({"name": "ver__ver_run", "arguments": {}}),
+    )
+    .to_string()
 }
 
-impl McpHost {
-    fn start(home: &Home) -> McpHost {
-        let mut child = Command::new(&binaries().modhost)
-            .arg("--home")
-            .arg(home.path())
-            .arg("--workspace")
-            .arg(home.workspace())
-            .arg("mcp")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start modhost mcp");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut host = McpHost {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-        };
-        host.request(
-            "initialize",
-            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "it", "version": "0"}}),
-        );
-        host.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        host
-    }
-
-    fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").expect("write to modhost mcp");
-        self.stdin.flush().expect("flush");
-    }
-
-    /// Send a request and wait for the response with its id.
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let line = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
-                .expect("modhost mcp answered within a minute");
-            let message: Value = serde_json::from_str(&line).expect("a JSON line");
-            if message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    fn call_ver(&mut self) -> String {
-        self.request(
-            "tools/call",
-            json!({"name": "ver__ver_run", "arguments": {}}),
-        )
-        .to_string()
-    }
-}
-
-impl Drop for McpHost {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `modhost mcp` on this home and its workspace, after the handshake.
+fn start_mcp(home: &Home) -> McpStdio {
+    McpStdio::start(home, Some(&home.workspace()), |_| {})
 }
 
 #[test]
 fn a_long_running_host_answers_only_with_the_approved_bytes_through_swap_and_restore() {
     let home = Home::new();
     let folder = install_ver(&home);
-    let approved_entry = entry_script("1.0.0", "approved");
-    let mut host = McpHost::start(&home);
-    let first = host.call_ver();
+    let mut host = start_mcp(&home);
+    let first = call_ver(&mut host);
     assert!(
         first.contains(r#"\"helper\":\"approved\""#) || first.contains(r#""helper":"approved""#),
         "{first}"
@@ -212,22 +142,16 @@ fn a_long_running_host_answers_only_with_the_approved_bytes_through_swap_and_res
 
     for round in 0..4 {
         // Swap the entry and the helper right after a call...
-        write_file(
-            &folder.join("ver"),
-            &entry_script("1.0.0", "swapped"),
-            0o755,
-        );
-        write_file(&folder.join("helper.sh"), "v=swapped\n", 0o644);
-        let during = host.call_ver();
+        write_ver(&folder, "swapped");
+        let during = call_ver(&mut host);
         assert!(!during.contains("swapped"), "round {round}: {during}");
         assert!(during.contains("changed"), "round {round}: {during}");
 
         // ...and restore the approved bytes: the approved snapshot answers,
         // cold or from a process started ahead.
-        write_file(&folder.join("ver"), &approved_entry, 0o755);
-        write_file(&folder.join("helper.sh"), "v=approved\n", 0o644);
+        write_ver(&folder, "approved");
         for _ in 0..2 {
-            let after = host.call_ver();
+            let after = call_ver(&mut host);
             assert!(!after.contains("swapped"), "round {round}: {after}");
             assert!(after.contains("approved"), "round {round}: {after}");
         }
@@ -241,11 +165,11 @@ fn a_long_running_host_answers_only_with_the_approved_bytes_through_swap_and_res
         &entry_script("6.6.6", "swapped"),
         0o755,
     );
-    let mut host = McpHost::start(&home);
-    let tools = host.request("tools/list", json!({})).to_string();
+    let mut host = start_mcp(&home);
+    let tools = host.request("tools/list", &json!({})).to_string();
     assert!(!tools.contains("ver__ver_run"), "{tools}");
     assert!(!tools.contains("6.6.6"), "{tools}");
-    let call = host.call_ver();
+    let call = call_ver(&mut host);
     assert!(!call.contains("swapped"), "{call}");
 }
 
@@ -259,8 +183,7 @@ fn a_symlink_out_of_the_module_is_refused_at_install() {
     // A folder archive whose module links to a file outside it.
     let src = tempfile::tempdir().expect("source dir");
     let tree = src.path().join("ver-1.0");
-    write_file(&tree.join("ver"), &entry_script("1.0.0", "approved"), 0o755);
-    write_file(&tree.join("helper.sh"), "v=approved\n", 0o644);
+    write_ver(&tree, "approved");
     std::os::unix::fs::symlink(outside.join("secret"), tree.join("data")).expect("symlink");
     let archive = src.path().join("ver.tar.gz");
     let status = Command::new("tar")
@@ -282,12 +205,7 @@ fn a_symlink_out_of_the_module_is_refused_at_install() {
 
     // The same link in a folder copied in by hand: broken, never pinned.
     let folder = home.modules().join("ver");
-    write_file(
-        &folder.join("ver"),
-        &entry_script("1.0.0", "approved"),
-        0o755,
-    );
-    write_file(&folder.join("helper.sh"), "v=approved\n", 0o644);
+    write_ver(&folder, "approved");
     std::os::unix::fs::symlink(outside.join("secret"), folder.join("data")).expect("symlink");
     let entry = home.entry("ver");
     assert_eq!(entry["status"], "broken", "{entry:#}");

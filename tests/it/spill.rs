@@ -8,15 +8,13 @@
 //! same at the spill folder, and answers with a result far over the cap,
 //! through `modhost mcp` (the surface that cuts and spills).
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Home, Layout, binaries};
+use crate::mcp_stdio::McpStdio;
+use crate::support::{Home, Layout};
 
 /// How long one MCP answer may take before the test calls the server hung.
 const ANSWER_WITHIN: Duration = Duration::from_secs(120);
@@ -24,52 +22,11 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(120);
 /// Run `modhost mcp`, call the tool `name` with `arguments`, and return the
 /// `tools/call` result.
 fn mcp_call(home: &Home, name: &str, arguments: &Value) -> Value {
-    let mut child = Command::new(&binaries().modhost)
-        .arg("--home")
-        .arg(home.path())
-        .arg("--workspace")
-        .arg(home.workspace())
-        .arg("mcp")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn modhost mcp");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let stdout = child.stdout.take().expect("stdout");
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut send = |message: Value| {
-        writeln!(stdin, "{message}").expect("write to modhost mcp");
-        stdin.flush().expect("flush");
-    };
-    let answer = |id: u64| loop {
-        let line = received
-            .recv_timeout(ANSWER_WITHIN)
-            .unwrap_or_else(|e| panic!("modhost mcp gave no answer to request {id}: {e}"));
-        let message: Value = serde_json::from_str(&line).expect("a JSON line");
-        if message["id"] == id {
-            break message;
-        }
-    };
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                           "clientInfo": {"name": "spill-test", "version": "0"}}}));
-    answer(1);
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": name, "arguments": arguments}}));
-    let response = answer(2);
-    drop(stdin);
-    let status = child.wait().expect("wait for modhost mcp");
-    assert!(status.success(), "modhost mcp exited with {status}");
+    let mut server =
+        McpStdio::spawn(home, Some(&home.workspace()), |_| {}).answering_within(ANSWER_WITHIN);
+    server.initialize(&json!({}));
+    let response = server.request("tools/call", &json!({"name": name, "arguments": arguments}));
+    server.finish();
     response["result"].clone()
 }
 

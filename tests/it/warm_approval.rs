@@ -13,16 +13,14 @@
 //! The server is driven over its stdio transport, one JSON-RPC line at a
 //! time, as an MCP client does.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Home, binaries};
+use crate::mcp_stdio::McpStdio;
+use crate::support::Home;
 
 /// How long one answer from the server may take before the test calls it hung.
 const ANSWER_WITHIN: Duration = Duration::from_secs(30);
@@ -76,135 +74,11 @@ fn executions(home: &Home, id: &str) -> usize {
         .count()
 }
 
-/// `modhost mcp` on pipes, and a reader thread handing over its stdout lines.
-struct Server {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: mpsc::Receiver<String>,
-    next_id: u64,
-}
-
-impl Server {
-    fn start(home: &Home, args: &[&str]) -> Server {
-        let mut command = Command::new(&binaries().modhost);
-        command
-            .arg("--home")
-            .arg(home.path())
-            .arg("--workspace")
-            .arg(home.workspace())
-            .arg("mcp")
-            .args(args)
-            .current_dir(home.workspace())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (key, _) in std::env::vars_os() {
-            let key = key.to_string_lossy();
-            if key.starts_with("MODHOST_") || key == "RUST_LOG" {
-                command.env_remove(key.as_ref());
-            }
-        }
-        let mut child = command.spawn().expect("spawn modhost mcp");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout pipe");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut server = Server {
-            child,
-            stdin,
-            lines,
-            next_id: 0,
-        };
-        server.request(
-            "initialize",
-            &json!({"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "warm-approval-test", "version": "0"}}),
-        );
-        server.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        server
-    }
-
-    fn send(&mut self, message: &Value) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        writeln!(stdin, "{message}").expect("write to modhost mcp");
-        stdin.flush().expect("flush to modhost mcp");
-    }
-
-    /// Send a request and return its response's `result`.
-    #[track_caller]
-    fn request(&mut self, method: &str, params: &Value) -> Value {
-        self.next_id += 1;
-        let id = self.next_id;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        let deadline = Instant::now() + ANSWER_WITHIN;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self
-                .lines
-                .recv_timeout(left)
-                .unwrap_or_else(|e| panic!("no answer to {method} within {ANSWER_WITHIN:?}: {e}"));
-            let message: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("not JSON from modhost mcp: {e}: {line}"));
-            if message["id"] == json!(id) {
-                return message
-                    .get("result")
-                    .cloned()
-                    .unwrap_or_else(|| panic!("{method} failed: {message:#}"));
-            }
-        }
-    }
-
-    /// The names of the listed tools.
-    fn tool_names(&mut self) -> Vec<String> {
-        let listed = self.request("tools/list", &json!({}));
-        listed["tools"]
-            .as_array()
-            .expect("a tool array")
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_owned))
-            .collect()
-    }
-
-    /// Call tool `name` with no arguments; it must succeed.
-    #[track_caller]
-    fn call(&mut self, name: &str) {
-        let result = self.request("tools/call", &json!({"name": name, "arguments": {}}));
-        assert_ne!(result["isError"], json!(true), "{name} failed: {result:#}");
-    }
-
-    /// Close stdin and wait for the server to exit.
-    fn finish(mut self) {
-        drop(self.stdin.take());
-        let deadline = Instant::now() + ANSWER_WITHIN;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for modhost mcp") {
-                assert!(status.success(), "modhost mcp exited with {status}");
-                return;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("modhost mcp did not exit within {ANSWER_WITHIN:?} of stdin closing");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// Call tool `name` with no arguments; it must succeed.
+#[track_caller]
+fn call(server: &mut McpStdio, name: &str) {
+    let result = server.result("tools/call", &json!({"name": name, "arguments": {}}));
+    assert_ne!(result["isError"], json!(true), "{name} failed: {result:#}");
 }
 
 /// Wait until `probe` holds or `within` passes; whether it held.
@@ -237,7 +111,11 @@ fn an_approved_call_runs_its_module_once_and_nothing_starts_ahead_of_approval() 
     // Writes only its own state: `allow`, so it may be started ahead.
     install_counting_module(&home, "eager", &json!({"writes": ["state"]}));
 
-    let mut server = Server::start(&home, &["--delegate-approval"]);
+    let ws = home.workspace();
+    let mut server = McpStdio::start(&home, Some(&ws), |command| {
+        command.arg("--delegate-approval").current_dir(&ws);
+    })
+    .answering_within(ANSWER_WITHIN);
     let names = server.tool_names();
     let tool = |id: &str| {
         names
@@ -255,11 +133,11 @@ fn an_approved_call_runs_its_module_once_and_nothing_starts_ahead_of_approval() 
     }
 
     for _ in 0..CALLS {
-        server.call(&asker);
-        server.call(&netter);
+        call(&mut server, &asker);
+        call(&mut server, &netter);
     }
     for _ in 0..CALLS {
-        server.call(&eager);
+        call(&mut server, &eager);
     }
     // An allowed tool still gets its next processes started ahead: that is
     // what shows the pool was on for this server.
