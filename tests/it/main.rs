@@ -22,6 +22,7 @@ mod mcp;
 mod misbehaving;
 mod parallel_changes;
 mod pins;
+mod redteam;
 mod roots;
 mod sandbox_kernel;
 mod snapshot;
