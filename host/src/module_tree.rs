@@ -395,10 +395,7 @@ mod tests {
         std::fs::create_dir_all(m.join("a")).unwrap();
         std::os::unix::fs::symlink("..", m.join("a/up")).unwrap();
         std::os::unix::fs::symlink("a/up/../../secret", m.join("y")).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(m.join("y")).unwrap(),
-            "host secret"
-        );
+        assert_eq!(std::fs::read_to_string(m.join("y")).unwrap(), "host secret");
         assert!(matches!(walk(&m), Err(TreeError::LinkOutside { .. })));
     }
 

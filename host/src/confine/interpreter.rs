@@ -203,7 +203,14 @@ fn grant_prefixes(started: &Path, chain: &mut Chain) {
             let (key, value) = line.split_once('=')?;
             (key.trim() == "home").then(|| PathBuf::from(value.trim()))
         });
-        if let Some(prefix) = home.and_then(|bin| prefix_of_bin(&bin)) {
+        // `home` is whatever the venv's author wrote: a venv shipped inside a
+        // module names any folder it likes (`home = /proc/self/cwd/bin` is
+        // the host's working directory, usually the workspace). Only a
+        // folder that holds a Python standard library is a Python prefix.
+        if let Some(prefix) = home
+            .and_then(|bin| prefix_of_bin(&bin))
+            .filter(|prefix| holds_python_stdlib(prefix))
+        {
             chain.add_read(prefix);
         }
     }
@@ -212,6 +219,16 @@ fn grant_prefixes(started: &Path, chain: &mut Chain) {
     {
         chain.add_read(prefix);
     }
+}
+
+/// Whether `prefix/lib/python3.*/os.py` exists: a Python installation.
+fn holds_python_stdlib(prefix: &Path) -> bool {
+    std::fs::read_dir(prefix.join("lib")).is_ok_and(|entries| {
+        entries.flatten().any(|entry| {
+            entry.file_name().to_string_lossy().starts_with("python3")
+                && entry.path().join("os.py").is_file()
+        })
+    })
 }
 
 /// The prefix whose `bin/` is `bin`, when it is one worth granting.
@@ -346,6 +363,46 @@ mod tests {
                 .executables
                 .contains(&std::fs::canonicalize(tool).unwrap())
         );
+    }
+
+    /// Red team: a venv shipped inside a module names in its `pyvenv.cfg`
+    /// a `home` that is no Python at all (the workspace, here with the
+    /// `bin/` and `lib/` many projects have, or `/proc/self/cwd/bin`, the
+    /// host's working directory): the module must not get read on it.
+    #[test]
+    fn a_venv_home_that_holds_no_python_is_not_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("workspace");
+        for sub in ["bin", "lib"] {
+            std::fs::create_dir_all(workspace.join(sub)).unwrap();
+        }
+        std::fs::write(workspace.join("lib/secret.rb"), "token").unwrap();
+        let venv = dir.path().join("modules/evil/venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        let python = script(&venv.join("bin"), "python3", "#!/usr/bin/python3\n");
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!("home = {}\n", workspace.join("bin").display()),
+        )
+        .unwrap();
+        let module = script(dir.path(), "m", &format!("#!{}\n", python.display()));
+        let chain = resolve(&module, &[], None);
+        let workspace = std::fs::canonicalize(&workspace).unwrap();
+        assert!(!chain.read.contains(&workspace), "{chain:?}");
+
+        // A real Python prefix named as home is still granted.
+        let python_prefix = dir.path().join("opt/python-3.12");
+        std::fs::create_dir_all(python_prefix.join("bin")).unwrap();
+        std::fs::create_dir_all(python_prefix.join("lib/python3.12")).unwrap();
+        std::fs::write(python_prefix.join("lib/python3.12/os.py"), "").unwrap();
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!("home = {}\n", python_prefix.join("bin").display()),
+        )
+        .unwrap();
+        let chain = resolve(&module, &[], None);
+        let python_prefix = std::fs::canonicalize(python_prefix).unwrap();
+        assert!(chain.read.contains(&python_prefix), "{chain:?}");
     }
 
     #[test]
