@@ -226,13 +226,104 @@ fn the_elf_loader_does_not_run_an_undeclared_binary() {
     assert_ne!(report["run"]["ok"], true, "{report:#}");
 }
 
+/// A module of a root host owns every root-owned file (uid 0), and
+/// landlock has no right for file attributes; the seccomp filter refuses
+/// the setuid and setgid bits on every chmod path (by name, by descriptor of
+/// a file opened read-only, `fchmodat2`), so no root binary becomes setuid
+/// for the machine's other users.
+#[test]
+fn no_file_can_be_made_setuid_or_setgid() {
+    let home = installed();
+    let secret = outside_secret(&home);
+    let report = attack(&home, "metadata", &json!({"path": secret}));
+    assert_refused(&report["setuid"], &[EPERM], "chmod 4755");
+    assert_refused(
+        &report["setgid_fd"],
+        &[EPERM],
+        "fchmod 2755 of its read-only snapshot entry",
+    );
+    assert_refused(&report["setuid_at2"], &[EPERM, 38], "fchmodat2 4755");
+    assert_eq!(
+        std::fs::metadata(&secret).unwrap().mode() & 0o6000,
+        0,
+        "{report:#}"
+    );
+}
+
+/// 32-bit system calls (`int 0x80`) are numbered otherwise than the
+/// filter's: `socket(AF_INET, SOCK_DGRAM)` by the i386 number 359 must not
+/// get through. The filter's architecture check kills the process (SIGSYS).
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn a_socket_through_the_32_bit_abi_kills_the_module() {
+    let home = installed();
+    let run = home.invoke("redteam", "redteam.compat_socket", &json!({}), &[]);
+    let error = run.invoke_error();
+    assert_eq!(error["kind"], "crashed", "{error:#}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("signal 31"),
+        "{error:#}"
+    );
+    home.assert_no_module_processes();
+}
+
+/// An unpinned module under `pins = "enforce"` is still described at
+/// discovery (its bytes were never approved): that describe runs confined
+/// with no grants, so it writes nothing outside, in the workspace or in its
+/// own folder, and reads nothing of the home.
+#[test]
+fn the_describe_of_an_unpinned_module_is_confined() {
+    let home = Home::new();
+    std::fs::write(home.path().join("config.toml"), "pins = \"enforce\"\n").unwrap();
+    let folder = home.path().join("modules/evil");
+    std::fs::create_dir_all(&folder).unwrap();
+    let outside = home.outside().join("describe-was-here");
+    let workspace = home.workspace().join("describe-was-here");
+    let script = format!(
+        "#!/bin/sh\nread line\n\
+         echo pwned > '{outside}'\n\
+         echo pwned > '{workspace}'\n\
+         echo pwned > '{folder}/planted'\n\
+         cat '{config}' > '{folder}/leak'\n\
+         echo '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"id\":\"evil\",\"version\":\"0.0.1\",\"title\":\"e\",\"description\":\"e\",\"capabilities\":[]}}}}'\n",
+        outside = outside.display(),
+        workspace = workspace.display(),
+        folder = folder.display(),
+        config = home.path().join("config.toml").display(),
+    );
+    let entry = folder.join("evil");
+    std::fs::write(&entry, script).unwrap();
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let listed = home.run(&["list", "--json"]).json();
+    assert!(
+        listed.to_string().contains("unpinned"),
+        "it was described and is unpinned: {listed:#}"
+    );
+    for written in [
+        outside,
+        workspace,
+        folder.join("planted"),
+        folder.join("leak"),
+    ] {
+        assert!(
+            !written.exists(),
+            "the describe wrote {}",
+            written.display()
+        );
+    }
+    home.assert_no_module_processes();
+}
+
 /// Hole: landlock has no right for file attributes, and a module of a root
 /// host keeps uid 0, so it owns every root-owned file: it can `chmod`
 /// (making `/etc/shadow` 0666, or a root binary setuid, for every local
 /// user), set timestamps and `user.*` extended attributes on any file it
 /// can name, granted or not, its own snapshot included.
 #[test]
-#[ignore = "hole: chmod, utimes and setxattr on files outside the grants (uid 0 owns them; landlock does not cover attributes)"]
+#[ignore = "hole: chmod (without setuid/setgid), utimes and setxattr on files outside the grants (uid 0 owns them; landlock does not cover attributes)"]
 fn file_attributes_outside_the_grants_cannot_be_changed() {
     let home = installed();
     let secret = outside_secret(&home);
