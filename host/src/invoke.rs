@@ -449,6 +449,16 @@ impl Host {
                 });
             }
         };
+        // Disabled since discovery: `modhost disable` while a long-running
+        // host (`modhost mcp`) serves the module. The operator's switch
+        // takes effect on the next call, not at the next restart (one
+        // `stat`; a bare module is moved into a folder by disable).
+        let folder = module.folder.as_deref().unwrap_or(&module.path);
+        if std::fs::symlink_metadata(folder.join(crate::discovery::DISABLED_MARKER)).is_ok() {
+            return Err(InvokeError::ModuleDisabled {
+                id: module.id.clone(),
+            });
+        }
         // Under `pins = "enforce"` a change refuses the call, under
         // `"warn"` it is a warning.
         let changed = self.change_since_discovery(module);

@@ -32,12 +32,12 @@ const CALLS: usize = 3;
 
 /// Longer than starting a process ahead takes, even on a loaded machine:
 /// by then any process the host was going to start has recorded itself.
-const SETTLE: Duration = Duration::from_millis(1500);
+pub(crate) const SETTLE: Duration = Duration::from_millis(1500);
 
 /// Install a script module `id` with one capability `<id>.run` whose
 /// `effects` are `effects` (it writes its state root, where it counts its
 /// executions), and pin it.
-fn install_counting_module(home: &Home, id: &str, effects: &Value) {
+pub(crate) fn install_counting_module(home: &Home, id: &str, effects: &Value) {
     let folder = home.modules().join(id);
     std::fs::create_dir_all(&folder).expect("module folder");
     let descriptor = json!({
@@ -69,7 +69,7 @@ fn executions_file(home: &Home, id: &str) -> PathBuf {
 }
 
 /// How many times module `id` has started.
-fn executions(home: &Home, id: &str) -> usize {
+pub(crate) fn executions(home: &Home, id: &str) -> usize {
     std::fs::read_to_string(executions_file(home, id))
         .unwrap_or_default()
         .lines()
@@ -77,7 +77,7 @@ fn executions(home: &Home, id: &str) -> usize {
 }
 
 /// `modhost mcp` on pipes, and a reader thread handing over its stdout lines.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: mpsc::Receiver<String>,
@@ -85,7 +85,7 @@ struct Server {
 }
 
 impl Server {
-    fn start(home: &Home, args: &[&str]) -> Server {
+    pub(crate) fn start(home: &Home, args: &[&str]) -> Server {
         let mut command = Command::new(&binaries().modhost);
         command
             .arg("--home")
@@ -139,7 +139,7 @@ impl Server {
 
     /// Send a request and return its response's `result`.
     #[track_caller]
-    fn request(&mut self, method: &str, params: &Value) -> Value {
+    pub(crate) fn request(&mut self, method: &str, params: &Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -162,7 +162,7 @@ impl Server {
     }
 
     /// The names of the listed tools.
-    fn tool_names(&mut self) -> Vec<String> {
+    pub(crate) fn tool_names(&mut self) -> Vec<String> {
         let listed = self.request("tools/list", &json!({}));
         listed["tools"]
             .as_array()
@@ -174,13 +174,13 @@ impl Server {
 
     /// Call tool `name` with no arguments; it must succeed.
     #[track_caller]
-    fn call(&mut self, name: &str) {
+    pub(crate) fn call(&mut self, name: &str) {
         let result = self.request("tools/call", &json!({"name": name, "arguments": {}}));
         assert_ne!(result["isError"], json!(true), "{name} failed: {result:#}");
     }
 
     /// Close stdin and wait for the server to exit.
-    fn finish(mut self) {
+    pub(crate) fn finish(mut self) {
         drop(self.stdin.take());
         let deadline = Instant::now() + ANSWER_WITHIN;
         loop {
@@ -208,7 +208,7 @@ impl Drop for Server {
 }
 
 /// Wait until `probe` holds or `within` passes; whether it held.
-fn eventually(within: Duration, probe: impl Fn() -> bool) -> bool {
+pub(crate) fn eventually(within: Duration, probe: impl Fn() -> bool) -> bool {
     let started = Instant::now();
     while started.elapsed() < within {
         if probe() {
