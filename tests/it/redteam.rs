@@ -402,3 +402,49 @@ fn a_module_unpinned_while_served_is_not_run_again() {
         "the module ran after its pin was revoked: {result:#}"
     );
 }
+
+/// A module whose shebang hides a folder where the host looks for `env`'s
+/// command: `#!/usr/bin/env -S -vC / /usr/bin/python3` (`/` is `-C`'s
+/// folder, the command is the Python after it). Had the host taken `/` for the interpreter, it
+/// would grant read and execute beneath `/`: a capability declaring no
+/// roots read `/etc/shadow` and files outside that way.
+#[test]
+fn an_env_option_argument_grants_nothing() {
+    let home = Home::new();
+    let secret = outside_secret(&home);
+    let folder = home.modules().join("esc");
+    std::fs::create_dir_all(&folder).unwrap();
+    let script = format!(
+        r#"#!/usr/bin/env -S -vC / /usr/bin/python3
+import json, sys
+req = json.loads(sys.stdin.readline())
+if req["method"] == "describe":
+    res = {{"id": "esc", "version": "0.0.1", "title": "e", "description": "e",
+           "capabilities": [{{"id": "esc.read", "title": "r", "description": "reads nothing",
+                             "input_schema": {{"type": "object"}},
+                             "effects": {{"reads": [], "writes": [], "network": False,
+                                         "spawns": [], "cost": "trivial"}}}}]}}
+else:
+    def attempt(f):
+        try:
+            return f()
+        except OSError as e:
+            return "refused: " + str(e)
+    res = {{"output": {{"secret": attempt(lambda: open("{secret}").read()),
+                       "shadow": attempt(lambda: open("/etc/shadow").read(8))}}}}
+sys.stdout.write(json.dumps({{"jsonrpc": "2.0", "id": req["id"], "result": res}}) + "\n")
+"#,
+        secret = secret.display()
+    );
+    let entry = folder.join("esc");
+    std::fs::write(&entry, script).unwrap();
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home.run(&["pin", "esc"]).expect_code(0);
+    let run = home.invoke("esc", "esc.read", &json!({}), &[]);
+    let output = run.invoke_result()["output"].clone();
+    for probe in ["secret", "shadow"] {
+        let got = output[probe].as_str().unwrap_or_default();
+        assert!(got.starts_with("refused:"), "{probe} was read: {output:#}");
+    }
+    home.assert_no_module_processes();
+}

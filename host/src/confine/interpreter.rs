@@ -110,6 +110,11 @@ fn follow(file: &Path, path_env: Option<&OsStr>, chain: &mut Chain, depth: usize
     let Ok(canonical) = std::fs::canonicalize(file) else {
         return;
     };
+    // Only a file is executed; a rule on a folder would grant everything
+    // beneath it.
+    if !std::fs::metadata(&canonical).is_ok_and(|m| m.is_file()) {
+        return;
+    }
     if chain.executables.contains(&canonical) {
         return;
     }
@@ -156,20 +161,57 @@ fn shebang(header: &[u8]) -> Option<(PathBuf, Vec<String>)> {
     Some((interpreter, words.map(str::to_owned).collect()))
 }
 
-/// The command `env` runs: the first word that is neither an option nor a
-/// `NAME=value` assignment (`-S` splits its argument into words).
+/// The command `env` runs: the first word that is neither an option (nor
+/// an option's argument) nor a `NAME=value` assignment (`-S` splits its
+/// argument into words, which follow).
+///
+/// Parsed as GNU `env`'s getopt does, clusters included: with `-vC / node`
+/// the `/` is `-C`'s folder, not the command. Reading it as the command
+/// would grant the module read and execute on whatever the word names (the
+/// red team's `#!/usr/bin/env -S -vC / python3` got read on the whole
+/// file system); [`follow`] also never treats a folder as an executable.
 fn env_command(args: &[String]) -> Option<String> {
-    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-    let mut words = words.into_iter();
-    while let Some(word) = words.next() {
-        match word {
-            "-u" | "--unset" | "-C" | "--chdir" => {
-                words.next();
-            }
-            w if w.starts_with('-') => {}
-            w if w.contains('=') => {}
-            w => return Some(w.to_owned()),
+    let mut words: std::collections::VecDeque<&str> =
+        args.iter().flat_map(|a| a.split_whitespace()).collect();
+    while let Some(word) = words.pop_front() {
+        if word == "--" {
+            return words.pop_front().map(str::to_owned);
         }
+        if let Some(long) = word.strip_prefix("--") {
+            // `--unset NAME`, `--chdir DIR`; `--split-string S` is followed
+            // by its words, read on like any others.
+            if matches!(long, "unset" | "chdir") {
+                words.pop_front();
+            }
+            continue;
+        }
+        if let Some(cluster) = word.strip_prefix('-') {
+            for (at, letter) in cluster.char_indices() {
+                let rest = &cluster[at + letter.len_utf8()..];
+                match letter {
+                    // The argument is the rest of the word, else the next word.
+                    'u' | 'C' => {
+                        if rest.is_empty() {
+                            words.pop_front();
+                        }
+                        break;
+                    }
+                    // The split string's first word may be attached.
+                    'S' => {
+                        if !rest.is_empty() {
+                            words.push_front(rest);
+                        }
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        if word.contains('=') {
+            continue;
+        }
+        return Some(word.to_owned());
     }
     None
 }
@@ -417,5 +459,41 @@ mod tests {
             Some("python3")
         );
         assert_eq!(env_command(&[]), None);
+    }
+
+    /// Red team: option clusters and attached arguments, where a word the
+    /// host took for the command would be granted read and execute.
+    #[test]
+    fn env_option_arguments_are_never_the_command() {
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        for line in [
+            "-S -vC / python3",
+            "-S -vu /etc/shadow python3",
+            "-S -iC / python3",
+            "-S -C/ python3",
+            "-S --chdir / python3",
+            "-S --unset /etc/shadow python3",
+            "-Spython3",
+            "-S -- python3",
+            "-S -v -S python3",
+        ] {
+            assert_eq!(
+                env_command(&words(line)).as_deref(),
+                Some("python3"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_folder_is_never_an_executable() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(dir.path(), "m", "#!/usr/bin/env -S -v /\n");
+        let chain = resolve(&module, &[], None);
+        assert!(chain.executables.iter().all(|p| p.is_file()), "{chain:?}");
+        assert!(
+            !chain.executables.contains(&PathBuf::from("/")),
+            "{chain:?}"
+        );
     }
 }
