@@ -250,6 +250,24 @@ fn no_file_can_be_made_setuid_or_setgid() {
     );
 }
 
+/// io_uring (whose operations seccomp cannot see), file handles, and
+/// tracing or writing the memory of the module's own child: refused.
+#[test]
+fn io_uring_handles_and_tracing_its_own_child_are_refused() {
+    let home = installed();
+    let report = attack(&home, "kernel", &json!({}));
+    for probe in [
+        "io_uring_setup",
+        "open_by_handle_at",
+        "ptrace_attach_child",
+        "process_vm_writev_child",
+        "pidfd_getfd",
+        "bpf",
+    ] {
+        assert_refused(&report[probe], &[EPERM], probe);
+    }
+}
+
 /// 32-bit system calls (`int 0x80`) are numbered otherwise than the
 /// filter's: `socket(AF_INET, SOCK_DGRAM)` by the i386 number 359 must not
 /// get through. The filter's architecture check kills the process (SIGSYS).
