@@ -404,10 +404,9 @@ fn a_module_disabled_while_served_is_not_run_again() {
     );
 }
 
-/// Hole: a long-running host reads `pins.json` at discovery only, so a
-/// revoked approval stays in force until it restarts.
+/// A revoked approval reaches a running host on its next call (it read
+/// `pins.json` at discovery only, so the revoked module kept answering).
 #[test]
-#[ignore = "hole: `modhost unpin` does not reach a running `modhost mcp`: the revoked module keeps answering"]
 fn a_module_unpinned_while_served_is_not_run_again() {
     let (before, after, result) = revoked_while_served("unpin");
     assert_eq!(
