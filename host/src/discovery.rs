@@ -432,7 +432,7 @@ pub fn apply_pins(layout: &HomeLayout, modules: &mut Vec<InstalledModule>, mode:
 
 /// How `module` stands against `pins`. Without a descriptor only the bytes
 /// can be compared.
-fn pin_standing(pins: &Pins, module: &InstalledModule) -> PinStanding {
+pub(crate) fn pin_standing(pins: &Pins, module: &InstalledModule) -> PinStanding {
     let digest = module.digest.as_deref().unwrap_or_default();
     match &module.descriptor {
         Some(descriptor) => pins.standing(descriptor, digest),

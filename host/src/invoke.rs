@@ -456,6 +456,37 @@ impl Host {
                 });
             }
         };
+        // Disabled since discovery: `modhost disable` while a long-running
+        // host (`modhost mcp`) serves the module. The operator's switch
+        // takes effect on the next call, not at the next restart (one
+        // `stat`; a bare module is moved into a folder by disable).
+        let folder = module.folder.as_deref().unwrap_or(&module.path);
+        if std::fs::symlink_metadata(folder.join(crate::discovery::DISABLED_MARKER)).is_ok() {
+            return Err(InvokeError::ModuleDisabled {
+                id: module.id.clone(),
+            });
+        }
+        // Unpinned since discovery: `modhost unpin` (or a re-pin of other
+        // bytes) while a long-running host serves the module. A revoked
+        // approval takes effect on the next call: `pins.json` is read again
+        // (it is small, and replaced atomically, so no lock is needed).
+        if self.config().pins == PinsMode::Enforce {
+            let standing = crate::pins::Pins::load(self.layout().root())
+                .map(|pins| crate::discovery::pin_standing(&pins, module));
+            let refusal = match &standing {
+                Ok(standing) => standing.refusal(&module.id),
+                Err(e) => Some(format!("{e}; refused until the pins can be read again")),
+            };
+            if let Some(refusal) = refusal {
+                let id = module.id.clone();
+                return Err(match standing {
+                    Ok(crate::pins::PinStanding::Changed(_)) => {
+                        InvokeError::Changed { id, refusal }
+                    }
+                    _ => InvokeError::Unpinned { id, refusal },
+                });
+            }
+        }
         // Under `pins = "enforce"` a change refuses the call, under
         // `"warn"` it is a warning.
         let changed = self.change_since_discovery(module);

@@ -181,7 +181,7 @@ fn walk_folder(
             }
         } else if meta.file_type().is_symlink() {
             let target = std::fs::read_link(&path).map_err(read(&path))?;
-            if !stays_inside(&relative, &target) {
+            if !stays_inside(root, &relative, &target) {
                 return Err(TreeError::LinkOutside { link: path, target });
             }
             NodeKind::Link { target }
@@ -197,10 +197,14 @@ fn walk_folder(
     Ok(())
 }
 
-/// Whether a link at `link` (relative to the root) to `target` resolves,
-/// lexically, beneath the root. Links through links stay inside too, since
-/// every link in the tree is checked the same way.
-fn stays_inside(link: &Path, target: &Path) -> bool {
+/// Whether a link at `link` (relative to `root`) to `target` resolves
+/// beneath the root. Checked lexically, which is only sound when no `..`
+/// climbs out of a component that is itself a link: with `d -> .`, the
+/// target `d/d/../../secret` is `secret` lexically but two folders above the
+/// root physically. So a `..` that would leave a symlink is refused; every
+/// other link in the tree is checked the same way, so links through links
+/// stay inside too.
+fn stays_inside(root: &Path, link: &Path, target: &Path) -> bool {
     if target.is_absolute() {
         return false;
     }
@@ -220,7 +224,10 @@ fn stays_inside(link: &Path, target: &Path) -> bool {
             Component::Normal(name) => depth.push(name),
             Component::CurDir => {}
             Component::ParentDir => {
-                if depth.pop().is_none() {
+                let below: PathBuf = depth.iter().collect();
+                let leaves_a_link = std::fs::symlink_metadata(root.join(&below))
+                    .is_ok_and(|m| m.file_type().is_symlink());
+                if leaves_a_link || depth.pop().is_none() {
                     return false;
                 }
             }
@@ -360,6 +367,35 @@ mod tests {
         );
         std::fs::remove_file(m.join("lib/escape")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", m.join("abs")).unwrap();
+        assert!(matches!(walk(&m), Err(TreeError::LinkOutside { .. })));
+    }
+
+    /// Red team: `d -> .` stays inside, and `x -> d/d/../../secret` is
+    /// `secret` lexically, yet resolves two folders above the module
+    /// (physically `./. /../../secret`): in the snapshot store that is
+    /// `cache/secret`, one more `d/..` reaches the home.
+    #[test]
+    fn a_link_climbing_out_through_a_link_to_the_folder_itself_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("secret"), "host secret").unwrap();
+        let m = dir.path().join("modules/m");
+        write(&m.join("m"), "#!/bin/sh\n", 0o755);
+        std::os::unix::fs::symlink(".", m.join("d")).unwrap();
+        std::os::unix::fs::symlink("d/d/../../secret", m.join("x")).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(m.join("x")).unwrap(),
+            "host secret",
+            "the link does reach outside"
+        );
+        let err = walk(&m).unwrap_err();
+        assert!(matches!(err, TreeError::LinkOutside { .. }), "{err}");
+
+        // The same through a link to a parent folder deeper in the tree.
+        std::fs::remove_file(m.join("x")).unwrap();
+        std::fs::create_dir_all(m.join("a")).unwrap();
+        std::os::unix::fs::symlink("..", m.join("a/up")).unwrap();
+        std::os::unix::fs::symlink("a/up/../../secret", m.join("y")).unwrap();
+        assert_eq!(std::fs::read_to_string(m.join("y")).unwrap(), "host secret");
         assert!(matches!(walk(&m), Err(TreeError::LinkOutside { .. })));
     }
 

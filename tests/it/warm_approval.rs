@@ -30,12 +30,12 @@ const CALLS: usize = 3;
 
 /// Longer than starting a process ahead takes, even on a loaded machine:
 /// by then any process the host was going to start has recorded itself.
-const SETTLE: Duration = Duration::from_millis(1500);
+pub(crate) const SETTLE: Duration = Duration::from_millis(1500);
 
 /// Install a script module `id` with one capability `<id>.run` whose
 /// `effects` are `effects` (it writes its state root, where it counts its
 /// executions), and pin it.
-fn install_counting_module(home: &Home, id: &str, effects: &Value) {
+pub(crate) fn install_counting_module(home: &Home, id: &str, effects: &Value) {
     let folder = home.modules().join(id);
     std::fs::create_dir_all(&folder).expect("module folder");
     let descriptor = json!({
@@ -67,7 +67,7 @@ fn executions_file(home: &Home, id: &str) -> PathBuf {
 }
 
 /// How many times module `id` has started.
-fn executions(home: &Home, id: &str) -> usize {
+pub(crate) fn executions(home: &Home, id: &str) -> usize {
     std::fs::read_to_string(executions_file(home, id))
         .unwrap_or_default()
         .lines()

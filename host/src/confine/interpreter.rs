@@ -113,6 +113,11 @@ fn follow(file: &Path, path_env: Option<&OsStr>, chain: &mut Chain, depth: usize
     let Ok(canonical) = std::fs::canonicalize(file) else {
         return;
     };
+    // Only a file is executed; a rule on a folder would grant everything
+    // beneath it.
+    if !std::fs::metadata(&canonical).is_ok_and(|m| m.is_file()) {
+        return;
+    }
     if chain.executables.contains(&canonical) {
         return;
     }
@@ -159,20 +164,57 @@ fn shebang(header: &[u8]) -> Option<(PathBuf, Vec<String>)> {
     Some((interpreter, words.map(str::to_owned).collect()))
 }
 
-/// The command `env` runs: the first word that is neither an option nor a
-/// `NAME=value` assignment (`-S` splits its argument into words).
+/// The command `env` runs: the first word that is neither an option (nor
+/// an option's argument) nor a `NAME=value` assignment (`-S` splits its
+/// argument into words, which follow).
+///
+/// Parsed as GNU `env`'s getopt does, clusters included: with `-vC / node`
+/// the `/` is `-C`'s folder, not the command. Reading it as the command
+/// would grant the module read and execute on whatever the word names (the
+/// red team's `#!/usr/bin/env -S -vC / python3` got read on the whole
+/// file system); [`follow`] also never treats a folder as an executable.
 fn env_command(args: &[String]) -> Option<String> {
-    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-    let mut words = words.into_iter();
-    while let Some(word) = words.next() {
-        match word {
-            "-u" | "--unset" | "-C" | "--chdir" => {
-                words.next();
-            }
-            w if w.starts_with('-') => {}
-            w if w.contains('=') => {}
-            w => return Some(w.to_owned()),
+    let mut words: std::collections::VecDeque<&str> =
+        args.iter().flat_map(|a| a.split_whitespace()).collect();
+    while let Some(word) = words.pop_front() {
+        if word == "--" {
+            return words.pop_front().map(str::to_owned);
         }
+        if let Some(long) = word.strip_prefix("--") {
+            // `--unset NAME`, `--chdir DIR`; `--split-string S` is followed
+            // by its words, read on like any others.
+            if matches!(long, "unset" | "chdir") {
+                words.pop_front();
+            }
+            continue;
+        }
+        if let Some(cluster) = word.strip_prefix('-') {
+            for (at, letter) in cluster.char_indices() {
+                let rest = &cluster[at + letter.len_utf8()..];
+                match letter {
+                    // The argument is the rest of the word, else the next word.
+                    'u' | 'C' => {
+                        if rest.is_empty() {
+                            words.pop_front();
+                        }
+                        break;
+                    }
+                    // The split string's first word may be attached.
+                    'S' => {
+                        if !rest.is_empty() {
+                            words.push_front(rest);
+                        }
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        if word.contains('=') {
+            continue;
+        }
+        return Some(word.to_owned());
     }
     None
 }
@@ -206,7 +248,14 @@ fn grant_prefixes(started: &Path, chain: &mut Chain) {
             let (key, value) = line.split_once('=')?;
             (key.trim() == "home").then(|| PathBuf::from(value.trim()))
         });
-        if let Some(prefix) = home.and_then(|bin| prefix_of_bin(&bin)) {
+        // `home` is whatever the venv's author wrote: a venv shipped inside a
+        // module names any folder it likes (`home = /proc/self/cwd/bin` is
+        // the host's working directory, usually the workspace). Only a
+        // folder that holds a Python standard library is a Python prefix.
+        if let Some(prefix) = home
+            .and_then(|bin| prefix_of_bin(&bin))
+            .filter(|prefix| holds_python_stdlib(prefix))
+        {
             chain.add_read(prefix);
         }
     }
@@ -215,6 +264,16 @@ fn grant_prefixes(started: &Path, chain: &mut Chain) {
     {
         chain.add_read(prefix);
     }
+}
+
+/// Whether `prefix/lib/python3.*/os.py` exists: a Python installation.
+fn holds_python_stdlib(prefix: &Path) -> bool {
+    std::fs::read_dir(prefix.join("lib")).is_ok_and(|entries| {
+        entries.flatten().any(|entry| {
+            entry.file_name().to_string_lossy().starts_with("python3")
+                && entry.path().join("os.py").is_file()
+        })
+    })
 }
 
 /// The prefix whose `bin/` is `bin`, when it is one worth granting.
@@ -351,6 +410,46 @@ mod tests {
         );
     }
 
+    /// Red team: a venv shipped inside a module names in its `pyvenv.cfg`
+    /// a `home` that is no Python at all (the workspace, here with the
+    /// `bin/` and `lib/` many projects have, or `/proc/self/cwd/bin`, the
+    /// host's working directory): the module must not get read on it.
+    #[test]
+    fn a_venv_home_that_holds_no_python_is_not_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("workspace");
+        for sub in ["bin", "lib"] {
+            std::fs::create_dir_all(workspace.join(sub)).unwrap();
+        }
+        std::fs::write(workspace.join("lib/secret.rb"), "token").unwrap();
+        let venv = dir.path().join("modules/evil/venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        let python = script(&venv.join("bin"), "python3", "#!/usr/bin/python3\n");
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!("home = {}\n", workspace.join("bin").display()),
+        )
+        .unwrap();
+        let module = script(dir.path(), "m", &format!("#!{}\n", python.display()));
+        let chain = resolve(&module, &[], None);
+        let workspace = std::fs::canonicalize(&workspace).unwrap();
+        assert!(!chain.read.contains(&workspace), "{chain:?}");
+
+        // A real Python prefix named as home is still granted.
+        let python_prefix = dir.path().join("opt/python-3.12");
+        std::fs::create_dir_all(python_prefix.join("bin")).unwrap();
+        std::fs::create_dir_all(python_prefix.join("lib/python3.12")).unwrap();
+        std::fs::write(python_prefix.join("lib/python3.12/os.py"), "").unwrap();
+        std::fs::write(
+            venv.join("pyvenv.cfg"),
+            format!("home = {}\n", python_prefix.join("bin").display()),
+        )
+        .unwrap();
+        let chain = resolve(&module, &[], None);
+        let python_prefix = std::fs::canonicalize(python_prefix).unwrap();
+        assert!(chain.read.contains(&python_prefix), "{chain:?}");
+    }
+
     #[test]
     fn env_options_and_assignments_are_skipped() {
         let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
@@ -363,5 +462,41 @@ mod tests {
             Some("python3")
         );
         assert_eq!(env_command(&[]), None);
+    }
+
+    /// Red team: option clusters and attached arguments, where a word the
+    /// host took for the command would be granted read and execute.
+    #[test]
+    fn env_option_arguments_are_never_the_command() {
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        for line in [
+            "-S -vC / python3",
+            "-S -vu /etc/shadow python3",
+            "-S -iC / python3",
+            "-S -C/ python3",
+            "-S --chdir / python3",
+            "-S --unset /etc/shadow python3",
+            "-Spython3",
+            "-S -- python3",
+            "-S -v -S python3",
+        ] {
+            assert_eq!(
+                env_command(&words(line)).as_deref(),
+                Some("python3"),
+                "{line}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_folder_is_never_an_executable() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(dir.path(), "m", "#!/usr/bin/env -S -v /\n");
+        let chain = resolve(&module, &[], None);
+        assert!(chain.executables.iter().all(|p| p.is_file()), "{chain:?}");
+        assert!(
+            !chain.executables.contains(&PathBuf::from("/")),
+            "{chain:?}"
+        );
     }
 }

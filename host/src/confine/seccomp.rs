@@ -96,6 +96,29 @@ const MKNODAT_DEVICE: [&[ArgTest]; 2] = [
     &[device_node(2, libc::S_IFBLK)],
 ];
 
+/// A `chmod` whose mode (argument `arg`) sets the setuid or setgid bit.
+/// A module of a root host keeps uid 0 and so owns every root-owned file,
+/// and landlock has no right for file attributes: without this, a module
+/// could make any root binary it can name setuid root for every local user.
+const fn set_id_bit(arg: u8, bit: libc::mode_t) -> ArgTest {
+    ArgTest::MaskedEq {
+        arg,
+        mask: bit as u64,
+        value: bit as u64,
+    }
+}
+/// `fchmodat2` (Linux 6.6): 452 on x86_64 and aarch64 alike; the libc
+/// crate names it only for some targets.
+const SYS_FCHMODAT2: libc::c_long = 452;
+const CHMOD_SET_ID: [&[ArgTest]; 2] = [
+    &[set_id_bit(1, libc::S_ISUID)],
+    &[set_id_bit(1, libc::S_ISGID)],
+];
+const CHMODAT_SET_ID: [&[ArgTest]; 2] = [
+    &[set_id_bit(2, libc::S_ISUID)],
+    &[set_id_bit(2, libc::S_ISGID)],
+];
+
 /// `clone(flags, ...)` with namespace flag `flag`.
 const fn new_namespace(flag: libc::c_int) -> ArgTest {
     ArgTest::MaskedEq {
@@ -131,6 +154,28 @@ pub const REFUSED: &[Refused] = &[
         name: "mknodat",
         number: libc::SYS_mknodat,
         when: When::AnyOf(&MKNODAT_DEVICE),
+    },
+    // Setuid and setgid bits on files the module owns as uid 0.
+    #[cfg(target_arch = "x86_64")]
+    Refused {
+        name: "chmod",
+        number: libc::SYS_chmod,
+        when: When::AnyOf(&CHMOD_SET_ID),
+    },
+    Refused {
+        name: "fchmod",
+        number: libc::SYS_fchmod,
+        when: When::AnyOf(&CHMOD_SET_ID),
+    },
+    Refused {
+        name: "fchmodat",
+        number: libc::SYS_fchmodat,
+        when: When::AnyOf(&CHMODAT_SET_ID),
+    },
+    Refused {
+        name: "fchmodat2",
+        number: SYS_FCHMODAT2,
+        when: When::AnyOf(&CHMODAT_SET_ID),
     },
     // Namespaces: a user namespace gives back every capability inside it.
     always("unshare", libc::SYS_unshare),
