@@ -341,7 +341,6 @@ fn the_describe_of_an_unpinned_module_is_confined() {
 /// user), set timestamps and `user.*` extended attributes on any file it
 /// can name, granted or not, its own snapshot included.
 #[test]
-#[ignore = "hole: chmod (without setuid/setgid), utimes and setxattr on files outside the grants (uid 0 owns them; landlock does not cover attributes)"]
 fn file_attributes_outside_the_grants_cannot_be_changed() {
     let home = installed();
     let secret = outside_secret(&home);

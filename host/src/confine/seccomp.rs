@@ -96,28 +96,19 @@ const MKNODAT_DEVICE: [&[ArgTest]; 2] = [
     &[device_node(2, libc::S_IFBLK)],
 ];
 
-/// A `chmod` whose mode (argument `arg`) sets the setuid or setgid bit.
-/// A module of a root host keeps uid 0 and so owns every root-owned file,
-/// and landlock has no right for file attributes: without this, a module
-/// could make any root binary it can name setuid root for every local user.
-const fn set_id_bit(arg: u8, bit: libc::mode_t) -> ArgTest {
-    ArgTest::MaskedEq {
-        arg,
-        mask: bit as u64,
-        value: bit as u64,
-    }
-}
 /// `fchmodat2` (Linux 6.6): 452 on x86_64 and aarch64 alike; the libc
 /// crate names it only for some targets.
 const SYS_FCHMODAT2: libc::c_long = 452;
-const CHMOD_SET_ID: [&[ArgTest]; 2] = [
-    &[set_id_bit(1, libc::S_ISUID)],
-    &[set_id_bit(1, libc::S_ISGID)],
-];
-const CHMODAT_SET_ID: [&[ArgTest]; 2] = [
-    &[set_id_bit(2, libc::S_ISUID)],
-    &[set_id_bit(2, libc::S_ISGID)],
-];
+/// Newer calls the libc crate does not name yet; since Linux 5.1 a new
+/// system call has one number on every architecture.
+const SYS_SETXATTRAT: libc::c_long = 463;
+const SYS_REMOVEXATTRAT: libc::c_long = 466;
+const SYS_OPEN_TREE_ATTR: libc::c_long = 467;
+const SYS_FILE_SETATTR: libc::c_long = 469;
+
+/// `utimensat(dirfd, path, ...)` with a path: what `futimens(fd)` (a null
+/// path, times of a file the module opened) does not need.
+const UTIMENSAT_PATH: [&[ArgTest]; 1] = [&[ArgTest::Ne { arg: 1, value: 0 }]];
 
 /// `clone(flags, ...)` with namespace flag `flag`.
 const fn new_namespace(flag: libc::c_int) -> ArgTest {
@@ -155,27 +146,43 @@ pub const REFUSED: &[Refused] = &[
         number: libc::SYS_mknodat,
         when: When::AnyOf(&MKNODAT_DEVICE),
     },
-    // Setuid and setgid bits on files the module owns as uid 0.
+    // File attributes. Landlock has no right for them, and the owner of a
+    // file may change them without any capability: a module of a root host
+    // keeps uid 0 and so owns every root-owned file it can name (making
+    // `/etc/shadow` 0666, or a root binary setuid), and any module owns its
+    // user's files (making a private key world-readable). A module sets a
+    // file's mode when it creates it; it changes no mode, owner or extended
+    // attribute, and sets times only through a descriptor it opened.
     #[cfg(target_arch = "x86_64")]
+    always("chmod", libc::SYS_chmod),
+    always("fchmod", libc::SYS_fchmod),
+    always("fchmodat", libc::SYS_fchmodat),
+    always("fchmodat2", SYS_FCHMODAT2),
+    #[cfg(target_arch = "x86_64")]
+    always("chown", libc::SYS_chown),
+    #[cfg(target_arch = "x86_64")]
+    always("lchown", libc::SYS_lchown),
+    always("fchown", libc::SYS_fchown),
+    always("fchownat", libc::SYS_fchownat),
+    always("setxattr", libc::SYS_setxattr),
+    always("lsetxattr", libc::SYS_lsetxattr),
+    always("fsetxattr", libc::SYS_fsetxattr),
+    always("removexattr", libc::SYS_removexattr),
+    always("lremovexattr", libc::SYS_lremovexattr),
+    always("fremovexattr", libc::SYS_fremovexattr),
+    always("setxattrat", SYS_SETXATTRAT),
+    always("removexattrat", SYS_REMOVEXATTRAT),
+    always("file_setattr", SYS_FILE_SETATTR),
+    #[cfg(target_arch = "x86_64")]
+    always("utime", libc::SYS_utime),
+    #[cfg(target_arch = "x86_64")]
+    always("utimes", libc::SYS_utimes),
+    #[cfg(target_arch = "x86_64")]
+    always("futimesat", libc::SYS_futimesat),
     Refused {
-        name: "chmod",
-        number: libc::SYS_chmod,
-        when: When::AnyOf(&CHMOD_SET_ID),
-    },
-    Refused {
-        name: "fchmod",
-        number: libc::SYS_fchmod,
-        when: When::AnyOf(&CHMOD_SET_ID),
-    },
-    Refused {
-        name: "fchmodat",
-        number: libc::SYS_fchmodat,
-        when: When::AnyOf(&CHMODAT_SET_ID),
-    },
-    Refused {
-        name: "fchmodat2",
-        number: SYS_FCHMODAT2,
-        when: When::AnyOf(&CHMODAT_SET_ID),
+        name: "utimensat",
+        number: libc::SYS_utimensat,
+        when: When::AnyOf(&UTIMENSAT_PATH),
     },
     // Namespaces: a user namespace gives back every capability inside it.
     always("unshare", libc::SYS_unshare),
@@ -196,6 +203,7 @@ pub const REFUSED: &[Refused] = &[
     always("fspick", libc::SYS_fspick),
     always("move_mount", libc::SYS_move_mount),
     always("open_tree", libc::SYS_open_tree),
+    always("open_tree_attr", SYS_OPEN_TREE_ATTR),
     always("mount_setattr", libc::SYS_mount_setattr),
     always("open_by_handle_at", libc::SYS_open_by_handle_at),
     always("name_to_handle_at", libc::SYS_name_to_handle_at),
