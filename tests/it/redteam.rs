@@ -7,53 +7,20 @@
 //! must hold once the hole is closed.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Home, Layout};
-
-const REDTEAM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/redteam.py");
-
-const EPERM: i64 = 1;
-const EACCES: i64 = 13;
+use crate::python_attacker::{EACCES, EPERM, RED_TEAM, assert_refused};
+use crate::support::Home;
 
 fn installed() -> Home {
-    assert!(
-        Path::new("/usr/bin/python3").exists(),
-        "the red team fixture needs the system /usr/bin/python3"
-    );
-    let home = Home::new();
-    let target = home.module_path("redteam", Layout::Folder);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(REDTEAM, &target).unwrap();
-    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
-    home.run(&["pin", "redteam"]).expect_code(0);
-    let doctor = home.run(&["doctor", "--json"]).json();
-    assert!(
-        doctor["confinement"]["landlock_abi"].as_u64().is_some(),
-        "these attacks need landlock: {doctor:#}"
-    );
-    home
+    RED_TEAM.install()
 }
 
 #[track_caller]
 fn attack(home: &Home, verb: &str, input: &Value) -> Value {
-    let run = home.invoke("redteam", &format!("redteam.{verb}"), input, &[]);
-    let output = run.invoke_result()["output"].clone();
-    home.assert_no_module_processes();
-    output
-}
-
-#[track_caller]
-fn assert_refused(report: &Value, errnos: &[i64], what: &str) {
-    assert_eq!(report["ok"], false, "{what} succeeded: {report:#}");
-    let errno = report["errno"].as_i64().unwrap_or_default();
-    assert!(
-        errnos.contains(&errno),
-        "{what} failed with errno {errno}, not one of {errnos:?}: {report:#}"
-    );
+    RED_TEAM.attack(home, verb, input)
 }
 
 /// A secret file outside every grant, readable only by its owner.

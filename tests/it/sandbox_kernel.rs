@@ -8,56 +8,20 @@
 //! tests instead of skipping them.
 
 use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Home, Layout, binaries};
-
-const ATTACKER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/attacker.py");
-
-/// errno values the attacks may meet.
-const EPERM: i64 = 1;
-const EBADF: i64 = 9;
-const EACCES: i64 = 13;
+use crate::python_attacker::{EACCES, EBADF, EPERM, KERNEL_ATTACKER, assert_refused};
+use crate::support::{Home, binaries};
 
 fn installed() -> Home {
-    assert!(
-        Path::new("/usr/bin/python3").exists(),
-        "the attacker fixture needs the system /usr/bin/python3"
-    );
-    let home = Home::new();
-    let target = home.module_path("attacker", Layout::Folder);
-    std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-    std::fs::copy(ATTACKER, &target).unwrap();
-    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
-    home.run(&["pin", "attacker"]).expect_code(0);
-    let doctor = home.run(&["doctor", "--json"]).json();
-    assert!(
-        doctor["confinement"]["landlock_abi"].as_u64().is_some(),
-        "these attacks need landlock: {doctor:#}"
-    );
-    home
+    KERNEL_ATTACKER.install()
 }
 
 #[track_caller]
 fn attack(home: &Home, verb: &str, input: &Value) -> Value {
-    let run = home.invoke("attacker", &format!("attacker.{verb}"), input, &[]);
-    let output = run.invoke_result()["output"].clone();
-    home.assert_no_module_processes();
-    output
-}
-
-#[track_caller]
-fn assert_refused(report: &Value, errnos: &[i64], what: &str) {
-    assert_eq!(report["ok"], false, "{what} succeeded: {report:#}");
-    let errno = report["errno"].as_i64().unwrap_or_default();
-    assert!(
-        errnos.contains(&errno),
-        "{what} failed with errno {errno}, not one of {errnos:?}: {report:#}"
-    );
+    KERNEL_ATTACKER.attack(home, verb, input)
 }
 
 #[test]
