@@ -634,6 +634,8 @@ pub mod capabilities;
 #[cfg(target_os = "linux")]
 mod child;
 #[cfg(target_os = "linux")]
+mod errno;
+#[cfg(target_os = "linux")]
 pub mod pids;
 #[cfg(target_os = "linux")]
 pub mod seccomp;

@@ -24,6 +24,8 @@
 //! checks `real_cred->user != INIT_USER` first), so a fork bomb is not
 //! stopped by the limit alone; see `confine::pids`.
 
+use super::errno::last_errno;
+
 /// `_LINUX_CAPABILITY_VERSION_3`: 64-bit sets in two 32-bit words.
 const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
@@ -143,10 +145,4 @@ struct CapData {
     effective: u32,
     permitted: u32,
     inheritable: u32,
-}
-
-fn last_errno() -> libc::c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EPERM)
 }

@@ -14,6 +14,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::ResourceLimits;
 use super::capabilities::CapabilityDrop;
+use super::errno::last_errno;
 use super::pids::PidsCgroup;
 use super::seccomp::Programs;
 
@@ -95,10 +96,4 @@ fn set_limit(resource: libc::__rlimit_resource_t, value: u64) -> Result<(), libc
         }
     }
     Ok(())
-}
-
-fn last_errno() -> libc::c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EPERM)
 }

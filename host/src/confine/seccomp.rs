@@ -360,17 +360,11 @@ impl Programs {
                 )
             };
             if status != 0 {
-                return Err(last_errno());
+                return Err(super::errno::last_errno());
             }
         }
         Ok(())
     }
-}
-
-fn last_errno() -> libc::c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EPERM)
 }
 
 /// The filters of a call with (or without) network, compiled once per host.
