@@ -156,6 +156,8 @@ pub struct Host {
     engines: Engines,
     /// Compiled input and output schemas, shared by clones.
     validators: Arc<Validators>,
+    /// `pins.json` as each call re-reads it, shared by clones.
+    pins: Arc<crate::pins::PinsWatch>,
 }
 
 impl Host {
@@ -193,6 +195,7 @@ impl Host {
             config,
             engines,
             validators: Arc::default(),
+            pins: Arc::default(),
         })
     }
 
@@ -222,6 +225,11 @@ impl Host {
     /// The compiled schemas every call of this host checks against.
     pub fn validators(&self) -> &Validators {
         &self.validators
+    }
+
+    /// The operator's pins as they are now (one `stat` when unchanged).
+    pub(crate) fn current_pins(&self) -> Result<Arc<crate::pins::Pins>, crate::pins::PinsError> {
+        self.pins.current(self.layout.root())
     }
 
     /// This host, starting the next native process of each call shape ahead

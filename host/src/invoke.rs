@@ -469,9 +469,10 @@ impl Host {
         // Unpinned since discovery: `modhost unpin` (or a re-pin of other
         // bytes) while a long-running host serves the module. A revoked
         // approval takes effect on the next call: `pins.json` is read again
-        // (it is small, and replaced atomically, so no lock is needed).
+        // when it changed (it is replaced atomically, so no lock is needed).
         if self.config().pins == PinsMode::Enforce {
-            let standing = crate::pins::Pins::load(self.layout().root())
+            let standing = self
+                .current_pins()
                 .map(|pins| crate::discovery::pin_standing(&pins, module));
             let refusal = match &standing {
                 Ok(standing) => standing.refusal(&module.id),

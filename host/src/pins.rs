@@ -40,6 +40,7 @@ use modproto::{Capability, Descriptor};
 use serde::{Deserialize, Serialize};
 
 use crate::atomic_file::write_bytes_atomically;
+use crate::file_identity::FileIdentity;
 use crate::home_lock::{HomeLock, HomeLockError};
 
 /// The file name inside the host home.
@@ -124,6 +125,37 @@ pub struct PinFile {
     pub format: u32,
     #[serde(default)]
     pub modules: BTreeMap<String, PinRecord>,
+}
+
+/// `pins.json` as a long-running host re-reads it on every call (so a
+/// revoked approval takes effect at once): parsed again only when the file's
+/// identity changed. Every write replaces the file (a new inode), so one
+/// `stat` tells; an identity that changed within [`RACY`] of the read is
+/// not trusted and the file is read again next time.
+///
+/// [`RACY`]: crate::file_identity::RACY
+#[derive(Debug, Default)]
+pub struct PinsWatch {
+    cached: std::sync::Mutex<Option<(FileIdentity, std::sync::Arc<Pins>)>>,
+}
+
+impl PinsWatch {
+    /// The pins of `home` as they are now.
+    pub fn current(&self, home: &Path) -> Result<std::sync::Arc<Pins>, PinsError> {
+        let identity = FileIdentity::of_path(&home.join(PINS_FILE)).ok();
+        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(now), Some((known, pins))) = (identity, cached.as_ref())
+            && now == *known
+        {
+            return Ok(std::sync::Arc::clone(pins));
+        }
+        let read_at = SystemTime::now();
+        let pins = std::sync::Arc::new(Pins::load(home)?);
+        *cached = identity
+            .filter(|id| id.settled_at(read_at))
+            .map(|id| (id, std::sync::Arc::clone(&pins)));
+        Ok(pins)
+    }
 }
 
 /// The pins of one host home.
@@ -531,6 +563,42 @@ mod tests {
             refusal.contains("modhost pin m") && refusal.contains("capabilities added: m.c"),
             "{refusal}"
         );
+    }
+
+    /// The watch a long-running host asks on every call sees an unpin at
+    /// once, and an unchanged, settled file is not parsed again.
+    #[test]
+    fn the_watch_sees_every_change_and_rereads_nothing_else() {
+        let home = tempfile::tempdir().unwrap();
+        let lock = HomeLock::acquire(home.path()).unwrap();
+        let d = descriptor(&[("m.a", "A")]);
+        Pins::load_locked(home.path(), &lock)
+            .unwrap()
+            .pin(PinRecord::new(&d, "d1", None))
+            .unwrap();
+        let watch = PinsWatch::default();
+        let first = watch.current(home.path()).unwrap();
+        assert_eq!(first.standing(&d, "d1"), PinStanding::Pinned);
+
+        assert!(
+            Pins::load_locked(home.path(), &lock)
+                .unwrap()
+                .unpin("m")
+                .unwrap()
+        );
+        let after = watch.current(home.path()).unwrap();
+        assert_eq!(after.standing(&d, "d1"), PinStanding::Unpinned);
+
+        // Settled (changed over a second before the read): kept, not parsed.
+        let path = home.path().join(PINS_FILE);
+        let settled = FileIdentity::of_path(&path).unwrap();
+        let later = SystemTime::now() + crate::file_identity::RACY * 2;
+        assert!(settled.settled_at(later));
+        *watch.cached.lock().unwrap() = Some((settled, std::sync::Arc::clone(&after)));
+        assert!(std::sync::Arc::ptr_eq(
+            &watch.current(home.path()).unwrap(),
+            &after
+        ));
     }
 
     #[test]
