@@ -39,16 +39,6 @@ fn install_helped(home: &Home) {
     );
 }
 
-/// Landlock must be there: the refusal below is enforced by it.
-#[track_caller]
-fn require_landlock(home: &Home) {
-    let doctor = home.run(&["doctor", "--json"]).json();
-    assert!(
-        doctor["confinement"]["landlock_abi"].as_u64().is_some(),
-        "this test needs landlock (the guarantee is enforced by it): {doctor:#}"
-    );
-}
-
 fn answer(home: &Home) -> Value {
     home.invoke("helped", "helped.run", &json!({}), &[])
         .invoke_result()["output"]
@@ -58,7 +48,7 @@ fn answer(home: &Home) -> Value {
 #[test]
 fn a_folder_module_runs_its_own_helper_from_its_approved_snapshot() {
     let home = Home::new();
-    require_landlock(&home);
+    home.require_landlock();
     install_helped(&home);
     home.run(&["pin", "helped"]).expect_code(0);
     assert_eq!(answer(&home), json!({"helper": "approved-helper"}));
@@ -67,7 +57,7 @@ fn a_folder_module_runs_its_own_helper_from_its_approved_snapshot() {
 #[test]
 fn a_module_run_from_its_folder_may_not_execute_the_folders_files() {
     let home = Home::new();
-    require_landlock(&home);
+    home.require_landlock();
     home.write_config("pins = \"off\"\n");
     install_helped(&home);
     assert_eq!(

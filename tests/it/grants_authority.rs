@@ -31,16 +31,6 @@ fn grants_home() -> (Home, PathBuf) {
     (home, secret)
 }
 
-/// Landlock must be there: these guarantees are enforced by it.
-#[track_caller]
-fn require_landlock(home: &Home) {
-    let doctor = home.run(&["doctor", "--json"]).json();
-    assert!(
-        doctor["confinement"]["landlock_abi"].as_u64().is_some(),
-        "this test needs landlock (the guarantee is enforced by it): {doctor:#}"
-    );
-}
-
 /// The output of `grants.<verb>`, after checking the call answered.
 #[track_caller]
 fn call(home: &Home, verb: &str, input: &Value) -> Value {
@@ -58,7 +48,7 @@ fn canonical(path: &Path) -> PathBuf {
 #[test]
 fn a_capability_naming_no_root_cannot_read_the_workspace_its_module_declares() {
     let (home, secret) = grants_home();
-    require_landlock(&home);
+    home.require_landlock();
     let output = call(&home, "peek", &json!({"path": secret}));
     assert_eq!(
         output["roots"],
@@ -77,7 +67,7 @@ fn a_capability_naming_no_root_cannot_read_the_workspace_its_module_declares() {
 #[test]
 fn a_capability_naming_the_workspace_in_reads_gets_it_read_only() {
     let (home, secret) = grants_home();
-    require_landlock(&home);
+    home.require_landlock();
     let output = call(&home, "read", &json!({"path": secret}));
     let roots = output["roots"].as_object().expect("roots");
     assert_eq!(

@@ -48,11 +48,7 @@ impl Attacker {
         std::fs::copy(self.script, &target).unwrap();
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
         home.run(&["pin", self.id]).expect_code(0);
-        let doctor = home.run(&["doctor", "--json"]).json();
-        assert!(
-            doctor["confinement"]["landlock_abi"].as_u64().is_some(),
-            "these attacks need landlock: {doctor:#}"
-        );
+        home.require_landlock();
         home
     }
 

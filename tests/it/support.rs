@@ -356,6 +356,17 @@ impl Home {
         }
     }
 
+    /// Fails the test unless `doctor` reports landlock: the guarantee a
+    /// test checks is enforced by it, so it must never pass without it.
+    #[track_caller]
+    pub fn require_landlock(&self) {
+        let doctor = self.run(&["doctor", "--json"]).json();
+        assert!(
+            doctor["confinement"]["landlock_abi"].as_u64().is_some(),
+            "this test needs landlock (the guarantee is enforced by it): {doctor:#}"
+        );
+    }
+
     /// The `list --json` entry of `id`.
     #[track_caller]
     pub fn entry(&self, id: &str) -> Value {
