@@ -265,6 +265,8 @@ pub enum ApprovedBy {
     Prompt,
     /// An MCP client that was delegated approval (`modhost mcp --delegate-approval`).
     Client,
+    /// The user, asked through the MCP client (elicitation) for this one call.
+    User,
 }
 
 impl ApprovedBy {
@@ -273,6 +275,7 @@ impl ApprovedBy {
             ApprovedBy::Flag => "flag",
             ApprovedBy::Prompt => "prompt",
             ApprovedBy::Client => "client",
+            ApprovedBy::User => "user",
         }
     }
 }

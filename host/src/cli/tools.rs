@@ -6,7 +6,6 @@
 use std::process::ExitCode;
 
 use modhost::Host;
-use modhost::approval::Verdict;
 use modhost::tools::export::{self, Format};
 
 #[derive(Debug, clap::Args)]
@@ -24,10 +23,8 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");
     }
-    let offered = toolbox
-        .tools()
-        .iter()
-        .filter(|t| t.approval.verdict != Verdict::Deny);
+    // The same predicate as `modhost mcp`'s tools/list: the two agree.
+    let offered = toolbox.tools().iter().filter(|t| t.is_offered());
     super::print_json(&export::export(offered, args.format))?;
     Ok(ExitCode::SUCCESS)
 }

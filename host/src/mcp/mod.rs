@@ -41,11 +41,14 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::approval::ApprovedBy;
+use crate::approval::{ApprovedBy, Verdict};
 use crate::tools::{CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, export};
 
+pub mod elicitation;
 pub mod line;
+mod list_changes;
 pub mod protocol;
+pub mod revision;
 pub mod roots;
 mod server;
 
@@ -76,6 +79,33 @@ pub trait Backend: Send + Sync + 'static {
         let _ = workspace;
         self.call_tool(name, arguments, progress)
     }
+
+    /// Changes whenever the tool list may have changed (install, remove,
+    /// enable, disable, pin, unpin, config edits). `None`: it never changes.
+    fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
+
+    /// The rule that makes a call of `name` wait for the user's approval
+    /// (its verdict is `ask` and nobody else answers for it); `None` when
+    /// it runs, or is refused, without asking anyone.
+    fn approval_rule(&self, name: &str) -> Option<String> {
+        let _ = name;
+        None
+    }
+
+    /// [`Backend::call_tool_in`] for one call the user approved through the
+    /// client (elicitation). By default nobody is recorded as approving, so
+    /// a tool that asks is refused as it would be unapproved.
+    fn call_tool_approved(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: Option<&Path>,
+    ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
+        self.call_tool_in(name, arguments, progress, workspace)
+    }
 }
 
 /// The host's tools as an MCP backend.
@@ -91,7 +121,7 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         self.toolbox
             .tools()
             .iter()
-            .filter(|t| t.is_offered(self.delegate_approval))
+            .filter(|t| t.is_offered())
             .map(export::mcp_tool)
             .collect()
     }
@@ -112,11 +142,29 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         progress: Option<ProgressSink>,
         workspace: Option<&Path>,
     ) -> Result<ToolOutcome, CallError> {
-        // A tool that is not offered does not exist for this client; without
-        // delegation an `ask` is refused by the gate itself (no approver).
+        // Without delegation an `ask` is refused by the gate itself (no
+        // approver): the server asks the user first (`call_tool_approved`).
         let approver = self.delegate_approval.then_some(ApprovedBy::Client);
         self.toolbox
             .call_in(name, arguments, approver, progress, workspace)
+            .await
+    }
+
+    fn approval_rule(&self, name: &str) -> Option<String> {
+        let tool = self.toolbox.get(name)?;
+        (tool.approval.verdict == Verdict::Ask && !self.delegate_approval)
+            .then(|| tool.approval.rule.clone())
+    }
+
+    async fn call_tool_approved(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: Option<&Path>,
+    ) -> Result<ToolOutcome, CallError> {
+        self.toolbox
+            .call_in(name, arguments, Some(ApprovedBy::User), progress, workspace)
             .await
     }
 }

@@ -1,54 +1,183 @@
-//! MCP message shapes the server produces: version negotiation, the
-//! `initialize` result, and `tools/call` results.
+//! MCP message shapes the server produces, each built whole and cut to
+//! the revision's own fields ([`super::revision`]): the `initialize` and
+//! `server/discover` results, tool lists, `tools/call` results, the
+//! multi-round-trip `input_required` result, and the stateless era's errors.
 
+use modproto::{ErrorCode, ErrorData, RpcError};
 use serde_json::{Map, Value, json};
 
+use super::revision::{self, Revision, keep_fields};
 use crate::tools::{ToolArtifact, ToolOutcome};
 
-/// The revisions this server speaks, newest first.
-pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18"];
+/// The per-request `_meta` key naming the revision (2026-07-28).
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// The per-request `_meta` key carrying the client's capabilities (2026-07-28).
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The result `_meta` key identifying the server (2026-07-28).
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// The notification `_meta` key naming a `subscriptions/listen` stream.
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// The newest revision this server speaks.
-pub const LATEST_VERSION: &str = SUPPORTED_VERSIONS[0];
+/// 2026-07-28 `UnsupportedProtocolVersionError`.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
-/// The revision to answer `initialize` with: the client's when this server
-/// speaks it, otherwise the newest this server speaks (the client then
-/// decides whether it can go on), as the lifecycle spec prescribes.
-pub fn negotiate(requested: Option<&str>) -> &'static str {
-    requested
-        .and_then(|r| SUPPORTED_VERSIONS.iter().copied().find(|v| *v == r))
-        .unwrap_or(LATEST_VERSION)
-}
+/// How long (ms) a client may cache a list that never changes while the
+/// server runs: an hour.
+pub const TTL_MS_FIXED: u64 = 3_600_000;
+/// How long (ms) a client may cache a list that changes with the operator's
+/// installs and edits: ten seconds (a client that wants changes at once
+/// subscribes with `subscriptions/listen`).
+pub const TTL_MS_LIVE: u64 = 10_000;
 
-/// The `initialize` result.
-pub fn initialize_result(version: &str) -> Value {
-    json!({
-        "protocolVersion": version,
-        "capabilities": {"tools": {"listChanged": false}},
-        "serverInfo": {
+const INSTRUCTIONS: &str = "Each tool is a capability of a modhost module; its description ends with what it \
+                            reads, writes, runs and costs. Call modhost__knowledge with a module id to read \
+                            the guides that module ships.";
+
+/// The server's `Implementation` in `revision`'s shape.
+pub fn server_info(revision: &Revision) -> Value {
+    keep_fields(
+        json!({
             "name": "modhost",
             "title": "modhost",
             "version": env!("CARGO_PKG_VERSION"),
-        },
-        "instructions": "Each tool is a capability of a modhost module; its description ends with what it \
-                         reads, writes, runs and costs. Call modhost__knowledge with a module id to read \
-                         the guides that module ships."
+            "description": "A plugin host for AI agents: each tool is a confined module capability.",
+        }),
+        revision.implementation,
+    )
+}
+
+/// The server's capabilities: tools, and whether their list may change.
+fn capabilities(list_changed: bool) -> Value {
+    json!({"tools": {"listChanged": list_changed}})
+}
+
+/// `result` as `revision` requires every result: in the stateless era with
+/// `resultType` (`complete` unless set) and the server's identity in `_meta`.
+pub fn stamp(revision: &Revision, result: Value) -> Value {
+    let Value::Object(mut map) = result else {
+        return result;
+    };
+    if revision.result_type {
+        map.entry("resultType").or_insert(json!("complete"));
+        let meta = map.entry("_meta").or_insert_with(|| json!({}));
+        if let Value::Object(meta) = meta {
+            meta.insert(META_SERVER_INFO.into(), server_info(revision));
+        }
+    }
+    Value::Object(map)
+}
+
+/// `result` with the cache hints of a list in `revision` (when it has them).
+fn cacheable(revision: &Revision, mut result: Value, ttl_ms: u64) -> Value {
+    if revision.cache_hints {
+        result["ttlMs"] = json!(ttl_ms);
+        // The list depends on this user's configuration: never shared.
+        result["cacheScope"] = json!("private");
+    }
+    stamp(revision, result)
+}
+
+/// The `initialize` result (handshake revisions).
+pub fn initialize_result(revision: &Revision, list_changed: bool) -> Value {
+    json!({
+        "protocolVersion": revision.version,
+        "capabilities": capabilities(list_changed),
+        "serverInfo": server_info(revision),
+        "instructions": INSTRUCTIONS,
     })
 }
 
+/// The `server/discover` result (stateless revision): every version this
+/// server speaks, its capabilities and identity, cacheable.
+pub fn discover_result(revision: &Revision, list_changed: bool, ttl_ms: u64) -> Value {
+    cacheable(
+        revision,
+        json!({
+            "supportedVersions": revision::all_versions(),
+            "capabilities": capabilities(list_changed),
+            "instructions": INSTRUCTIONS,
+        }),
+        ttl_ms,
+    )
+}
+
+/// The `tools/list` result: each tool in `revision`'s shape.
+pub fn tools_list_result(revision: &Revision, tools: Vec<Value>, ttl_ms: u64) -> Value {
+    let tools: Vec<Value> = tools.into_iter().map(|t| revision.tool(t)).collect();
+    cacheable(revision, json!({"tools": tools}), ttl_ms)
+}
+
 /// The `tools/call` result for an outcome: the text (with its `@artifact`
-/// lines), a `resource_link` per artifact with a host file, and
-/// `structuredContent` when the output is an object.
-pub fn call_result(outcome: &ToolOutcome) -> Value {
+/// lines), a `resource_link` per artifact with a host file where the
+/// revision has them, and `structuredContent` when the output is an object
+/// and the revision has it.
+pub fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
     let mut content = vec![json!({"type": "text", "text": outcome.text})];
-    content.extend(outcome.artifacts.iter().filter_map(resource_link));
+    if revision.has_content("resource_link") {
+        content.extend(
+            outcome
+                .artifacts
+                .iter()
+                .filter_map(resource_link)
+                .map(|link| keep_fields(link, revision.resource_link)),
+        );
+    }
     let mut result = Map::new();
     result.insert("content".into(), Value::Array(content));
     if let Some(structured @ Value::Object(_)) = &outcome.structured {
         result.insert("structuredContent".into(), structured.clone());
     }
     result.insert("isError".into(), json!(outcome.is_error));
-    Value::Object(result)
+    stamp(
+        revision,
+        keep_fields(Value::Object(result), revision.call_result),
+    )
+}
+
+/// The multi-round-trip interim result (2026-07-28): the client asks the
+/// user `requests`, then calls again with the answers and `request_state`.
+pub fn input_required_result(revision: &Revision, requests: Value, request_state: &str) -> Value {
+    stamp(
+        revision,
+        json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": request_state,
+        }),
+    )
+}
+
+/// `UnsupportedProtocolVersionError` (2026-07-28): what was asked, and every
+/// version this server speaks.
+pub fn unsupported_version(requested: &str) -> RpcError {
+    let mut data = ErrorData::new(
+        "unsupported_protocol_version",
+        format!(
+            "send {} in _meta[\"{META_PROTOCOL_VERSION}\"], or start a session with initialize \
+             for one of the handshake versions",
+            stateless_versions().join(", ")
+        ),
+    );
+    data.extra
+        .insert("supported".into(), json!(revision::all_versions()));
+    data.extra.insert("requested".into(), json!(requested));
+    let why = match revision::find(requested) {
+        Some(_) => format!("{requested} is served after an initialize handshake, not per request"),
+        None => format!("this server does not speak {requested}"),
+    };
+    RpcError::new(
+        ErrorCode::Other(UNSUPPORTED_PROTOCOL_VERSION),
+        format!("Unsupported protocol version: {why}"),
+    )
+    .with_data(data)
+}
+
+fn stateless_versions() -> Vec<&'static str> {
+    revision::REVISIONS
+        .iter()
+        .filter(|r| r.era == revision::Era::Stateless)
+        .map(|r| r.version)
+        .collect()
 }
 
 fn resource_link(artifact: &ToolArtifact) -> Option<Value> {
@@ -87,15 +216,6 @@ mod tests {
     use modproto::ArtifactRef;
 
     #[test]
-    fn negotiation_answers_the_clients_version_or_the_latest() {
-        assert_eq!(negotiate(Some("2025-06-18")), "2025-06-18");
-        assert_eq!(negotiate(Some("2025-11-25")), "2025-11-25");
-        assert_eq!(negotiate(Some("2024-11-05")), LATEST_VERSION);
-        assert_eq!(negotiate(Some("2099-01-01")), LATEST_VERSION);
-        assert_eq!(negotiate(None), LATEST_VERSION);
-    }
-
-    #[test]
     fn call_results_carry_text_structure_and_links() {
         let outcome = ToolOutcome {
             is_error: false,
@@ -112,8 +232,9 @@ mod tests {
                 file: Some("/h/artifacts/m/my file.txt".into()),
             }],
         };
+        let r = |v| revision::find(v).unwrap();
         assert_eq!(
-            call_result(&outcome),
+            call_result(r("2025-06-18"), &outcome),
             json!({
                 "content": [
                     {"type": "text", "text": "{}\n@artifact {...}"},
@@ -124,15 +245,27 @@ mod tests {
                 "isError": false
             })
         );
+        // Neither links nor structure where the revision has none.
+        assert_eq!(
+            call_result(r("2025-03-26"), &outcome),
+            json!({"content": [{"type": "text", "text": "{}\n@artifact {...}"}], "isError": false})
+        );
+        let modern = call_result(r("2026-07-28"), &outcome);
+        assert_eq!(modern["resultType"], json!("complete"));
+        assert_eq!(modern["_meta"][META_SERVER_INFO]["name"], json!("modhost"));
         let failed = ToolOutcome::failure("boom");
         assert_eq!(
-            call_result(&failed),
+            call_result(r("2025-11-25"), &failed),
             json!({"content": [{"type": "text", "text": "boom"}], "isError": true})
         );
         let array = ToolOutcome {
             structured: Some(json!([1])),
             ..ToolOutcome::failure("x")
         };
-        assert!(call_result(&array).get("structuredContent").is_none());
+        assert!(
+            call_result(r("2025-11-25"), &array)
+                .get("structuredContent")
+                .is_none()
+        );
     }
 }

@@ -10,10 +10,16 @@
 //! too, which is backpressure, not growth); a call's progress channel holds
 //! [`PROGRESS_REPORTS`] reports, and a report that finds it full is dropped
 //! (progress is advisory; the response never is).
+//!
+//! Eras (`revision.rs`): each request is served in the revision it names in
+//! its `_meta` (stateless) or, without one, in the revision its connection's
+//! `initialize` chose (the newest handshake revision when there was none, as
+//! before). [`Session`] is all a connection remembers, and only the
+//! handshake era uses it.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use modproto::{ErrorCode, Id, Message, Notification, Request, Response, RpcError};
 use serde_json::{Value, json};
@@ -21,8 +27,12 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::Backend;
+use super::elicitation::{self, Answer, PendingApprovals, Questions};
 use super::line::{self, Decoded, Framed, LineFramer, MAX_LINE_BYTES};
-use super::{Backend, protocol};
+use super::list_changes::{self, Listeners, MAX_SUBSCRIPTIONS, SharedListeners};
+use super::protocol::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
+use super::revision::{self, AskUser, Era, Revision};
 use crate::tools::{CallError, Progress, ToolOutcome};
 
 /// The most `tools/call`s that run at once for one client.
@@ -35,6 +45,37 @@ pub const OUTBOX_LINES: usize = 64;
 pub const PROGRESS_REPORTS: usize = 16;
 
 type Outbox = mpsc::Sender<String>;
+
+/// What a handshake connection remembers from its `initialize`.
+#[derive(Debug, Default)]
+struct Session {
+    revision: Option<&'static Revision>,
+    capabilities: Value,
+}
+
+/// The revision a request is served in, and the client's capabilities for it.
+#[derive(Debug)]
+struct Served {
+    revision: &'static Revision,
+    capabilities: Value,
+}
+
+/// Everything the reader keeps for one connection.
+struct Connection<B> {
+    backend: Arc<B>,
+    outbox: Outbox,
+    session: Session,
+    roots: ClientRoots,
+    /// Server-to-client questions (`elicitation/create`) awaiting answers.
+    questions: Arc<Questions>,
+    /// Stateless approval questions awaiting the client's retry.
+    approvals: PendingApprovals,
+    listeners: SharedListeners,
+    /// The backend announces tool-list changes.
+    live: bool,
+    running: HashMap<Id, AbortHandle>,
+    calls: JoinSet<()>,
+}
 
 /// Serve MCP over `reader`/`writer` until `reader` reaches EOF. Every call
 /// still running then is aborted, and awaited, before this returns.
@@ -59,9 +100,23 @@ where
         Ok::<_, std::io::Error>(())
     });
 
-    let mut running: HashMap<Id, AbortHandle> = HashMap::new();
-    let mut calls = JoinSet::new();
-    let mut roots = ClientRoots::default();
+    let listeners: SharedListeners = Arc::new(Mutex::new(Listeners::default()));
+    let changes = backend.tool_list_changes();
+    let live = changes.is_some();
+    let announcer = changes
+        .map(|changes| list_changes::announce(changes, Arc::clone(&listeners), outbox.clone()));
+    let mut connection = Connection {
+        backend,
+        outbox,
+        session: Session::default(),
+        roots: ClientRoots::default(),
+        questions: Arc::new(Questions::default()),
+        approvals: PendingApprovals::default(),
+        listeners,
+        live,
+        running: HashMap::new(),
+        calls: JoinSet::new(),
+    };
     let mut reader = reader;
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let read_result = loop {
@@ -70,76 +125,441 @@ where
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         };
-        while calls.try_join_next().is_some() {}
-        running.retain(|_, handle| !handle.is_finished());
+        while connection.calls.try_join_next().is_some() {}
+        connection.running.retain(|_, handle| !handle.is_finished());
         let message = match framed {
             Framed::Oversized { bytes } => {
                 tracing::warn!(
                     "skipped a client line of {bytes} bytes (the cap is {MAX_LINE_BYTES})"
                 );
-                send(&outbox, &Message::Response(line::oversized_response(bytes))).await;
+                connection
+                    .send(&Message::Response(line::oversized_response(bytes)))
+                    .await;
                 continue;
             }
             Framed::Line(raw) => match line::decode(&raw) {
                 Decoded::Blank => continue,
                 Decoded::Invalid(response) => {
-                    send(&outbox, &Message::Response(response)).await;
+                    connection.send(&Message::Response(response)).await;
                     continue;
                 }
                 Decoded::Message(message) => message,
             },
         };
         match message {
-            Message::Request(request) => {
-                if request.method == "initialize" {
-                    roots.offered = request
-                        .params
-                        .as_ref()
-                        .and_then(|p| p.pointer("/capabilities/roots"))
-                        .is_some_and(Value::is_object);
-                }
-                if request.method != "tools/call" {
-                    let response = answer(&request, backend.as_ref());
-                    send(&outbox, &Message::Response(response)).await;
-                } else if calls.len() >= MAX_CONCURRENT_CALLS {
-                    let refused =
-                        Response::ok(request.id, protocol::call_result(&too_many_calls()));
-                    send(&outbox, &Message::Response(refused)).await;
-                } else {
-                    let workspace = roots.workspace.clone();
-                    start_call(
-                        request,
-                        &backend,
-                        &outbox,
-                        workspace,
-                        &mut calls,
-                        &mut running,
-                    )
-                    .await;
-                }
-            }
-            Message::Notification(n) => {
-                let roots_changed = matches!(
-                    n.method.as_str(),
-                    "notifications/initialized" | "notifications/roots/list_changed"
-                );
-                if roots_changed && roots.offered {
-                    let request = roots.ask();
-                    send(&outbox, &Message::Request(request)).await;
-                }
-                notification(&n, &mut running);
-            }
-            // The only requests we send are `roots/list`; any other
+            Message::Request(request) => connection.request(request).await,
+            Message::Notification(n) => connection.notification(&n).await,
+            // Answers to our questions, then to our `roots/list`; any other
             // response is nobody's and ignored.
-            Message::Response(response) => roots.answered(response),
+            Message::Response(response) => {
+                if let Err(response) = connection.questions.answered(response) {
+                    connection.roots.answered(response);
+                }
+            }
         }
     };
     // EOF (or a broken stdin): stop every call, and wait until each one's
     // future is dropped, so its module process is gone before we return.
-    calls.shutdown().await;
-    drop(outbox);
+    if let Some(announcer) = announcer {
+        announcer.abort();
+    }
+    connection.calls.shutdown().await;
+    connection.close_subscriptions().await;
+    drop(connection);
     let write_result = writer_task.await.unwrap_or(Ok(()));
     read_result.and(write_result)
+}
+
+impl<B: Backend> Connection<B> {
+    /// Queue `message` for the writer, waiting while the outbox is full.
+    async fn send(&self, message: &Message) {
+        send(&self.outbox, message).await;
+    }
+
+    async fn reply(&self, id: Id, outcome: Result<Value, RpcError>) {
+        let response = Response { id, outcome };
+        self.send(&Message::Response(response)).await;
+    }
+
+    async fn request(&mut self, request: Request) {
+        let id = request.id.clone();
+        if request.method == "initialize" {
+            let result = self.initialize(&request);
+            return self.reply(id, Ok(result)).await;
+        }
+        let served = match self.served(&request) {
+            Ok(served) => served,
+            Err(e) => return self.reply(id, Err(e)).await,
+        };
+        let revision = served.revision;
+        let stateless = revision.era == Era::Stateless;
+        let ttl = if self.live {
+            protocol::TTL_MS_LIVE
+        } else {
+            protocol::TTL_MS_FIXED
+        };
+        let result = match request.method.as_str() {
+            "ping" if revision.ping => json!({}),
+            "server/discover" if stateless => protocol::discover_result(revision, self.live, ttl),
+            "tools/list" => protocol::tools_list_result(revision, self.backend.list_tools(), ttl),
+            "subscriptions/listen" if stateless => return self.listen(&request).await,
+            "tools/call" => return self.call(request, served).await,
+            other => {
+                let error = RpcError::new(
+                    ErrorCode::MethodNotFound,
+                    format!("method not found in MCP {}: {other}", revision.version),
+                );
+                return self.reply(id, Err(error)).await;
+            }
+        };
+        self.reply(id, Ok(result)).await;
+    }
+
+    /// Answer `initialize`: the negotiated handshake revision, remembered
+    /// with the client's capabilities for the rest of the connection.
+    fn initialize(&mut self, request: &Request) -> Value {
+        let params = request.params.as_ref();
+        let requested = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str);
+        let revision = revision::negotiate(requested);
+        let capabilities = params
+            .and_then(|p| p.get("capabilities"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        self.roots.offered =
+            revision.roots_request && capabilities.get("roots").is_some_and(Value::is_object);
+        self.session = Session {
+            revision: Some(revision),
+            capabilities,
+        };
+        protocol::initialize_result(revision, self.live)
+    }
+
+    /// The revision `request` is served in: the one its `_meta` names (the
+    /// stateless era, which also requires the client's capabilities there),
+    /// else its connection's.
+    fn served(&self, request: &Request) -> Result<Served, RpcError> {
+        let meta = request.params.as_ref().and_then(|p| p.get("_meta"));
+        let Some(version) = meta.and_then(|m| m.get(META_PROTOCOL_VERSION)) else {
+            if matches!(
+                request.method.as_str(),
+                "server/discover" | "subscriptions/listen"
+            ) {
+                return Err(missing_meta(&request.method, META_PROTOCOL_VERSION));
+            }
+            return Ok(Served {
+                revision: self
+                    .session
+                    .revision
+                    .unwrap_or_else(revision::latest_handshake),
+                capabilities: self.session.capabilities.clone(),
+            });
+        };
+        let Some(version) = version.as_str() else {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                format!("_meta[\"{META_PROTOCOL_VERSION}\"] must be a string"),
+            ));
+        };
+        let revision = revision::find(version)
+            .filter(|r| r.era == Era::Stateless)
+            .ok_or_else(|| protocol::unsupported_version(version))?;
+        match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
+            Some(capabilities @ Value::Object(_)) => Ok(Served {
+                revision,
+                capabilities: capabilities.clone(),
+            }),
+            _ => Err(missing_meta(&request.method, META_CLIENT_CAPABILITIES)),
+        }
+    }
+
+    async fn notification(&mut self, n: &Notification) {
+        match n.method.as_str() {
+            "notifications/initialized" => {
+                // The handshake is done: from now on this client hears of
+                // tool-list changes (it was told `listChanged: true` only
+                // when they exist), and its roots are asked for.
+                if self.live && self.session.revision.is_some() {
+                    self.listeners
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .handshake = true;
+                }
+                self.ask_roots().await;
+            }
+            "notifications/roots/list_changed" => self.ask_roots().await,
+            "notifications/cancelled" => self.cancelled(n),
+            // Anything else needs no action.
+            _ => {}
+        }
+    }
+
+    async fn ask_roots(&mut self) {
+        if self.roots.offered {
+            let request = self.roots.ask();
+            self.send(&Message::Request(request)).await;
+        }
+    }
+
+    /// Stop the call (or end the subscription) the client cancelled. No
+    /// response follows, as the spec asks.
+    fn cancelled(&mut self, n: &Notification) {
+        let Some(request_id) = n.params.as_ref().and_then(|p| p.get("requestId")) else {
+            return;
+        };
+        let id = match request_id {
+            Value::String(s) => Id::Str(s.clone()),
+            Value::Number(num) => match num.as_i64() {
+                Some(i) => Id::Num(i),
+                None => return,
+            },
+            _ => return,
+        };
+        // Unknown or finished ids are ignored, as the spec allows: the call
+        // may have completed while the cancellation was in flight.
+        if let Some(handle) = self.running.remove(&id) {
+            handle.abort();
+        }
+        self.listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .close(&id);
+    }
+
+    /// `subscriptions/listen` (2026-07-28): acknowledge what is honored
+    /// (the tool list, when it can change) and keep the stream open.
+    async fn listen(&mut self, request: &Request) {
+        let wants_tools = request
+            .params
+            .as_ref()
+            .and_then(|p| p.pointer("/notifications/toolsListChanged"))
+            == Some(&json!(true));
+        let honored = wants_tools && self.live;
+        let opened = {
+            let mut listeners = self.listeners.lock().unwrap_or_else(|e| e.into_inner());
+            let full = listeners.subscriptions.len() >= MAX_SUBSCRIPTIONS
+                || listeners
+                    .subscriptions
+                    .iter()
+                    .any(|(id, _)| *id == request.id);
+            if !full {
+                listeners.subscriptions.push((request.id.clone(), honored));
+            }
+            !full
+        };
+        if !opened {
+            let error = RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "at most {MAX_SUBSCRIPTIONS} subscriptions/listen streams, each with its own id, \
+                     may be open at once; cancel one (notifications/cancelled) first"
+                ),
+            );
+            return self.reply(request.id.clone(), Err(error)).await;
+        }
+        let _ = self
+            .outbox
+            .send(list_changes::acknowledgment(&request.id, honored))
+            .await;
+    }
+
+    /// The server is stopping: close every open stream with its result.
+    async fn close_subscriptions(&self) {
+        let open = std::mem::take(
+            &mut self
+                .listeners
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .subscriptions,
+        );
+        let Some(revision) = revision::REVISIONS.iter().find(|r| r.era == Era::Stateless) else {
+            return;
+        };
+        for (id, _) in open {
+            let result = list_changes::closing_result(revision, &id);
+            self.reply(id, Ok(result)).await;
+        }
+    }
+
+    /// A `tools/call`: run it, ask the user first, or say why not.
+    async fn call(&mut self, request: Request, served: Served) {
+        let revision = served.revision;
+        let id = request.id.clone();
+        let params = request.params.unwrap_or(Value::Null);
+        let Some(name) = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            let error = RpcError::new(
+                ErrorCode::InvalidParams,
+                "tools/call needs params.name (a string)",
+            );
+            return self.reply(id, Err(error)).await;
+        };
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(v) => v.clone(),
+        };
+        let approval = match self.backend.approval_rule(&name) {
+            None => Approval::NotNeeded,
+            Some(rule) => {
+                let can_answer = elicitation::client_can_answer(Some(&served.capabilities));
+                match revision.ask_user {
+                    AskUser::Request { .. } if can_answer => Approval::AskFirst(
+                        elicitation::question(revision, &name, &rule, &arguments),
+                    ),
+                    AskUser::InputRequired if can_answer => {
+                        match self.round_trip(revision, &params, &name, &rule, &arguments) {
+                            RoundTrip::Approved => Approval::Given,
+                            RoundTrip::Answer(outcome) => return self.reply(id, outcome).await,
+                        }
+                    }
+                    _ => {
+                        let refused = cannot_ask(&name, &rule, revision);
+                        let result = protocol::call_result(revision, &refused);
+                        return self.reply(id, Ok(result)).await;
+                    }
+                }
+            }
+        };
+        if self.calls.len() >= MAX_CONCURRENT_CALLS {
+            let refused = protocol::call_result(revision, &too_many_calls());
+            return self.reply(id, Ok(refused)).await;
+        }
+        let token = params
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
+            .cloned();
+        let call = Invocation {
+            name,
+            arguments,
+            workspace: self.roots.workspace.clone(),
+            approval,
+            token,
+        };
+        let backend = Arc::clone(&self.backend);
+        let outbox = self.outbox.clone();
+        let questions = Arc::clone(&self.questions);
+        let task_id = id.clone();
+        let handle = self.calls.spawn(async move {
+            let response = run_call(backend.as_ref(), call, &outbox, &questions).await;
+            let message = match response {
+                Ok(outcome) => Response::ok(task_id, protocol::call_result(revision, &outcome)),
+                Err(e) => Response::err(task_id, call_error(&e)),
+            };
+            send(&outbox, &Message::Response(message)).await;
+        });
+        self.running.insert(id, handle);
+    }
+
+    /// The stateless era's approval: ask with an `input_required` result, or
+    /// read the answer the client's retry brings with our `requestState`.
+    fn round_trip(
+        &mut self,
+        revision: &Revision,
+        params: &Value,
+        name: &str,
+        rule: &str,
+        arguments: &Value,
+    ) -> RoundTrip {
+        if let Some(state) = params.get("requestState") {
+            let redeemed = match state.as_str() {
+                Some(state) => self.approvals.redeem(state, name, arguments),
+                None => Err(elicitation::StateRefused::Unknown),
+            };
+            if let Err(refused) = redeemed {
+                let error = RpcError::new(ErrorCode::InvalidParams, format!("not run: {refused}"))
+                    .with_data(modproto::ErrorData::new(
+                        modproto::ErrorKind::DENIED,
+                        "call the tool again without requestState and inputResponses; the user is asked anew",
+                    ));
+                return RoundTrip::Answer(Err(error));
+            }
+            let answer = params
+                .get("inputResponses")
+                .and_then(|r| r.get(elicitation::APPROVAL_KEY));
+            match answer.map(elicitation::read_answer) {
+                Some(Answer::Approved) => return RoundTrip::Approved,
+                Some(Answer::Refused(why)) => {
+                    let outcome = not_approved(name, &why);
+                    return RoundTrip::Answer(Ok(protocol::call_result(revision, &outcome)));
+                }
+                // The retry lacks the answer: ask again.
+                None => {}
+            }
+        }
+        let state = match self.approvals.open(name, arguments) {
+            Ok(state) => state,
+            Err(e) => {
+                let error = RpcError::new(
+                    ErrorCode::InternalError,
+                    format!("not run: could not open an approval question ({e})"),
+                );
+                return RoundTrip::Answer(Err(error));
+            }
+        };
+        let requests = json!({
+            elicitation::APPROVAL_KEY: {
+                "method": "elicitation/create",
+                "params": elicitation::question(revision, name, rule, arguments),
+            }
+        });
+        RoundTrip::Answer(Ok(protocol::input_required_result(
+            revision, requests, &state,
+        )))
+    }
+}
+
+/// What a call needs before it runs.
+#[derive(Debug)]
+enum Approval {
+    /// Nothing: its verdict is allow (or deny, which the backend refuses),
+    /// or approval is delegated.
+    NotNeeded,
+    /// The user's yes, asked with these `elicitation/create` params.
+    AskFirst(Value),
+    /// The user already said yes (stateless round trip).
+    Given,
+}
+
+/// Where a stateless approval stands.
+enum RoundTrip {
+    Approved,
+    /// Answer the request with this, and run nothing.
+    Answer(Result<Value, RpcError>),
+}
+
+fn missing_meta(method: &str, key: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::InvalidParams,
+        format!(
+            "{method} needs params._meta[\"{key}\"] (MCP 2026-07-28 requests carry \
+             {META_PROTOCOL_VERSION} and {META_CLIENT_CAPABILITIES} in _meta)"
+        ),
+    )
+}
+
+/// What the user is told (through the model) when a call waits for an
+/// approval this client cannot ask for.
+fn cannot_ask(name: &str, rule: &str, revision: &Revision) -> ToolOutcome {
+    let why = match revision.ask_user {
+        AskUser::Never => format!("MCP {} has no elicitation", revision.version),
+        _ => "this client did not declare the elicitation capability (form)".to_owned(),
+    };
+    ToolOutcome::failure(format!(
+        "not run: {name} needs approval ({rule}) and the server cannot ask you: {why}. \
+         To allow it, add to config.toml:\n\n[[approval.rules]]\ntool = \"{name}\"\ndecision = \"allow\"\n\n\
+         or start the server with `modhost mcp --delegate-approval` (the client then approves every call)."
+    ))
+}
+
+/// The result of a call the user did not approve.
+fn not_approved(name: &str, why: &str) -> ToolOutcome {
+    ToolOutcome::failure(format!(
+        "not run: {name} needs approval and {why}; nothing was executed"
+    ))
 }
 
 /// What the client said about its roots.
@@ -220,132 +640,77 @@ async fn send(outbox: &Outbox, message: &Message) {
     let _ = outbox.send(message.to_line()).await;
 }
 
-/// Every request but `tools/call`, answered at once.
-fn answer<B: Backend>(request: &Request, backend: &B) -> Response {
-    let id = request.id.clone();
-    match request.method.as_str() {
-        "initialize" => {
-            let requested = request
-                .params
-                .as_ref()
-                .and_then(|p| p.get("protocolVersion"))
-                .and_then(Value::as_str);
-            Response::ok(
-                id,
-                protocol::initialize_result(protocol::negotiate(requested)),
-            )
-        }
-        "ping" => Response::ok(id, json!({})),
-        "tools/list" => Response::ok(id, json!({"tools": backend.list_tools()})),
-        other => Response::err(
-            id,
-            RpcError::new(
-                ErrorCode::MethodNotFound,
-                format!("method not found: {other}"),
-            ),
-        ),
-    }
-}
-
-fn notification(n: &Notification, running: &mut HashMap<Id, AbortHandle>) {
-    if n.method != "notifications/cancelled" {
-        // `notifications/initialized` and anything else need no action.
-        return;
-    }
-    let Some(request_id) = n.params.as_ref().and_then(|p| p.get("requestId")) else {
-        return;
-    };
-    let id = match request_id {
-        Value::String(s) => Id::Str(s.clone()),
-        Value::Number(num) => match num.as_i64() {
-            Some(i) => Id::Num(i),
-            None => return,
-        },
-        _ => return,
-    };
-    // Unknown or finished ids are ignored, as the spec allows: the call may
-    // have completed while the cancellation was in flight.
-    if let Some(handle) = running.remove(&id) {
-        handle.abort();
-    }
-}
-
-/// Validate a `tools/call` and run it as its own task.
-async fn start_call<B: Backend>(
-    request: Request,
-    backend: &Arc<B>,
-    outbox: &Outbox,
-    workspace: Option<PathBuf>,
-    calls: &mut JoinSet<()>,
-    running: &mut HashMap<Id, AbortHandle>,
-) {
-    let id = request.id.clone();
-    let params = request.params.unwrap_or(Value::Null);
-    let Some(name) = params
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-    else {
-        let error = RpcError::new(
-            ErrorCode::InvalidParams,
-            "tools/call needs params.name (a string)",
-        );
-        send(outbox, &Message::Response(Response::err(id, error))).await;
-        return;
-    };
-    let arguments = match params.get("arguments") {
-        None | Some(Value::Null) => json!({}),
-        Some(v) => v.clone(),
-    };
-    let token = params
-        .get("_meta")
-        .and_then(|m| m.get("progressToken"))
-        .cloned();
-    let backend = Arc::clone(backend);
-    let outbox = outbox.clone();
-    let task_id = id.clone();
-    let handle = calls.spawn(async move {
-        let call = Invocation {
-            name: &name,
-            arguments,
-            workspace: workspace.as_deref(),
-        };
-        let response = run_call(backend.as_ref(), call, token, &outbox).await;
-        let message = match response {
-            Ok(outcome) => Response::ok(task_id, protocol::call_result(&outcome)),
-            Err(e) => Response::err(task_id, call_error(&e)),
-        };
-        send(&outbox, &Message::Response(message)).await;
-    });
-    running.insert(id, handle);
-}
-
-/// One tool call as the backend gets it.
-struct Invocation<'a> {
-    name: &'a str,
+/// One tool call as its task gets it.
+struct Invocation {
+    name: String,
     arguments: Value,
     /// The client's workspace, when its roots named one.
-    workspace: Option<&'a std::path::Path>,
+    workspace: Option<PathBuf>,
+    approval: Approval,
+    /// The client's progress token, when it asked for progress.
+    token: Option<Value>,
 }
 
-/// Run the call, forwarding progress as `notifications/progress` when the
-/// client asked for it. Every progress line is sent before the response.
+/// Ask the user `question` through the client; the answer, a no when it
+/// does not come within [`elicitation::ANSWER_TIMEOUT`].
+async fn ask_user(question: Value, outbox: &Outbox, questions: &Questions) -> Answer {
+    let (id, answer) = questions.open();
+    send(
+        outbox,
+        &Message::Request(Request::new(id, "elicitation/create", Some(question))),
+    )
+    .await;
+    match tokio::time::timeout(elicitation::ANSWER_TIMEOUT, answer).await {
+        Ok(Ok(response)) => elicitation::read_response(response),
+        Ok(Err(_)) => Answer::Refused("the question was dropped unanswered".into()),
+        Err(_) => Answer::Refused(format!(
+            "the user did not answer within {} s",
+            elicitation::ANSWER_TIMEOUT.as_secs()
+        )),
+    }
+}
+
+/// Run the call (after the user's yes, when it needs one), forwarding
+/// progress as `notifications/progress` when the client asked for it. Every
+/// progress line is sent before the response.
 async fn run_call<B: Backend>(
     backend: &B,
-    call: Invocation<'_>,
-    token: Option<Value>,
+    call: Invocation,
     outbox: &Outbox,
+    questions: &Questions,
 ) -> Result<ToolOutcome, CallError> {
     let Invocation {
         name,
         arguments,
         workspace,
+        approval,
+        token,
     } = call;
+    let approved = match approval {
+        Approval::NotNeeded => false,
+        Approval::Given => true,
+        Approval::AskFirst(question) => match ask_user(question, outbox, questions).await {
+            Answer::Approved => true,
+            Answer::Refused(why) => return Ok(not_approved(&name, &why)),
+        },
+    };
+    let (name, workspace) = (name.as_str(), workspace.as_deref());
+    let start = move |progress| async move {
+        if approved {
+            backend
+                .call_tool_approved(name, arguments, progress, workspace)
+                .await
+        } else {
+            backend
+                .call_tool_in(name, arguments, progress, workspace)
+                .await
+        }
+    };
     let Some(token) = token else {
-        return backend.call_tool_in(name, arguments, None, workspace).await;
+        return start(None).await;
     };
     let (sink, mut reports) = mpsc::channel::<Progress>(PROGRESS_REPORTS);
-    let call = backend.call_tool_in(name, arguments, Some(sink), workspace);
+    let call = start(Some(sink));
     tokio::pin!(call);
     let mut last: Option<f64> = None;
     let mut forward = |p: Progress| {
@@ -566,10 +931,10 @@ mod tests {
     #[tokio::test]
     async fn unsupported_version_gets_the_latest() {
         let mut c = Client::start(Arc::new(Fake::default()));
-        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-11-05"}})).await;
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2024-10-01"}})).await;
         assert_eq!(
             c.recv().await["result"]["protocolVersion"],
-            json!(protocol::LATEST_VERSION)
+            json!(revision::latest_handshake().version)
         );
     }
 

@@ -99,14 +99,13 @@ impl Hints {
 }
 
 impl ToolDef {
-    /// Whether a surface that cannot ask anyone may offer this tool: deny is
-    /// never offered, ask only when approval is delegated to the caller.
-    pub fn is_offered(&self, approval_delegated: bool) -> bool {
-        match self.approval.verdict {
-            Verdict::Allow => true,
-            Verdict::Ask => approval_delegated,
-            Verdict::Deny => false,
-        }
+    /// Whether a tool list (`modhost tools`, the MCP server's `tools/list`)
+    /// offers this tool: deny never; ask too, so the user learns it exists
+    /// (the MCP server asks the user through the client before each call,
+    /// or says how to allow it; `modhost tools` leaves it to whoever pastes
+    /// the definitions).
+    pub fn is_offered(&self) -> bool {
+        self.approval.verdict != Verdict::Deny
     }
 }
 
@@ -447,13 +446,16 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn offered_depends_on_verdict_and_delegation() {
+    fn ask_is_offered_and_deny_is_not() {
         let m = module("net", &json!([cap("net.get", &json!({"network": true}))]));
-        let r = build_registry(&[m], &ApprovalConfig::default(), &BTreeMap::new());
+        let r = build_registry(&[m.clone()], &ApprovalConfig::default(), &BTreeMap::new());
         let t = &r.tools[1];
         assert_eq!(t.approval.verdict, Verdict::Ask);
-        assert!(!t.is_offered(false));
-        assert!(t.is_offered(true));
+        assert!(t.is_offered());
+        let deny: ApprovalConfig =
+            toml::from_str("[[rules]]\neffect = \"network\"\ndecision = \"deny\"\n").unwrap();
+        let r = build_registry(&[m], &deny, &BTreeMap::new());
+        assert!(!r.tools[1].is_offered());
     }
 
     /// Records each call it is given and answers with the input.
@@ -554,7 +556,7 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
-    async fn mcp_lists_deny_never_and_ask_only_when_delegated() {
+    async fn mcp_lists_ask_but_never_deny_and_runs_ask_only_approved() {
         use crate::mcp::{Backend, ToolboxBackend};
         let names = |b: &dyn Fn() -> Vec<Value>| -> Vec<String> {
             b().iter()
@@ -569,13 +571,35 @@ pub(crate) mod tests {
         };
         assert_eq!(
             names(&|| plain.list_tools()),
-            [KNOWLEDGE_TOOL, "web__web_cached"]
+            [KNOWLEDGE_TOOL, "web__web_get", "web__web_cached"]
         );
+        assert!(plain.approval_rule("web__web_get").is_some());
+        assert!(plain.approval_rule("web__web_cached").is_none());
         assert!(
             plain
                 .call_tool("web__web_get", json!({}), None)
                 .await
-                .is_err()
+                .is_err(),
+            "not approved, not run"
+        );
+        let approved = plain
+            .call_tool_approved("web__web_get", json!({}), None, None)
+            .await
+            .expect("approved by the user");
+        assert!(!approved.is_error);
+        assert_eq!(
+            plain.toolbox.invoker.calls.lock().unwrap()[0]
+                .approval
+                .as_ref()
+                .map(|a| a.by.as_str()),
+            Some("user")
+        );
+        assert!(
+            plain
+                .call_tool_approved("web__web_purge", json!({}), None, None)
+                .await
+                .is_err(),
+            "a user cannot approve what the operator denied"
         );
         let (_h2, tb) = toolbox(deny);
         let delegated = ToolboxBackend {
@@ -584,8 +608,9 @@ pub(crate) mod tests {
         };
         assert_eq!(
             names(&|| delegated.list_tools()),
-            [KNOWLEDGE_TOOL, "web__web_get", "web__web_cached"]
+            names(&|| plain.list_tools())
         );
+        assert!(delegated.approval_rule("web__web_get").is_none());
         assert!(
             delegated
                 .call_tool("web__web_purge", json!({}), None)
