@@ -51,6 +51,10 @@ pub mod protocol;
 pub mod revision;
 pub mod roots;
 mod server;
+#[cfg(test)]
+mod test_client;
+#[cfg(test)]
+mod tests_eras;
 
 pub use server::{MAX_CONCURRENT_CALLS, OUTBOX_LINES, PROGRESS_REPORTS, serve};
 

@@ -762,9 +762,10 @@ fn call_error(e: &CallError) -> RpcError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::test_client::Client;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
+    use tokio::io::AsyncWriteExt;
 
     /// A backend with three tools: `echo` answers at once, `slow` reports
     /// progress then waits forever, `bad` rejects its input.
@@ -836,39 +837,6 @@ mod tests {
                 }
                 other => Err(CallError::UnknownTool(other.to_owned())),
             }
-        }
-    }
-
-    struct Client {
-        to_server: Option<DuplexStream>,
-        from_server: Lines<BufReader<DuplexStream>>,
-        server: tokio::task::JoinHandle<std::io::Result<()>>,
-    }
-
-    impl Client {
-        fn start(backend: Arc<Fake>) -> Client {
-            let (client_w, server_r) = tokio::io::duplex(64 * 1024);
-            let (server_w, client_r) = tokio::io::duplex(64 * 1024);
-            let server = tokio::spawn(serve(BufReader::new(server_r), server_w, backend));
-            Client {
-                to_server: Some(client_w),
-                from_server: BufReader::new(client_r).lines(),
-                server,
-            }
-        }
-
-        async fn send(&mut self, v: Value) {
-            let w = self.to_server.as_mut().unwrap();
-            w.write_all(format!("{v}\n").as_bytes()).await.unwrap();
-        }
-
-        async fn recv(&mut self) -> Value {
-            let line = tokio::time::timeout(Duration::from_secs(5), self.from_server.next_line())
-                .await
-                .expect("the server answers")
-                .unwrap()
-                .expect("a line");
-            serde_json::from_str(&line).unwrap()
         }
     }
 
