@@ -1,6 +1,7 @@
 //! `modhost mcp [--delegate-approval]`: serve the tools over MCP on stdio
-//! until stdin closes. Nothing but protocol lines goes to stdout; warnings go
-//! to stderr.
+//! (MCP 2026-07-28 per request, or a handshake revision from 2024-11-05 to
+//! 2025-11-25) until stdin closes. Nothing but protocol lines goes to
+//! stdout; warnings go to stderr.
 //!
 //! The workspace of its calls: the client's first root when the client
 //! sends roots (`modhost::mcp`), else the host's: `--workspace`, else
@@ -16,8 +17,9 @@ use modhost::mcp::{ToolboxBackend, serve_stdio};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Also offer tools whose approval verdict is `ask`; the client is then
-    /// responsible for approving each call (recorded as approved by "client").
+    /// Let the client approve every call of a tool whose approval verdict is
+    /// `ask` (recorded as approved by "client"), instead of the user being
+    /// asked for each call through the client (elicitation).
     #[arg(long)]
     delegate_approval: bool,
 }

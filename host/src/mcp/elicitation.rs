@@ -148,16 +148,16 @@ impl Questions {
         (id, receiver)
     }
 
-    /// Hand `response` to the question it answers; `Err(response)` when it
+    /// Hand `response` to the question it answers; it comes back when it
     /// answers none of ours.
-    pub fn answered(&self, response: Response) -> Result<(), Response> {
+    pub fn answered(&self, response: Response) -> Option<Response> {
         let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
         match asked.1.remove(&response.id) {
             Some(sender) => {
                 let _ = sender.send(response);
-                Ok(())
+                None
             }
-            None => Err(response),
+            None => Some(response),
         }
     }
 }

@@ -1,4 +1,6 @@
-//! `modhost mcp`: the tools as an MCP server (revisions 2025-06-18 and 2025-11-25).
+//! `modhost mcp`: the tools as an MCP server, dual-era: the stateless
+//! revision 2026-07-28 and the handshake revisions 2025-11-25, 2025-06-18,
+//! 2025-03-26 and 2024-11-05, each in its own shapes (`revision.rs`).
 //!
 //! Design decisions:
 //!
@@ -31,9 +33,18 @@
 //!   aborted and awaited before [`serve`] returns, so no module process
 //!   outlives the server.
 //! - **Policy stays the host's.** Denied tools are never listed and cannot be
-//!   called; tools whose verdict is `ask` are listed only when approval is
-//!   delegated to the client (`--delegate-approval`), and then every call
-//!   carries the approval record `by: "client"`.
+//!   called. Tools whose verdict is `ask` are listed (the same predicate,
+//!   `ToolDef::is_offered`, decides `modhost tools`), and each call asks the
+//!   user through the client first (`elicitation.rs`): it runs only after a
+//!   yes, with the approval record `by: "user"`; a client that cannot be
+//!   asked gets an `isError` result saying how to allow the tool. With
+//!   `--delegate-approval` nobody is asked and every call carries the
+//!   record `by: "client"`.
+//! - **Live tool lists.** When the backend has a change watch
+//!   ([`Backend::tool_list_changes`]), handshake clients are told
+//!   `listChanged: true` and sent `notifications/tools/list_changed`;
+//!   stateless clients hear of changes on a `subscriptions/listen` stream
+//!   (`list_changes.rs`).
 
 use std::future::Future;
 use std::path::Path;

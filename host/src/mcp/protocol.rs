@@ -136,7 +136,7 @@ pub fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
 
 /// The multi-round-trip interim result (2026-07-28): the client asks the
 /// user `requests`, then calls again with the answers and `request_state`.
-pub fn input_required_result(revision: &Revision, requests: Value, request_state: &str) -> Value {
+pub fn input_required_result(revision: &Revision, requests: &Value, request_state: &str) -> Value {
     stamp(
         revision,
         json!({

@@ -152,7 +152,7 @@ where
             // Answers to our questions, then to our `roots/list`; any other
             // response is nobody's and ignored.
             Message::Response(response) => {
-                if let Err(response) = connection.questions.answered(response) {
+                if let Some(response) = connection.questions.answered(response) {
                     connection.roots.answered(response);
                 }
             }
@@ -189,7 +189,7 @@ impl<B: Backend> Connection<B> {
         }
         let served = match self.served(&request) {
             Ok(served) => served,
-            Err(e) => return self.reply(id, Err(e)).await,
+            Err(e) => return self.reply(id, Err(*e)).await,
         };
         let revision = served.revision;
         let stateless = revision.era == Era::Stateless;
@@ -239,14 +239,17 @@ impl<B: Backend> Connection<B> {
     /// The revision `request` is served in: the one its `_meta` names (the
     /// stateless era, which also requires the client's capabilities there),
     /// else its connection's.
-    fn served(&self, request: &Request) -> Result<Served, RpcError> {
+    fn served(&self, request: &Request) -> Result<Served, Box<RpcError>> {
         let meta = request.params.as_ref().and_then(|p| p.get("_meta"));
         let Some(version) = meta.and_then(|m| m.get(META_PROTOCOL_VERSION)) else {
             if matches!(
                 request.method.as_str(),
                 "server/discover" | "subscriptions/listen"
             ) {
-                return Err(missing_meta(&request.method, META_PROTOCOL_VERSION));
+                return Err(Box::new(missing_meta(
+                    &request.method,
+                    META_PROTOCOL_VERSION,
+                )));
             }
             return Ok(Served {
                 revision: self
@@ -257,20 +260,23 @@ impl<B: Backend> Connection<B> {
             });
         };
         let Some(version) = version.as_str() else {
-            return Err(RpcError::new(
+            return Err(Box::new(RpcError::new(
                 ErrorCode::InvalidParams,
                 format!("_meta[\"{META_PROTOCOL_VERSION}\"] must be a string"),
-            ));
+            )));
         };
         let revision = revision::find(version)
             .filter(|r| r.era == Era::Stateless)
-            .ok_or_else(|| protocol::unsupported_version(version))?;
+            .ok_or_else(|| Box::new(protocol::unsupported_version(version)))?;
         match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
             Some(capabilities @ Value::Object(_)) => Ok(Served {
                 revision,
                 capabilities: capabilities.clone(),
             }),
-            _ => Err(missing_meta(&request.method, META_CLIENT_CAPABILITIES)),
+            _ => Err(Box::new(missing_meta(
+                &request.method,
+                META_CLIENT_CAPABILITIES,
+            ))),
         }
     }
 
@@ -507,7 +513,7 @@ impl<B: Backend> Connection<B> {
             }
         });
         RoundTrip::Answer(Ok(protocol::input_required_result(
-            revision, requests, &state,
+            revision, &requests, &state,
         )))
     }
 }

@@ -133,7 +133,7 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|s| (*s).to_owned()).collect()
 }
 
-fn meta(capabilities: Value) -> Value {
+fn meta(capabilities: &Value) -> Value {
     json!({META_PROTOCOL_VERSION: MODERN, META_CLIENT_CAPABILITIES: capabilities})
 }
 
@@ -258,7 +258,7 @@ async fn every_handshake_revision_is_served_in_its_own_shapes() {
 async fn the_stateless_revision_needs_no_handshake_and_names_itself_in_every_request() {
     let mut c = Client::start(Arc::new(Desk::new(false)));
     let discover = c
-        .ask(1, "server/discover", json!({"_meta": meta(json!({}))}))
+        .ask(1, "server/discover", json!({"_meta": meta(&json!({}))}))
         .await["result"]
         .clone();
     assert_eq!(discover["resultType"], json!("complete"));
@@ -276,7 +276,7 @@ async fn the_stateless_revision_needs_no_handshake_and_names_itself_in_every_req
     );
 
     let list = c
-        .ask(2, "tools/list", json!({"_meta": meta(json!({}))}))
+        .ask(2, "tools/list", json!({"_meta": meta(&json!({}))}))
         .await["result"]
         .clone();
     assert_eq!(list["resultType"], json!("complete"));
@@ -292,7 +292,7 @@ async fn the_stateless_revision_needs_no_handshake_and_names_itself_in_every_req
         .ask(
             3,
             "tools/call",
-            json!({"name": "echo", "arguments": {"b": 2}, "_meta": meta(json!({}))}),
+            json!({"name": "echo", "arguments": {"b": 2}, "_meta": meta(&json!({}))}),
         )
         .await["result"]
         .clone();
@@ -301,7 +301,7 @@ async fn the_stateless_revision_needs_no_handshake_and_names_itself_in_every_req
 
     // Removed in this revision.
     for (id, method) in [(4, "ping"), (5, "logging/setLevel")] {
-        let r = c.ask(id, method, json!({"_meta": meta(json!({}))})).await;
+        let r = c.ask(id, method, json!({"_meta": meta(&json!({}))})).await;
         assert_eq!(r["error"]["code"], json!(-32601), "{method}: {r}");
     }
     // A version this server does not speak, and a handshake version named
@@ -482,7 +482,7 @@ async fn a_client_that_cannot_be_asked_is_told_how_to_allow_the_tool() {
         .ask(
             1,
             "tools/call",
-            json!({"name": "guarded", "_meta": meta(json!({}))}),
+            json!({"name": "guarded", "_meta": meta(&json!({}))}),
         )
         .await;
     assert_eq!(result["result"]["resultType"], json!("complete"));
@@ -498,7 +498,7 @@ async fn the_stateless_revision_asks_with_input_required_and_a_state_that_cannot
     let caps = json!({"elicitation": {}});
     let args = json!({"url": "https://example.org"});
     let call = |id: i64, extra: Value| {
-        let mut params = json!({"name": "guarded", "arguments": args, "_meta": meta(caps.clone())});
+        let mut params = json!({"name": "guarded", "arguments": args, "_meta": meta(&caps)});
         params
             .as_object_mut()
             .unwrap()
@@ -620,21 +620,21 @@ async fn a_stateless_client_hears_of_list_changes_on_the_stream_it_opened() {
     let desk = Arc::new(Desk::new(true));
     let mut c = Client::start(Arc::clone(&desk));
     let discover = c
-        .ask(1, "server/discover", json!({"_meta": meta(json!({}))}))
+        .ask(1, "server/discover", json!({"_meta": meta(&json!({}))}))
         .await;
     assert_eq!(
         discover["result"]["capabilities"]["tools"]["listChanged"],
         json!(true)
     );
     let list = c
-        .ask(2, "tools/list", json!({"_meta": meta(json!({}))}))
+        .ask(2, "tools/list", json!({"_meta": meta(&json!({}))}))
         .await;
     assert_eq!(list["result"]["ttlMs"], json!(super::protocol::TTL_MS_LIVE));
     // A stateless client gets no unsolicited notification.
     desk.bump();
     settle().await;
     assert_eq!(
-        c.ask(3, "tools/list", json!({"_meta": meta(json!({}))}))
+        c.ask(3, "tools/list", json!({"_meta": meta(&json!({}))}))
             .await["id"],
         json!(3)
     );
@@ -643,7 +643,7 @@ async fn a_stateless_client_hears_of_list_changes_on_the_stream_it_opened() {
         .ask(
             7,
             "subscriptions/listen",
-            json!({"_meta": meta(json!({})), "notifications": {"toolsListChanged": true, "promptsListChanged": true}}),
+            json!({"_meta": meta(&json!({})), "notifications": {"toolsListChanged": true, "promptsListChanged": true}}),
         )
         .await;
     assert_eq!(
@@ -665,7 +665,7 @@ async fn a_stateless_client_hears_of_list_changes_on_the_stream_it_opened() {
         .ask(
             8,
             "subscriptions/listen",
-            json!({"_meta": meta(json!({})), "notifications": {}}),
+            json!({"_meta": meta(&json!({})), "notifications": {}}),
         )
         .await;
     assert_eq!(quiet["params"]["notifications"], json!({}));
@@ -674,14 +674,14 @@ async fn a_stateless_client_hears_of_list_changes_on_the_stream_it_opened() {
     )
     .await;
     assert_eq!(
-        c.ask(9, "tools/list", json!({"_meta": meta(json!({}))}))
+        c.ask(9, "tools/list", json!({"_meta": meta(&json!({}))}))
             .await["id"],
         json!(9)
     );
     desk.bump();
     settle().await;
     assert_eq!(
-        c.ask(10, "tools/list", json!({"_meta": meta(json!({}))}))
+        c.ask(10, "tools/list", json!({"_meta": meta(&json!({}))}))
             .await["id"],
         json!(10)
     );

@@ -448,7 +448,11 @@ pub(crate) mod tests {
     #[test]
     fn ask_is_offered_and_deny_is_not() {
         let m = module("net", &json!([cap("net.get", &json!({"network": true}))]));
-        let r = build_registry(&[m.clone()], &ApprovalConfig::default(), &BTreeMap::new());
+        let r = build_registry(
+            std::slice::from_ref(&m),
+            &ApprovalConfig::default(),
+            &BTreeMap::new(),
+        );
         let t = &r.tools[1];
         assert_eq!(t.approval.verdict, Verdict::Ask);
         assert!(t.is_offered());
