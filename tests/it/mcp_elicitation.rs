@@ -58,7 +58,7 @@ fn call_and_get_question(server: &mut McpStdio, tool: &str) -> (u64, Value) {
 
 /// Answer the server's `question` with `answer` (a `result` or an `error`
 /// member); the call's response.
-fn answer(server: &mut McpStdio, call: u64, question: &Value, answer: Value) -> Value {
+fn answer(server: &mut McpStdio, call: u64, question: &Value, answer: &Value) -> Value {
     let mut response = json!({"jsonrpc": "2.0", "id": question["id"]});
     response
         .as_object_mut()
@@ -88,7 +88,7 @@ fn a_declined_dismissed_or_unanswered_question_never_runs_the_module() {
         json!({"error": {"code": -32603, "message": "the client has no UI"}}),
     ] {
         let (call, question) = call_and_get_question(&mut server, &tool);
-        let response = answer(&mut server, call, &question, no.clone());
+        let response = answer(&mut server, call, &question, &no);
         assert_eq!(
             response["result"]["isError"],
             json!(true),
@@ -131,7 +131,7 @@ fn the_users_yes_runs_the_module_once() {
         "{question}"
     );
     let yes = json!({"result": {"action": "accept", "content": {"approve": true}}});
-    let response = answer(&mut server, call, &question, yes);
+    let response = answer(&mut server, call, &question, &yes);
     assert_eq!(response["result"]["isError"], json!(false), "{response}");
     assert_eq!(
         response["result"]["structuredContent"],
