@@ -22,6 +22,7 @@ mod install;
 mod interpreters;
 mod mcp;
 mod mcp_elicitation;
+mod mcp_eras;
 mod mcp_robustness;
 mod mcp_stdio;
 mod misbehaving;
