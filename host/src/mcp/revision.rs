@@ -74,6 +74,8 @@ pub struct Revision {
     pub content_types: &'static [&'static str],
     /// `ResourceLink` members (used only when `content_types` has it).
     pub resource_link: &'static [&'static str],
+    /// `notifications/progress` params members.
+    pub progress: &'static [&'static str],
     /// Every result carries `resultType` and `_meta` with the server's identity.
     pub result_type: bool,
     /// List results carry `ttlMs` and `cacheScope` (`CacheableResult`).
@@ -138,6 +140,7 @@ pub const REVISIONS: &[Revision] = &[
             "size",
             "_meta",
         ],
+        progress: &["progressToken", "progress", "total", "message"],
         result_type: true,
         cache_hints: true,
         ping: false,
@@ -182,6 +185,7 @@ pub const REVISIONS: &[Revision] = &[
             "size",
             "_meta",
         ],
+        progress: &["progressToken", "progress", "total", "message"],
         result_type: false,
         cache_hints: false,
         ping: true,
@@ -216,6 +220,7 @@ pub const REVISIONS: &[Revision] = &[
             "size",
             "_meta",
         ],
+        progress: &["progressToken", "progress", "total", "message"],
         result_type: false,
         cache_hints: false,
         ping: true,
@@ -232,6 +237,7 @@ pub const REVISIONS: &[Revision] = &[
         call_result: &["content", "isError", "_meta"],
         content_types: &["text"],
         resource_link: &[],
+        progress: &["progressToken", "progress", "total", "message"],
         result_type: false,
         cache_hints: false,
         ping: true,
@@ -248,6 +254,7 @@ pub const REVISIONS: &[Revision] = &[
         call_result: &["content", "isError", "_meta"],
         content_types: &["text"],
         resource_link: &[],
+        progress: &["progressToken", "progress", "total"],
         result_type: false,
         cache_hints: false,
         ping: true,

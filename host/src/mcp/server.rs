@@ -32,7 +32,7 @@ use super::elicitation::{self, Answer, PendingApprovals, Questions};
 use super::line::{self, Decoded, Framed, LineFramer, MAX_LINE_BYTES};
 use super::list_changes::{self, Listeners, MAX_SUBSCRIPTIONS, SharedListeners};
 use super::protocol::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
-use super::revision::{self, AskUser, Era, Revision};
+use super::revision::{self, AskUser, Era, Revision, keep_fields};
 use crate::tools::{CallError, Progress, ToolOutcome};
 
 /// The most `tools/call`s that run at once for one client.
@@ -439,6 +439,7 @@ impl<B: Backend> Connection<B> {
             .and_then(|m| m.get("progressToken"))
             .cloned();
         let call = Invocation {
+            revision,
             name,
             arguments,
             workspace: self.roots.workspace.clone(),
@@ -648,6 +649,7 @@ async fn send(outbox: &Outbox, message: &Message) {
 
 /// One tool call as its task gets it.
 struct Invocation {
+    revision: &'static Revision,
     name: String,
     arguments: Value,
     /// The client's workspace, when its roots named one.
@@ -686,6 +688,7 @@ async fn run_call<B: Backend>(
     questions: &Questions,
 ) -> Result<ToolOutcome, CallError> {
     let Invocation {
+        revision,
         name,
         arguments,
         workspace,
@@ -733,6 +736,7 @@ async fn run_call<B: Backend>(
         if let Some(message) = p.message {
             params["message"] = json!(message);
         }
+        let params = keep_fields(params, revision.progress);
         // Dropped when the outbox is full: progress is advisory, and a
         // client that does not read must not make reports pile up.
         let line = Message::Notification(Notification::new("notifications/progress", Some(params)));

@@ -66,9 +66,19 @@ impl Backend for Desk {
         &self,
         name: &str,
         arguments: Value,
-        _progress: Option<ProgressSink>,
+        progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
         match name {
+            "report" => {
+                if let Some(p) = progress {
+                    let _ = p.try_send(crate::tools::Progress {
+                        progress: 1.0,
+                        total: None,
+                        message: Some("half".into()),
+                    });
+                }
+                Ok(ToolOutcome::failure("reported"))
+            }
             "echo" => Ok(ToolOutcome {
                 is_error: false,
                 text: arguments.to_string(),
@@ -251,6 +261,27 @@ async fn every_handshake_revision_is_served_in_its_own_shapes() {
         let discover = c.ask(5, "server/discover", json!({})).await;
         assert_eq!(discover["error"]["code"], json!(-32602), "{discover}");
         assert!(c.finish().await.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn progress_carries_a_message_only_where_the_revision_defines_one() {
+    for (version, message) in [("2024-11-05", false), ("2025-03-26", true)] {
+        let mut c = Client::start(Arc::new(Desk::new(false)));
+        handshake(&mut c, version, json!({})).await;
+        c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "report", "_meta": {"progressToken": 5}}}))
+            .await;
+        let progress = c.recv().await;
+        assert_eq!(progress["method"], json!("notifications/progress"));
+        assert_eq!(progress["params"]["progress"], json!(1.0));
+        assert_eq!(
+            progress["params"].get("message").is_some(),
+            message,
+            "{version}: {progress}"
+        );
+        assert_eq!(c.recv().await["id"], json!(1));
+        c.finish().await;
     }
 }
 
