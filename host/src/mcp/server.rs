@@ -408,6 +408,12 @@ impl<B: Backend> Connection<B> {
             None | Some(Value::Null) => json!({}),
             Some(v) => v.clone(),
         };
+        // Refused before anything is asked or spent (a stateless approval
+        // is consumed when presented).
+        if self.calls.len() >= MAX_CONCURRENT_CALLS {
+            let refused = protocol::call_result(revision, &too_many_calls());
+            return self.reply(id, Ok(refused)).await;
+        }
         let approval = match self.backend.approval_rule(&name) {
             None => Approval::NotNeeded,
             Some(rule) => {
@@ -430,10 +436,6 @@ impl<B: Backend> Connection<B> {
                 }
             }
         };
-        if self.calls.len() >= MAX_CONCURRENT_CALLS {
-            let refused = protocol::call_result(revision, &too_many_calls());
-            return self.reply(id, Ok(refused)).await;
-        }
         let token = params
             .get("_meta")
             .and_then(|m| m.get("progressToken"))
