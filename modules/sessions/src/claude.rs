@@ -61,10 +61,8 @@ impl State {
         match (record.get("type").and_then(Value::as_str), message) {
             (Some("user"), Some(message)) => user(record, message, recorder),
             (Some("assistant"), Some(message)) => self.assistant(record, message, recorder),
-            (Some("system"), _) => {
-                if record.get("level").and_then(Value::as_str) == Some("error") {
-                    recorder.error();
-                }
+            (Some("system"), _) if record.get("level").and_then(Value::as_str) == Some("error") => {
+                recorder.error();
             }
             _ => {}
         }
@@ -145,10 +143,10 @@ fn user(record: &Map<String, Value>, message: &Map<String, Value>, recorder: &mu
                             text.push_str(part);
                         }
                     }
-                    Some("tool_result") => {
-                        if block.get("is_error").and_then(Value::as_bool) == Some(true) {
-                            recorder.tool_error();
-                        }
+                    Some("tool_result")
+                        if block.get("is_error").and_then(Value::as_bool) == Some(true) =>
+                    {
+                        recorder.tool_error();
                     }
                     _ => {}
                 }

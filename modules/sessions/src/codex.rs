@@ -106,10 +106,10 @@ fn item(item: &Map<String, Value>, recorder: &mut Recorder<'_>) {
         }
         Some("local_shell_call") => recorder.tool_call("local_shell"),
         Some("web_search_call") => recorder.tool_call("web_search"),
-        Some("function_call_output" | "custom_tool_call_output") => {
-            if output_failed(item.get("output")) {
-                recorder.tool_error();
-            }
+        Some("function_call_output" | "custom_tool_call_output")
+            if output_failed(item.get("output")) =>
+        {
+            recorder.tool_error();
         }
         _ => {}
     }

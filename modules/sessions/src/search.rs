@@ -56,7 +56,7 @@ fn default_max_results() -> usize {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct SearchOutput {
     pub matches: Vec<Match>,
-    /// Sessions read (completely or up to the stop).
+    /// Transcripts read as sessions (completely or up to the stop); skipped files are not counted.
     pub sessions_searched: usize,
     /// Named sessions that matched no transcript file.
     pub not_found: Vec<String>,
@@ -126,9 +126,11 @@ pub fn run(root: &Root, input: &SearchInput, deadline: Instant) -> Result<Search
                 snippet: snippet(text.text, at),
             });
         });
-        output.sessions_searched += 1;
         match read {
-            Ok(session) => output.truncated |= full || !session.complete,
+            Ok(session) => {
+                output.sessions_searched += 1;
+                output.truncated |= full || !session.complete;
+            }
             Err(unreadable) => output.skipped.push(unreadable),
         }
     }
