@@ -193,8 +193,12 @@ pub fn render(output: &SearchOutput) -> String {
     let mut text = String::new();
     for m in &output.matches {
         text.push_str(&format!(
-            "{} turn {} (line {}, {:?}): {}\n",
-            m.session, m.turn, m.line, m.role, m.snippet
+            "{} turn {} (line {}, {}): {}\n",
+            m.session,
+            m.turn,
+            m.line,
+            m.role.label(),
+            m.snippet
         ));
     }
     if output.matches.is_empty() {

@@ -74,6 +74,15 @@ pub enum Role {
     Assistant,
 }
 
+impl Role {
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
 /// Token usage as the agent recorded it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Tokens {
@@ -460,6 +469,11 @@ pub fn read(
         }
     }
     let Some(parser) = parser else {
+        if !recorder.session.complete {
+            return Err(unreadable(
+                "the call's deadline came before its format was known".to_owned(),
+            ));
+        }
         if recorder.session.lines == 0 {
             return Err(unreadable("empty file".to_owned()));
         }

@@ -470,3 +470,78 @@ fn the_skill_digest_is_the_shipped_file_s() {
         "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
     );
 }
+
+#[test]
+fn the_last_sessions_are_chosen_by_file_time_without_reading_the_others() {
+    let dir = transcripts(&[
+        ("new.jsonl", &jsonl(&claude_lines())),
+        ("old.jsonl", "corrupt, and never read\n"),
+    ]);
+    let old = std::fs::File::options()
+        .write(true)
+        .open(dir.path().join("old.jsonl"))
+        .unwrap();
+    old.set_modified(std::time::SystemTime::UNIX_EPOCH).unwrap();
+    let art = tempfile::tempdir().unwrap();
+    for (capability, input) in [
+        ("sessions.list", json!({"last": 1})),
+        ("sessions.assay", json!({"last": 1})),
+        ("sessions.search", json!({"query": "checkout", "last": 1})),
+    ] {
+        let out = output(&invoke(dir.path(), art.path(), capability, &input));
+        assert_eq!(
+            out["skipped"],
+            json!([]),
+            "{capability} read the older file: {out:#}"
+        );
+    }
+    let all = output(&invoke(dir.path(), art.path(), "sessions.list", &json!({})));
+    assert_eq!(all["skipped"][0]["session"], "old.jsonl");
+}
+
+#[test]
+fn a_line_too_long_to_hold_is_skipped_and_the_session_still_read() {
+    let mut lines = jsonl(&claude_lines());
+    let huge = format!(
+        "{{\"type\": \"user\", \"message\": {{\"role\": \"user\", \"content\": \"{}\"}}}}\n",
+        "x".repeat(crate::line_reader::MAX_LINE_BYTES + 1)
+    );
+    lines.insert_str(lines.find('\n').unwrap() + 1, &huge);
+    let dir = transcripts(&[("p/s.jsonl", &lines)]);
+    let art = tempfile::tempdir().unwrap();
+    let out = output(&invoke(
+        dir.path(),
+        art.path(),
+        "sessions.assay",
+        &json!({"last": 1}),
+    ));
+    let s = &out["sessions"][0];
+    assert_eq!(s["unreadable_lines"], 1, "{s:#}");
+    assert_eq!(s["first_unreadable"], "line 2: longer than 8 MiB, skipped");
+    assert_eq!(s["turns"], json!({"user": 1, "assistant": 2}));
+}
+
+#[test]
+fn every_descriptor_example_succeeds_on_an_empty_root() {
+    let dir = transcripts(&[]);
+    let art = tempfile::tempdir().unwrap();
+    for capability in crate::module().descriptor().capabilities.iter() {
+        for example in &capability.examples {
+            let out = output(&invoke(
+                dir.path(),
+                art.path(),
+                &capability.id,
+                &example.input,
+            ));
+            assert_eq!(out["skipped"], json!([]), "{}: {out:#}", capability.id);
+        }
+    }
+    let assay = output(&invoke(
+        dir.path(),
+        art.path(),
+        "sessions.assay",
+        &json!({}),
+    ));
+    assert_eq!(assay["totals"]["sessions"], 0);
+    assert!(art.path().join("assay/r_1.md").is_file());
+}
