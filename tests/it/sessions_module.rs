@@ -8,13 +8,14 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
 use crate::mcp_stdio::McpStdio;
 use crate::python_attacker::{EACCES, EPERM, assert_refused};
-use crate::support::{Home, Layout, module_binary, write_file};
+use crate::support::{Home, module_binary, write_file};
 
 const CLAUDE: &str = "claude/-home-ana-shop/5f0c1d2e-big.jsonl";
 const CODEX: &str = "codex/2025/10/29/rollout-2025-10-29T00-59-38-019a2d7a-41c4.jsonl";
@@ -162,17 +163,34 @@ fn write_transcripts(home: &Home) -> PathBuf {
     root
 }
 
-/// Install the built `sessions` module as an operator would, in its folder
-/// with its knowledge, pinned, and point `transcripts` at `root`.
+/// Install the built `sessions` module as the README says: its binary and
+/// its knowledge in one folder, archived, `modhost install`ed (which pins
+/// it); then point `transcripts` at `root`.
 fn install_sessions(home: &Home, root: &Path) {
-    let binary = module_binary("sessions");
-    let target = home.install_binary_unpinned(&binary, "sessions", Layout::Folder);
+    let staged = home.outside().join("package/sessions");
+    std::fs::create_dir_all(staged.join("knowledge")).unwrap();
+    std::fs::copy(module_binary("sessions"), staged.join("sessions")).unwrap();
     let knowledge = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../modules/sessions/knowledge/using-sessions.md");
-    let folder = target.parent().unwrap();
-    std::fs::create_dir_all(folder.join("knowledge")).unwrap();
-    std::fs::copy(&knowledge, folder.join("knowledge/using-sessions.md")).unwrap();
-    home.run(&["pin", "sessions"]).expect_code(0);
+    std::fs::copy(&knowledge, staged.join("knowledge/using-sessions.md")).unwrap();
+    let archive = home.outside().join("sessions.tar.gz");
+    let status = Command::new("tar")
+        .arg("czf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(staged.parent().unwrap())
+        .arg("sessions")
+        .status()
+        .expect("run tar");
+    assert!(status.success(), "tar failed");
+    home.run(&["install", &archive.to_string_lossy()])
+        .expect_code(0);
+    assert_eq!(
+        home.entry("sessions")["pin"],
+        "pinned",
+        "{:#}",
+        home.entry("sessions")
+    );
     home.write_config(&format!("[source_roots]\ntranscripts = {:?}\n", root));
 }
 
