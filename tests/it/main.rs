@@ -32,6 +32,7 @@ mod python_attacker;
 mod redteam;
 mod roots;
 mod sandbox_kernel;
+mod sessions_module;
 mod snapshot;
 mod snapshot_gc;
 mod spill;

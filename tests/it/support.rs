@@ -654,3 +654,52 @@ impl Home {
         target
     }
 }
+
+/// Build the binaries of workspace package `package` (a module of
+/// `modules/`) once per test process, into the target directory `modhost`
+/// was built in; the path of its binary named like the package.
+pub fn module_binary(package: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, path)) = built.iter().find(|(name, _)| name == package) {
+        return path.clone();
+    }
+    let profile_dir = binaries()
+        .modhost
+        .parent()
+        .expect("modhost lives in <target>/<profile>")
+        .to_path_buf();
+    let target_dir = profile_dir.parent().expect("a target directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace root");
+    let mut command = Command::new(&cargo);
+    command
+        .current_dir(workspace_root)
+        .args(["build", "--quiet", "-p", package, "--bins"])
+        .env("CARGO_TARGET_DIR", target_dir)
+        .stdin(Stdio::null());
+    if profile_dir.file_name() == Some(OsStr::new("release")) {
+        command.arg("--release");
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {cargo:?} to build {package}: {e}"));
+    assert!(
+        output.status.success(),
+        "`cargo build -p {package} --bins` failed ({}):\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let path = profile_dir.join(package);
+    assert!(
+        path.is_file(),
+        "cargo built, but {} is not there",
+        path.display()
+    );
+    built.push((package.to_owned(), path.clone()));
+    path
+}
