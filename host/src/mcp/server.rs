@@ -105,11 +105,15 @@ where
     let live = changes.is_some();
     let announcer = changes
         .map(|changes| list_changes::announce(changes, Arc::clone(&listeners), outbox.clone()));
+    let protected = backend.protected_dirs();
     let mut connection = Connection {
         backend,
         outbox,
         session: Session::default(),
-        roots: ClientRoots::default(),
+        roots: ClientRoots {
+            protected,
+            ..ClientRoots::default()
+        },
         questions: Arc::new(Questions::default()),
         approvals: PendingApprovals::default(),
         listeners,
@@ -428,6 +432,18 @@ impl<B: Backend> Connection<B> {
                             RoundTrip::Answer(outcome) => return self.reply(id, outcome).await,
                         }
                     }
+                    // 2026-07-28: a request that needs a capability its
+                    // `_meta` did not declare is answered with -32021
+                    // (basic/index, "_meta"), never inferred from elsewhere.
+                    AskUser::InputRequired => {
+                        let how = cannot_ask(&name, &rule, revision).text;
+                        let remedy = format!(
+                            "declare {{\"elicitation\": {{\"form\": {{}}}}}} in \
+                             _meta[\"{META_CLIENT_CAPABILITIES}\"] so the user can be asked. {how}"
+                        );
+                        let error = protocol::missing_elicitation(&name, &remedy);
+                        return self.reply(id, Err(error)).await;
+                    }
                     _ => {
                         let refused = cannot_ask(&name, &rule, revision);
                         let result = protocol::call_result(revision, &refused);
@@ -580,6 +596,8 @@ struct ClientRoots {
     asked: u64,
     /// The workspace of the latest answer, given to every call from then on.
     workspace: Option<PathBuf>,
+    /// What no root may overlap ([`Backend::protected_dirs`]).
+    protected: Vec<PathBuf>,
 }
 
 impl ClientRoots {
@@ -609,7 +627,7 @@ impl ClientRoots {
                 return;
             }
         };
-        match super::roots::workspace_from_roots(&result) {
+        match super::roots::workspace_from_roots(&result, &self.protected) {
             Ok(chosen) => {
                 if chosen.offered > 1 {
                     tracing::warn!(
