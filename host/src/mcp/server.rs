@@ -455,12 +455,18 @@ impl<B: Backend> Connection<B> {
         let token = params
             .get("_meta")
             .and_then(|m| m.get("progressToken"))
+            .filter(|t| is_progress_token(t))
             .cloned();
         let call = Invocation {
             revision,
             name,
             arguments,
-            workspace: self.roots.workspace.clone(),
+            // A stateless request relies on no prior connection state
+            // (2026-07-28): a handshake's roots are not its workspace.
+            workspace: match revision.era {
+                Era::Handshake => self.roots.workspace.clone(),
+                Era::Stateless => None,
+            },
             approval,
             token,
         };
@@ -585,6 +591,21 @@ fn not_approved(name: &str, why: &str) -> ToolOutcome {
     ToolOutcome::failure(format!(
         "not run: {name} needs approval and {why}; nothing was executed"
     ))
+}
+
+/// The longest progress token (as JSON) a call's progress is sent with.
+pub const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
+
+/// Whether `token` is a `ProgressToken` (a string or a number, every
+/// revision) short enough to repeat on every report: a token of megabytes
+/// would be copied into each notification, many times what the client sent.
+/// Any other token gets no progress (the receiver is not obliged to send it).
+fn is_progress_token(token: &Value) -> bool {
+    match token {
+        Value::String(s) => s.len() <= MAX_PROGRESS_TOKEN_BYTES,
+        Value::Number(_) => true,
+        _ => false,
+    }
 }
 
 /// What the client said about its roots.

@@ -71,11 +71,20 @@ impl Backend for Vault {
         &self,
         name: &str,
         _arguments: Value,
-        _progress: Option<ProgressSink>,
+        progress: Option<ProgressSink>,
         workspace: Option<&Path>,
     ) -> Result<ToolOutcome, CallError> {
         match name {
-            "where" => Ok(ok(format!("{workspace:?}"))),
+            "where" => {
+                if let Some(p) = progress {
+                    let _ = p.try_send(crate::tools::Progress {
+                        progress: 1.0,
+                        total: None,
+                        message: None,
+                    });
+                }
+                Ok(ok(format!("{workspace:?}")))
+            }
             "guarded" => Err(CallError::Refused(Refusal::NeedsApproval {
                 tool: name.into(),
                 rule: "r".into(),
@@ -553,4 +562,71 @@ async fn subscriptions_beyond_the_cap_or_with_a_taken_id_are_refused() {
         MAX_SUBSCRIPTIONS,
         "each open stream closed once"
     );
+}
+
+#[tokio::test]
+async fn a_progress_token_that_is_not_a_short_string_or_a_number_gets_no_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = Client::start(Vault::new(dir.path()));
+    let huge = "t".repeat(1 << 20);
+    for (id, token) in [
+        (1, json!({"a": 1})),
+        (2, json!([1, 2])),
+        (3, json!(true)),
+        (4, json!(huge)),
+    ] {
+        let r = c
+            .ask(
+                id,
+                "tools/call",
+                json!({"name": "where", "_meta": {"progressToken": token}}),
+            )
+            .await;
+        assert_eq!(
+            r["id"],
+            json!(id),
+            "the response, no progress before it: {r}"
+        );
+    }
+    for (id, token) in [(5, json!("tok")), (6, json!(7))] {
+        let progress = c
+            .ask(
+                id,
+                "tools/call",
+                json!({"name": "where", "_meta": {"progressToken": token}}),
+            )
+            .await;
+        assert_eq!(progress["params"]["progressToken"], token, "{progress}");
+        assert_eq!(c.recv().await["id"], json!(id));
+    }
+    c.finish().await;
+}
+
+#[tokio::test]
+async fn a_stateless_request_does_not_inherit_the_roots_of_a_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let mut c = Client::start(Vault::new(&dir.path().join("modhost")));
+    initialize(&mut c, "2025-06-18", json!({"roots": {}})).await;
+    let ask = c.recv().await;
+    c.send(
+        json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": uri(&project)}]}}),
+    )
+    .await;
+    let handshake = c.ask(1, "tools/call", json!({"name": "where"})).await;
+    assert_ne!(handshake["result"]["content"][0]["text"], json!("None"));
+    let stateless = c
+        .ask(
+            2,
+            "tools/call",
+            json!({"name": "where", "_meta": modern(&json!({}))}),
+        )
+        .await;
+    assert_eq!(
+        stateless["result"]["content"][0]["text"],
+        json!("None"),
+        "{stateless}"
+    );
+    c.finish().await;
 }
