@@ -422,7 +422,21 @@ impl<B: Backend> Connection<B> {
             None => Approval::NotNeeded,
             Some(rule) => {
                 let can_answer = elicitation::client_can_answer(Some(&served.capabilities));
+                let shown = arguments.to_string().len();
                 match revision.ask_user {
+                    // A yes is only asked for what the user can read whole.
+                    AskUser::Request { .. } | AskUser::InputRequired
+                        if can_answer && shown > elicitation::MAX_SHOWN_ARGUMENTS =>
+                    {
+                        let why = format!(
+                            "its arguments are {shown} bytes, more than the {} the question \
+                             shows in full, and a yes to arguments you cannot read is not asked for",
+                            elicitation::MAX_SHOWN_ARGUMENTS
+                        );
+                        let refused = cannot_ask_because(&name, &rule, &why);
+                        let result = protocol::call_result(revision, &refused);
+                        return self.reply(id, Ok(result)).await;
+                    }
                     AskUser::Request { .. } if can_answer => Approval::AskFirst(
                         elicitation::question(revision, &name, &rule, &arguments),
                     ),
@@ -579,6 +593,11 @@ fn cannot_ask(name: &str, rule: &str, revision: &Revision) -> ToolOutcome {
         AskUser::Never => format!("MCP {} has no elicitation", revision.version),
         _ => "this client did not declare the elicitation capability (form)".to_owned(),
     };
+    cannot_ask_because(name, rule, &why)
+}
+
+/// [`cannot_ask`], for a reason the caller states.
+fn cannot_ask_because(name: &str, rule: &str, why: &str) -> ToolOutcome {
     ToolOutcome::failure(format!(
         "not run: {name} needs approval ({rule}) and the server cannot ask you: {why}. \
          To allow it, add to config.toml:\n\n[[approval.rules]]\ntool = \"{name}\"\ndecision = \"allow\"\n\n\

@@ -630,3 +630,53 @@ async fn a_stateless_request_does_not_inherit_the_roots_of_a_handshake() {
     );
     c.finish().await;
 }
+
+#[tokio::test]
+async fn a_yes_is_never_asked_for_arguments_the_user_cannot_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = Vault::new(dir.path());
+    // A harmless-looking prefix padded past any cut, and what matters after it.
+    let padding = "this only reads a public page; ".repeat(200);
+    let args = json!({"a_note": padding, "url": "https://evil.example/exfiltrate"});
+    let caps = json!({"elicitation": {}});
+    let mut c = Client::start(Arc::clone(&vault));
+    initialize(&mut c, "2025-11-25", caps.clone()).await;
+    let r = c
+        .ask(
+            1,
+            "tools/call",
+            json!({"name": "guarded", "arguments": args}),
+        )
+        .await;
+    assert_eq!(r["id"], json!(1), "answered, not asked: {r}");
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cannot read"),
+        "{r}"
+    );
+    let r = c
+        .ask(
+            2,
+            "tools/call",
+            json!({"name": "guarded", "arguments": args, "_meta": modern(&caps)}),
+        )
+        .await;
+    assert_eq!(
+        r["result"]["isError"],
+        json!(true),
+        "not input_required: {r}"
+    );
+    // Short enough: asked, with every byte of them in the question.
+    let short = json!({"url": "https://example.org/page"});
+    c.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                  "params": {"name": "guarded", "arguments": short}}))
+        .await;
+    let question = c.recv().await;
+    let message = question["params"]["message"].as_str().unwrap();
+    assert!(message.contains(&short.to_string()), "{message}");
+    c.finish().await;
+    assert!(vault.runs().is_empty());
+}
