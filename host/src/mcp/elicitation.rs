@@ -72,7 +72,7 @@ pub fn client_can_answer(capabilities: Option<&Value>) -> bool {
 pub fn question(revision: &Revision, tool: &str, rule: &str, arguments: &Value) -> Value {
     // Whole, never cut: the server asks only when they fit
     // ([`MAX_SHOWN_ARGUMENTS`]), since the yes covers every byte.
-    let args = arguments.to_string();
+    let args = visible(&arguments.to_string());
     let mut params = json!({
         "message": format!(
             "Run {tool} once with {args}? It asks for approval ({rule}). \
@@ -98,6 +98,31 @@ pub fn question(revision: &Revision, tool: &str, rule: &str, arguments: &Value) 
         params["mode"] = json!("form");
     }
     params
+}
+
+/// `text` with every invisible or reordering character (bidirectional
+/// controls, zero-width and other format characters, tags) written as a
+/// `\u` escape: JSON escapes control characters but not these, and a model
+/// could use them to make the arguments the user reads differ from the ones
+/// that run (a right-to-left override turning `exe.txt` around, say).
+fn visible(text: &str) -> String {
+    let hidden = |c: char| {
+        matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}'
+            | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{FFF0}'..='\u{FFFB}'
+            | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:04X}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The user's answer, read from an `ElicitResult`.

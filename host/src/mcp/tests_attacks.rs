@@ -680,3 +680,22 @@ async fn a_yes_is_never_asked_for_arguments_the_user_cannot_read_whole() {
     c.finish().await;
     assert!(vault.runs().is_empty());
 }
+
+#[test]
+fn the_question_shows_invisible_and_reordering_characters_as_escapes() {
+    let args = json!({"path": "report\u{202E}txt.exe", "z": "a\u{200B}b\u{E0041}"});
+    let message = super::elicitation::question(
+        super::revision::find("2025-11-25").unwrap(),
+        "t",
+        "r",
+        &args,
+    )["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for hidden in ['\u{202E}', '\u{200B}', '\u{E0041}'] {
+        assert!(!message.contains(hidden), "{message:?}");
+    }
+    assert!(message.contains(r"report\u{202E}txt.exe"), "{message}");
+    assert!(message.contains(r"a\u{200B}b\u{E0041}"), "{message}");
+}
