@@ -396,6 +396,20 @@ impl<B: Backend> Connection<B> {
     async fn call(&mut self, request: Request, served: Served) {
         let revision = served.revision;
         let id = request.id.clone();
+        // An id must not be reused while its call runs: the older call
+        // would lose its handle, so a cancellation naming that id would
+        // stop only the newer one, and the older (say, waiting for a yes)
+        // would still run.
+        if self.running.contains_key(&id) {
+            let error = RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "request id {id} is already in use by a call that is still running; \
+                     give each request its own id"
+                ),
+            );
+            return self.reply(id, Err(error)).await;
+        }
         let params = request.params.unwrap_or(Value::Null);
         let Some(name) = params
             .get("name")

@@ -699,3 +699,36 @@ fn the_question_shows_invisible_and_reordering_characters_as_escapes() {
     assert!(message.contains(r"report\u{202E}txt.exe"), "{message}");
     assert!(message.contains(r"a\u{200B}b\u{E0041}"), "{message}");
 }
+
+#[tokio::test]
+async fn a_reused_request_id_cannot_leave_a_cancelled_call_waiting_for_a_yes() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = Vault::new(dir.path());
+    let mut c = Client::start(Arc::clone(&vault));
+    initialize(&mut c, "2025-06-18", json!({"elicitation": {}})).await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "guarded", "arguments": {"n": 1}}});
+    c.send(call.clone()).await;
+    let question = c.recv().await;
+    assert_eq!(question["method"], json!("elicitation/create"));
+    // The same id again while the first call waits: refused.
+    c.send(call).await;
+    let refused = c.recv().await;
+    assert_eq!(refused["id"], json!(1), "{refused}");
+    assert_eq!(refused["error"]["code"], json!(-32600), "{refused}");
+    // The client cancels request 1, then the user's late yes arrives.
+    c.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+    )
+    .await;
+    still_reading(&mut c, 2).await;
+    c.send(json!({"jsonrpc": "2.0", "id": question["id"],
+                  "result": {"action": "accept", "content": {"approve": true}}}))
+        .await;
+    still_reading(&mut c, 3).await;
+    assert!(
+        c.finish().await.is_empty(),
+        "no response to the cancelled call"
+    );
+    assert!(vault.runs().is_empty(), "the cancelled call never ran");
+}
