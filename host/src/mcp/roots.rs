@@ -8,8 +8,9 @@
 //!
 //! A root is the client's word, so it is held to the rule the host's own
 //! default workspace follows (`host::default_workspace`): `/` and the user's
-//! home directory are never a workspace (a module writing there could write
-//! every file the user owns), and neither is any directory that overlaps
+//! home directory (or a folder holding it) are never a workspace (a module
+//! writing there could write every file the user owns), and neither is any
+//! directory that overlaps
 //! the modhost home (an ancestor of it, it, or inside it): a module granted
 //! that workspace could rewrite `config.toml`'s approval rules or an
 //! installed module's bytes, and so run what the user never approved.
@@ -49,7 +50,8 @@ pub fn workspace_from_roots(
         };
         match std::fs::canonicalize(&path) {
             Ok(path) if path.is_dir() => {
-                if let Some(why) = never_a_workspace(&path, protected) {
+                let user_home = std::env::var_os("HOME").map(PathBuf::from);
+                if let Some(why) = never_a_workspace(&path, user_home.as_deref(), protected) {
                     problems.push(format!("{} is never granted: {why}", path.display()));
                     continue;
                 }
@@ -68,15 +70,22 @@ pub fn workspace_from_roots(
     Err(problems.join("; "))
 }
 
-/// Why the canonical directory `path` may not be a workspace, if so.
-fn never_a_workspace(path: &Path, protected: &[PathBuf]) -> Option<String> {
+/// Why the canonical directory `path` may not be a workspace, if so: it is
+/// `/`, the user's home (`user_home`) or a folder holding it, or it overlaps
+/// a `protected` directory.
+pub(crate) fn never_a_workspace(
+    path: &Path,
+    user_home: Option<&Path>,
+    protected: &[PathBuf],
+) -> Option<String> {
     if path == Path::new("/") {
         return Some("it is the root of the filesystem".into());
     }
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let user_home = std::env::var_os("HOME").filter(|h| !h.is_empty());
-    if user_home.is_some_and(|h| canonical(Path::new(&h)) == path) {
-        return Some("it is the user's home directory".into());
+    if let Some(home) = user_home.filter(|h| !h.as_os_str().is_empty())
+        && canonical(home).starts_with(path)
+    {
+        return Some("it is or holds the user's home directory".into());
     }
     protected
         .iter()

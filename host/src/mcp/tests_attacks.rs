@@ -732,3 +732,31 @@ async fn a_reused_request_id_cannot_leave_a_cancelled_call_waiting_for_a_yes() {
     );
     assert!(vault.runs().is_empty(), "the cancelled call never ran");
 }
+
+#[test]
+fn no_folder_holding_the_users_home_or_overlapping_the_modhost_home_is_a_workspace() {
+    use super::roots::never_a_workspace;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let user_home = root.join("home/alice");
+    let modhost_home = root.join("srv/modhost");
+    let project = root.join("home/alice/project");
+    for d in [&user_home, &modhost_home, &project] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let protected = [modhost_home.clone()];
+    let refused = |p: &Path| never_a_workspace(p, Some(&user_home), &protected);
+    for p in [
+        Path::new("/"),
+        root.as_path(),
+        &root.join("home"),
+        &user_home,
+        &root.join("srv"),
+        &modhost_home,
+        &modhost_home.join("modules"),
+    ] {
+        assert!(refused(p).is_some(), "{} was granted", p.display());
+    }
+    assert_eq!(refused(&project), None);
+    assert_eq!(refused(&root.join("srv/other")), None);
+}
