@@ -21,6 +21,7 @@ mod hostile;
 mod install;
 mod interpreters;
 mod mcp;
+mod mcp_attacks;
 mod mcp_elicitation;
 mod mcp_eras;
 mod mcp_robustness;

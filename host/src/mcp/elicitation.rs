@@ -20,6 +20,9 @@
 //!   the tool and a digest of its arguments, expires, and is consumed by its
 //!   first presentation. A made-up, reused, expired or re-targeted state is
 //!   refused; it never runs anything.
+//! - **The user sees every byte approved.** The question shows the
+//!   arguments whole; a call whose arguments are too long to show
+//!   ([`MAX_SHOWN_ARGUMENTS`]) is not asked about, and says how to allow it.
 //! - **Only clients that said they can answer are asked** (the
 //!   `elicitation` capability, form mode: an empty object means form).
 
@@ -49,6 +52,12 @@ pub const STATE_TTL: Duration = Duration::from_secs(600);
 /// a new one beyond it forgets the oldest, whose answer is then refused.
 pub const MAX_PENDING_APPROVALS: usize = 64;
 
+/// The longest arguments (as JSON) a question shows; a call with longer
+/// ones is not asked about. Cutting them would ask the user to approve
+/// bytes they were not shown: a model could pad a harmless-looking prefix
+/// and put what matters after the cut.
+pub const MAX_SHOWN_ARGUMENTS: usize = 4096;
+
 /// Whether a client with these capabilities can answer a form question.
 pub fn client_can_answer(capabilities: Option<&Value>) -> bool {
     let Some(Value::Object(elicitation)) = capabilities.and_then(|c| c.get("elicitation")) else {
@@ -61,15 +70,9 @@ pub fn client_can_answer(capabilities: Option<&Value>) -> bool {
 /// The `elicitation/create` params asking to approve one call, in
 /// `revision`'s shape.
 pub fn question(revision: &Revision, tool: &str, rule: &str, arguments: &Value) -> Value {
-    let mut args = arguments.to_string();
-    if args.len() > 400 {
-        let cut = (0..=400)
-            .rev()
-            .find(|&i| args.is_char_boundary(i))
-            .unwrap_or(0);
-        args.truncate(cut);
-        args.push('…');
-    }
+    // Whole, never cut: the server asks only when they fit
+    // ([`MAX_SHOWN_ARGUMENTS`]), since the yes covers every byte.
+    let args = visible(&arguments.to_string());
     let mut params = json!({
         "message": format!(
             "Run {tool} once with {args}? It asks for approval ({rule}). \
@@ -95,6 +98,31 @@ pub fn question(revision: &Revision, tool: &str, rule: &str, arguments: &Value) 
         params["mode"] = json!("form");
     }
     params
+}
+
+/// `text` with every invisible or reordering character (bidirectional
+/// controls, zero-width and other format characters, tags) written as a
+/// `\u` escape: JSON escapes control characters but not these, and a model
+/// could use them to make the arguments the user reads differ from the ones
+/// that run (a right-to-left override turning `exe.txt` around, say).
+fn visible(text: &str) -> String {
+    let hidden = |c: char| {
+        matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}'
+            | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{FFF0}'..='\u{FFFB}'
+            | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:04X}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// The user's answer, read from an `ElicitResult`.

@@ -65,6 +65,8 @@ mod server;
 #[cfg(test)]
 mod test_client;
 #[cfg(test)]
+mod tests_attacks;
+#[cfg(test)]
 mod tests_eras;
 
 pub use server::{MAX_CONCURRENT_CALLS, OUTBOX_LINES, PROGRESS_REPORTS, serve};
@@ -99,6 +101,13 @@ pub trait Backend: Send + Sync + 'static {
     /// enable, disable, pin, unpin, config edits). `None`: it never changes.
     fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         None
+    }
+
+    /// Directories no client root may overlap as the workspace (the modhost
+    /// home: its approval rules and installed modules). `/` and the user's
+    /// home are refused whatever this says (`roots.rs`).
+    fn protected_dirs(&self) -> Vec<std::path::PathBuf> {
+        Vec::new()
     }
 
     /// The rule that makes a call of `name` wait for the user's approval
@@ -163,6 +172,10 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         self.toolbox
             .call_in(name, arguments, approver, progress, workspace)
             .await
+    }
+
+    fn protected_dirs(&self) -> Vec<std::path::PathBuf> {
+        vec![self.toolbox.home().root().to_path_buf()]
     }
 
     fn approval_rule(&self, name: &str) -> Option<String> {

@@ -18,6 +18,8 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// The notification `_meta` key naming a `subscriptions/listen` stream.
 pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
+/// 2026-07-28 `MissingRequiredClientCapabilityError`.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// 2026-07-28 `UnsupportedProtocolVersionError`.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
@@ -168,6 +170,25 @@ pub fn unsupported_version(requested: &str) -> RpcError {
     RpcError::new(
         ErrorCode::Other(UNSUPPORTED_PROTOCOL_VERSION),
         format!("Unsupported protocol version: {why}"),
+    )
+    .with_data(data)
+}
+
+/// `MissingRequiredClientCapabilityError` (2026-07-28) for a call of `tool`
+/// that waits for the user's approval from a client whose request did not
+/// declare form elicitation; `remedy` says how to allow the tool instead.
+pub fn missing_elicitation(tool: &str, remedy: &str) -> RpcError {
+    let mut data = ErrorData::new(modproto::ErrorKind::DENIED, remedy);
+    data.extra.insert(
+        "requiredCapabilities".into(),
+        json!({"elicitation": {"form": {}}}),
+    );
+    RpcError::new(
+        ErrorCode::Other(MISSING_REQUIRED_CLIENT_CAPABILITY),
+        format!(
+            "{tool} needs the user's approval, asked through form elicitation, which this request's \
+             clientCapabilities do not declare"
+        ),
     )
     .with_data(data)
 }

@@ -5,8 +5,17 @@
 //! folder the user opened first), and the server logs that the others are
 //! not granted. A root that is not a directory here is skipped with its
 //! reason, never granted as something else.
+//!
+//! A root is the client's word, so it is held to the rule the host's own
+//! default workspace follows (`host::default_workspace`): `/` and the user's
+//! home directory (or a folder holding it) are never a workspace (a module
+//! writing there could write every file the user owns), and neither is any
+//! directory that overlaps
+//! the modhost home (an ancestor of it, it, or inside it): a module granted
+//! that workspace could rewrite `config.toml`'s approval rules or an
+//! installed module's bytes, and so run what the user never approved.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -20,7 +29,11 @@ pub struct ClientWorkspace {
 }
 
 /// The first usable root of a `roots/list` result, or why there is none.
-pub fn workspace_from_roots(result: &Value) -> Result<ClientWorkspace, String> {
+/// `protected` are directories no workspace may overlap (the modhost home).
+pub fn workspace_from_roots(
+    result: &Value,
+    protected: &[PathBuf],
+) -> Result<ClientWorkspace, String> {
     let roots = result
         .get("roots")
         .and_then(Value::as_array)
@@ -37,6 +50,11 @@ pub fn workspace_from_roots(result: &Value) -> Result<ClientWorkspace, String> {
         };
         match std::fs::canonicalize(&path) {
             Ok(path) if path.is_dir() => {
+                let user_home = std::env::var_os("HOME").map(PathBuf::from);
+                if let Some(why) = never_a_workspace(&path, user_home.as_deref(), protected) {
+                    problems.push(format!("{} is never granted: {why}", path.display()));
+                    continue;
+                }
                 return Ok(ClientWorkspace {
                     path,
                     offered: roots.len(),
@@ -50,6 +68,30 @@ pub fn workspace_from_roots(result: &Value) -> Result<ClientWorkspace, String> {
         return Err("the client sent no roots".to_owned());
     }
     Err(problems.join("; "))
+}
+
+/// Why the canonical directory `path` may not be a workspace, if so: it is
+/// `/`, the user's home (`user_home`) or a folder holding it, or it overlaps
+/// a `protected` directory.
+pub(crate) fn never_a_workspace(
+    path: &Path,
+    user_home: Option<&Path>,
+    protected: &[PathBuf],
+) -> Option<String> {
+    if path == Path::new("/") {
+        return Some("it is the root of the filesystem".into());
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if let Some(home) = user_home.filter(|h| !h.as_os_str().is_empty())
+        && canonical(home).starts_with(path)
+    {
+        return Some("it is or holds the user's home directory".into());
+    }
+    protected
+        .iter()
+        .map(|p| canonical(p))
+        .find(|p| p.starts_with(path) || path.starts_with(p))
+        .map(|p| format!("it overlaps the modhost home {}", p.display()))
 }
 
 /// The path of a `file://` URI (`file:///a%20b` is `/a b`); `None` for any
@@ -109,11 +151,12 @@ mod tests {
             {"uri": uri(&first), "name": "first"},
             {"uri": uri(&second)},
         ]});
-        let chosen = workspace_from_roots(&result).unwrap();
+        let chosen = workspace_from_roots(&result, &[]).unwrap();
         assert_eq!(chosen.path, std::fs::canonicalize(&first).unwrap());
         assert_eq!(chosen.offered, 4);
-        let none = workspace_from_roots(&json!({"roots": [{"uri": "https://x"}]})).unwrap_err();
+        let none =
+            workspace_from_roots(&json!({"roots": [{"uri": "https://x"}]}), &[]).unwrap_err();
         assert!(none.contains("not a file:// URI"), "{none}");
-        assert!(workspace_from_roots(&json!({"roots": []})).is_err());
+        assert!(workspace_from_roots(&json!({"roots": []}), &[]).is_err());
     }
 }

@@ -105,11 +105,15 @@ where
     let live = changes.is_some();
     let announcer = changes
         .map(|changes| list_changes::announce(changes, Arc::clone(&listeners), outbox.clone()));
+    let protected = backend.protected_dirs();
     let mut connection = Connection {
         backend,
         outbox,
         session: Session::default(),
-        roots: ClientRoots::default(),
+        roots: ClientRoots {
+            protected,
+            ..ClientRoots::default()
+        },
         questions: Arc::new(Questions::default()),
         approvals: PendingApprovals::default(),
         listeners,
@@ -392,6 +396,20 @@ impl<B: Backend> Connection<B> {
     async fn call(&mut self, request: Request, served: Served) {
         let revision = served.revision;
         let id = request.id.clone();
+        // An id must not be reused while its call runs: the older call
+        // would lose its handle, so a cancellation naming that id would
+        // stop only the newer one, and the older (say, waiting for a yes)
+        // would still run.
+        if self.running.contains_key(&id) {
+            let error = RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "request id {id} is already in use by a call that is still running; \
+                     give each request its own id"
+                ),
+            );
+            return self.reply(id, Err(error)).await;
+        }
         let params = request.params.unwrap_or(Value::Null);
         let Some(name) = params
             .get("name")
@@ -418,7 +436,21 @@ impl<B: Backend> Connection<B> {
             None => Approval::NotNeeded,
             Some(rule) => {
                 let can_answer = elicitation::client_can_answer(Some(&served.capabilities));
+                let shown = arguments.to_string().len();
                 match revision.ask_user {
+                    // A yes is only asked for what the user can read whole.
+                    AskUser::Request { .. } | AskUser::InputRequired
+                        if can_answer && shown > elicitation::MAX_SHOWN_ARGUMENTS =>
+                    {
+                        let why = format!(
+                            "its arguments are {shown} bytes, more than the {} the question \
+                             shows in full, and a yes to arguments you cannot read is not asked for",
+                            elicitation::MAX_SHOWN_ARGUMENTS
+                        );
+                        let refused = cannot_ask_because(&name, &rule, &why);
+                        let result = protocol::call_result(revision, &refused);
+                        return self.reply(id, Ok(result)).await;
+                    }
                     AskUser::Request { .. } if can_answer => Approval::AskFirst(
                         elicitation::question(revision, &name, &rule, &arguments),
                     ),
@@ -427,6 +459,18 @@ impl<B: Backend> Connection<B> {
                             RoundTrip::Approved => Approval::Given,
                             RoundTrip::Answer(outcome) => return self.reply(id, outcome).await,
                         }
+                    }
+                    // 2026-07-28: a request that needs a capability its
+                    // `_meta` did not declare is answered with -32021
+                    // (basic/index, "_meta"), never inferred from elsewhere.
+                    AskUser::InputRequired => {
+                        let how = cannot_ask(&name, &rule, revision).text;
+                        let remedy = format!(
+                            "declare {{\"elicitation\": {{\"form\": {{}}}}}} in \
+                             _meta[\"{META_CLIENT_CAPABILITIES}\"] so the user can be asked. {how}"
+                        );
+                        let error = protocol::missing_elicitation(&name, &remedy);
+                        return self.reply(id, Err(error)).await;
                     }
                     _ => {
                         let refused = cannot_ask(&name, &rule, revision);
@@ -439,12 +483,18 @@ impl<B: Backend> Connection<B> {
         let token = params
             .get("_meta")
             .and_then(|m| m.get("progressToken"))
+            .filter(|t| is_progress_token(t))
             .cloned();
         let call = Invocation {
             revision,
             name,
             arguments,
-            workspace: self.roots.workspace.clone(),
+            // A stateless request relies on no prior connection state
+            // (2026-07-28): a handshake's roots are not its workspace.
+            workspace: match revision.era {
+                Era::Handshake => self.roots.workspace.clone(),
+                Era::Stateless => None,
+            },
             approval,
             token,
         };
@@ -557,6 +607,11 @@ fn cannot_ask(name: &str, rule: &str, revision: &Revision) -> ToolOutcome {
         AskUser::Never => format!("MCP {} has no elicitation", revision.version),
         _ => "this client did not declare the elicitation capability (form)".to_owned(),
     };
+    cannot_ask_because(name, rule, &why)
+}
+
+/// [`cannot_ask`], for a reason the caller states.
+fn cannot_ask_because(name: &str, rule: &str, why: &str) -> ToolOutcome {
     ToolOutcome::failure(format!(
         "not run: {name} needs approval ({rule}) and the server cannot ask you: {why}. \
          To allow it, add to config.toml:\n\n[[approval.rules]]\ntool = \"{name}\"\ndecision = \"allow\"\n\n\
@@ -571,6 +626,21 @@ fn not_approved(name: &str, why: &str) -> ToolOutcome {
     ))
 }
 
+/// The longest progress token (as JSON) a call's progress is sent with.
+pub const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
+
+/// Whether `token` is a `ProgressToken` (a string or a number, every
+/// revision) short enough to repeat on every report: a token of megabytes
+/// would be copied into each notification, many times what the client sent.
+/// Any other token gets no progress (the receiver is not obliged to send it).
+fn is_progress_token(token: &Value) -> bool {
+    match token {
+        Value::String(s) => s.len() <= MAX_PROGRESS_TOKEN_BYTES,
+        Value::Number(_) => true,
+        _ => false,
+    }
+}
+
 /// What the client said about its roots.
 #[derive(Debug, Default)]
 struct ClientRoots {
@@ -580,6 +650,8 @@ struct ClientRoots {
     asked: u64,
     /// The workspace of the latest answer, given to every call from then on.
     workspace: Option<PathBuf>,
+    /// What no root may overlap ([`Backend::protected_dirs`]).
+    protected: Vec<PathBuf>,
 }
 
 impl ClientRoots {
@@ -609,7 +681,7 @@ impl ClientRoots {
                 return;
             }
         };
-        match super::roots::workspace_from_roots(&result) {
+        match super::roots::workspace_from_roots(&result, &self.protected) {
             Ok(chosen) => {
                 if chosen.offered > 1 {
                     tracing::warn!(

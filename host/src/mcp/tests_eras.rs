@@ -516,8 +516,14 @@ async fn a_client_that_cannot_be_asked_is_told_how_to_allow_the_tool() {
             json!({"name": "guarded", "_meta": meta(&json!({}))}),
         )
         .await;
-    assert_eq!(result["result"]["resultType"], json!("complete"));
-    assert!(text(&result["result"]).contains("--delegate-approval"));
+    // 2026-07-28: a capability the request did not declare is -32021.
+    assert_eq!(result["error"]["code"], json!(-32021), "{result}");
+    assert!(
+        result["error"]["data"]["remedy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--delegate-approval")
+    );
     c.finish().await;
     assert_eq!(desk.ran.load(Ordering::SeqCst), 0);
 }

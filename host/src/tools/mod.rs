@@ -285,6 +285,11 @@ impl<I: Invoker> Toolbox<I> {
         &self.registry.problems
     }
 
+    /// The home whose modules these tools run.
+    pub fn home(&self) -> &HomeLayout {
+        &self.home
+    }
+
     pub fn get(&self, name: &str) -> Option<&ToolDef> {
         self.index.get(name).map(|&i| &self.registry.tools[i])
     }

@@ -1,0 +1,92 @@
+//! The real `modhost mcp` under a hostile client: the workspace it names
+//! through its roots never reaches the host's own files.
+//!
+//! The in-process attacks on approval, eras and robustness are in
+//! `host/src/mcp/tests_attacks.rs`; this one needs the real module and home.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::mcp_stdio::McpStdio;
+use crate::support::{Home, write_file};
+
+const ANSWER: Duration = Duration::from_secs(30);
+
+/// The policy the client tries to read through a root that holds the home.
+const SECRET_RULE: &str = "# the operator's policy, not the client's to read\n";
+
+#[test]
+fn a_client_root_holding_the_modhost_home_is_never_the_workspace() {
+    let home = Home::new();
+    home.install_files();
+    home.write_config(SECRET_RULE);
+    let ws = home.workspace();
+    write_file(&ws, "note.txt", "the project's note");
+    let user_home = home.outside();
+    let above_home = home.path().parent().expect("the home's parent").to_owned();
+    // Started in `/` (no default workspace), as MCP clients start servers.
+    let mut server = McpStdio::spawn(&home, None, |command| {
+        command
+            .current_dir("/")
+            .env("HOME", &user_home)
+            .stderr(Stdio::inherit());
+    })
+    .answering_within(ANSWER);
+    server.initialize(&json!({"roots": {"listChanged": true}}));
+    let ask = server.next_message(ANSWER);
+    assert_eq!(ask["method"], json!("roots/list"), "{ask}");
+    let uri = |p: &Path| json!({"uri": format!("file://{}", p.display())});
+    // The filesystem, the user's home, the folder holding the modhost home,
+    // the modhost home itself.
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [
+            {"uri": "file:///"}, uri(&user_home), uri(&above_home), uri(&home.path()),
+        ]}}),
+    );
+    let names = server.tool_names();
+    let read = names
+        .iter()
+        .find(|n| n.starts_with("files") && n.contains("read"))
+        .expect("the files read tool")
+        .clone();
+    // Relative to each of those roots in turn.
+    let config = home.path().join("config.toml");
+    let from_slash = config.strip_prefix("/").expect("absolute").to_owned();
+    let from_above = config.strip_prefix(&above_home).expect("inside").to_owned();
+    for path in [
+        from_slash.as_path(),
+        from_above.as_path(),
+        Path::new("config.toml"),
+    ] {
+        let r = server.request(
+            "tools/call",
+            &json!({"name": read, "arguments": {"path": path}}),
+        );
+        assert!(
+            !r.to_string().contains("operator's policy"),
+            "the client read the host's policy through its root: {r}"
+        );
+        assert_ne!(r["result"]["isError"], json!(false), "{r}");
+    }
+    // A project root after them is granted.
+    server.send(&json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
+    let again = server.next_message(ANSWER);
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": again["id"], "result": {"roots": [
+            {"uri": "file:///"}, uri(&above_home), uri(&ws),
+        ]}}),
+    );
+    let r = server.request(
+        "tools/call",
+        &json!({"name": read, "arguments": {"path": "note.txt"}}),
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["content"],
+        json!("the project's note"),
+        "{r}"
+    );
+    server.finish();
+}
