@@ -30,6 +30,7 @@ pub mod error;
 pub mod invoke;
 pub mod jsonrpc;
 pub mod notify;
+pub mod strict_json;
 
 pub use descriptor::{
     Access, BinaryDecl, Capability, Cost, Descriptor, Effects, Example, Knowledge, KnowledgeDoc,
