@@ -373,7 +373,12 @@ fn a_repeated_key_in_a_message_is_an_invalid_message() {
 
 #[test]
 fn access_is_read_or_read_write_and_nothing_else() {
-    for (raw, ok) in [("read", true), ("read-write", true), ("write", false), ("readwrite", false)] {
+    for (raw, ok) in [
+        ("read", true),
+        ("read-write", true),
+        ("write", false),
+        ("readwrite", false),
+    ] {
         let parsed = serde_json::from_value::<crate::Access>(json!(raw));
         assert_eq!(parsed.is_ok(), ok, "{raw}");
     }
