@@ -9,9 +9,9 @@
 //!
 //! The checks:
 //!
-//! - `describe` twice gives the same JSON (the host caches it by digest);
+//! - `describe` twice gives the same JSON (the host caches it by digest),
+//!   and it has no unknown keys ([`crate::check_unknown_keys`]);
 //! - an unknown method gives -32601, a malformed line -32700;
-//! - input that violates a capability's schema gives -32602 naming the problem;
 //! - empty stdin ends the process promptly (the host closes stdin after one
 //!   line; a module that waits for more never ends);
 //! - every declared example succeeds, and its output fits `output_schema`.
@@ -27,7 +27,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::finding::Finding;
-use crate::schema::{compile, violating_input, violations};
+use crate::schema::{compile, violations};
+use crate::unknown_keys::check_unknown_keys;
 
 /// Runs one call of a module.
 pub trait ModuleCaller {
@@ -129,8 +130,11 @@ pub fn run_battery_with(
         .effective
         .clone()
         .unwrap_or_else(|| "1.0".to_owned());
+    // No invalid-input case: the host validates every input against the
+    // capability's input_schema before the module runs (PROTOCOL.md
+    // section 4), so a module may rely on its input and is not failed for
+    // trusting it.
     for capability in &descriptor.capabilities {
-        check_invalid_input(&mut run, capability, &contract_version);
         check_examples(&mut run, capability, &contract_version);
     }
     if run.lingered > 0 {
@@ -284,15 +288,17 @@ fn snippet(line: &str) -> String {
     }
 }
 
+/// The stderr tail a finding quotes: all of it, up to the host's bound of
+/// 8 KiB (PROTOCOL.md section 1), never only its last line.
 fn stderr_tail(raw: &RawCall) -> String {
-    const MAX: usize = 400;
-    let text = String::from_utf8_lossy(&raw.stderr);
+    const MAX_BYTES: usize = 8 * 1024;
+    let start = raw.stderr.len().saturating_sub(MAX_BYTES);
+    let text = String::from_utf8_lossy(&raw.stderr[start..]);
     let text = text.trim();
     if text.is_empty() {
         return String::new();
     }
-    let start = text.char_indices().rev().nth(MAX).map_or(0, |(i, _)| i);
-    format!("; stderr: {}", &text[start..])
+    format!("; stderr: {text}")
 }
 
 fn check_describe(run: &mut Run<'_>, descriptor: &Descriptor) {
@@ -321,6 +327,7 @@ fn check_describe(run: &mut Run<'_>, descriptor: &Descriptor) {
     let [first, second] = results.as_slice() else {
         return;
     };
+    run.findings.extend(check_unknown_keys(first));
     if first != second {
         run.findings.push(Finding::error(
             "battery.describe_nondeterministic",
@@ -421,87 +428,6 @@ fn check_empty_stdin(run: &mut Run<'_>) {
     }
 }
 
-fn check_invalid_input(run: &mut Run<'_>, capability: &Capability, contract_version: &str) {
-    let cap = capability.id.as_str();
-    let Ok(validator) = compile(&capability.input_schema) else {
-        run.findings.push(
-            Finding::warning(
-                "battery.invalid_input_skipped",
-                format!(
-                    "the input_schema of {cap:?} does not compile, so no violating input was sent"
-                ),
-                "fix the input_schema (see the schema findings)",
-            )
-            .on(cap),
-        );
-        return;
-    };
-    let Some(violation) = violating_input(&capability.input_schema, &validator) else {
-        run.findings.push(
-            Finding::warning(
-                "battery.invalid_input_skipped",
-                format!(
-                    "no input violating the input_schema of {cap:?} could be built, \
-                     so input validation was not exercised"
-                ),
-                "declare required properties or typed properties so bad input can be told from good",
-            )
-            .on(cap),
-        );
-        return;
-    };
-    let outcome = run.invoke(capability, violation.input.clone(), contract_version);
-    match expect_code(&outcome, ErrorCode::InvalidParams) {
-        Err(what) => run.findings.push(
-            Finding::error(
-                "battery.invalid_input",
-                format!(
-                    "invoking {cap:?} with {} ({}) {what}, not error -32602",
-                    violation.what, violation.input
-                ),
-                "validate the input against the input_schema and answer a mismatch \
-                 with error -32602, naming each problem",
-            )
-            .on(cap),
-        ),
-        Ok(error) if !names_problem(&error, violation.property.as_deref()) => {
-            let property = match violation.property.as_deref() {
-                Some(p) => format!(" (property {p:?})"),
-                None => String::new(),
-            };
-            run.findings.push(
-                Finding::warning(
-                    "battery.invalid_input_unexplained",
-                    format!(
-                        "invoking {cap:?} with {} gave -32602, \
-                         but the error does not name the problem{property}: {error}",
-                        violation.what,
-                    ),
-                    "say which property is wrong and why, in error.message or error.data.problems",
-                )
-                .on(cap),
-            );
-        }
-        Ok(_) => {}
-    }
-}
-
-/// Whether an invalid-params error says what was wrong: it mentions the
-/// offending property, or (when there is none to name) says anything at all.
-fn names_problem(error: &RpcError, property: Option<&str>) -> bool {
-    let mut text = error.message.clone();
-    if let Some(data) = &error.data {
-        text.push('\n');
-        text.push_str(&data.problems.join("\n"));
-        text.push('\n');
-        text.push_str(data.remedy.as_deref().unwrap_or(""));
-    }
-    match property {
-        Some(property) => text.contains(property),
-        None => !text.trim().is_empty(),
-    }
-}
-
 fn check_examples(run: &mut Run<'_>, capability: &Capability, contract_version: &str) {
     let cap = capability.id.as_str();
     let output_validator = capability
@@ -589,7 +515,7 @@ fn check_examples(run: &mut Run<'_>, capability: &Capability, contract_version: 
 pub(crate) mod tests {
     use super::*;
     use modproto::jsonrpc::{DecodeError, decode_error_response};
-    use modproto::{Access, ErrorData, ErrorKind, RootKind};
+    use modproto::{Access, RootKind};
     use serde_json::json;
 
     /// What the fake module gets wrong.
@@ -598,14 +524,15 @@ pub(crate) mod tests {
         pub(crate) nondeterministic_describe: bool,
         pub(crate) unknown_method_is_internal: bool,
         pub(crate) silent_on_malformed: bool,
-        pub(crate) accepts_invalid_input: bool,
         pub(crate) hangs_on_empty_stdin: bool,
         pub(crate) output_off_schema: bool,
-        pub(crate) vague_invalid_params: bool,
+        /// Describes `"netwrk": true` in its effects.
+        pub(crate) typo_in_effects: bool,
     }
 
     /// An in-memory module with one capability, `files.search`, that needs
-    /// the `workspace` root granted.
+    /// the `workspace` root granted. It trusts its input, as PROTOCOL.md
+    /// allows: it validates nothing.
     pub(crate) struct FakeModule {
         flaws: Flaws,
         grant_workspace: bool,
@@ -661,25 +588,15 @@ pub(crate) mod tests {
                     if self.flaws.nondeterministic_describe {
                         d["title"] = json!(format!("described {} times", self.describes));
                     }
+                    if self.flaws.typo_in_effects {
+                        d["capabilities"][0]["effects"]["netwrk"] = json!(true);
+                    }
                     Some(Response::ok(id, d))
                 }
                 "invoke" => {
                     let params: InvokeParams =
                         serde_json::from_value(request.params.clone().unwrap()).unwrap();
                     self.seen.push(serde_json::to_value(&params).unwrap());
-                    let schema = Self::descriptor()["capabilities"][0]["input_schema"].clone();
-                    let validator = jsonschema::validator_for(&schema).unwrap();
-                    let problems = violations(&validator, &params.input);
-                    if !problems.is_empty() && !self.flaws.accepts_invalid_input {
-                        let (message, problems) = if self.flaws.vague_invalid_params {
-                            ("bad input".to_owned(), Vec::new())
-                        } else {
-                            (format!("invalid input: {}", problems.join("; ")), problems)
-                        };
-                        let data = ErrorData::new(ErrorKind::INVALID_INPUT, "fix the input")
-                            .with_problems(problems);
-                        return fail(ErrorCode::InvalidParams, message, Some(data));
-                    }
                     if !params.roots.contains_key("workspace") {
                         return fail(
                             ErrorCode::RootMissing,
@@ -772,8 +689,44 @@ pub(crate) mod tests {
         assert_eq!(example["capability"], "files.search");
         assert_eq!(example["contract_version"], "1.0");
         assert_eq!(example["protocol"], PROTOCOL_VERSION);
-        // ...and the violating input was actually sent.
-        assert!(module.seen.iter().any(|p| p["input"] == json!({})));
+    }
+
+    #[test]
+    fn a_module_that_trusts_its_input_is_never_sent_invalid_input() {
+        // The host validates input before a module runs; the battery must
+        // not fail a module for relying on that.
+        let mut module = FakeModule::new(Flaws::default());
+        let findings = run_battery(&mut module, &descriptor());
+        assert!(findings.is_empty(), "{findings:#?}");
+        let schema = FakeModule::descriptor()["capabilities"][0]["input_schema"].clone();
+        let validator = compile(&schema).unwrap();
+        assert!(!module.seen.is_empty());
+        for params in &module.seen {
+            assert!(
+                violations(&validator, &params["input"]).is_empty(),
+                "the battery sent invalid input {}",
+                params["input"]
+            );
+        }
+    }
+
+    #[test]
+    fn a_typo_in_the_described_effects_is_an_error_naming_the_key_it_resembles() {
+        let flaws = Flaws {
+            typo_in_effects: true,
+            ..Flaws::default()
+        };
+        let findings = run_battery(&mut FakeModule::new(flaws), &descriptor());
+        let typo = findings
+            .iter()
+            .find(|f| f.id == "descriptor.unknown_key")
+            .unwrap_or_else(|| panic!("{findings:#?}"));
+        assert!(typo.is_error());
+        assert!(
+            typo.remedy.contains("did you mean \"network\""),
+            "{}",
+            typo.remedy
+        );
     }
 
     #[test]
@@ -782,10 +735,9 @@ pub(crate) mod tests {
             nondeterministic_describe: true,
             unknown_method_is_internal: true,
             silent_on_malformed: true,
-            accepts_invalid_input: true,
             hangs_on_empty_stdin: true,
             output_off_schema: true,
-            vague_invalid_params: false,
+            typo_in_effects: false,
         };
         let findings = run_battery(&mut FakeModule::new(flaws), &descriptor());
         assert_eq!(
@@ -795,7 +747,6 @@ pub(crate) mod tests {
                 "battery.describe_nondeterministic",
                 "battery.empty_stdin",
                 "battery.example_output_invalid",
-                "battery.invalid_input",
                 "battery.malformed_line",
                 "battery.unknown_method",
             ],
@@ -825,17 +776,6 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(output.capability.as_deref(), Some("files.search"));
         assert!(output.reason.contains("/matches"), "{}", output.reason);
-    }
-
-    #[test]
-    fn a_vague_invalid_params_error_is_a_warning() {
-        let flaws = Flaws {
-            vague_invalid_params: true,
-            ..Flaws::default()
-        };
-        let findings = run_battery(&mut FakeModule::new(flaws), &descriptor());
-        assert_eq!(ids(&findings), vec!["battery.invalid_input_unexplained"]);
-        assert!(!findings[0].is_error());
     }
 
     #[test]
