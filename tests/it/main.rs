@@ -26,6 +26,7 @@ mod mcp_stdio;
 mod misbehaving;
 mod parallel_changes;
 mod pins;
+mod protocol_doc;
 mod python_attacker;
 mod redteam;
 mod roots;
