@@ -11,6 +11,7 @@ mod confinement_failures;
 mod conformance;
 mod conformance_grants;
 mod contract;
+mod descriptor_checks;
 mod descriptor_identity;
 mod discovery;
 mod doctor;
