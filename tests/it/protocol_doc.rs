@@ -113,16 +113,17 @@ fn the_documents_python_module_passes_conformance_and_answers_invoke() {
         .filter(|b| b.lang == "python")
         .collect();
     assert_eq!(python.len(), 1, "one Python module in PROTOCOL.md");
-    assert!(python[0].section.starts_with("9."), "{:?}", python[0].section);
+    assert!(
+        python[0].section.starts_with("9."),
+        "{:?}",
+        python[0].section
+    );
 
     let home = Home::new();
     install_script(&home, "notes", &python[0].body);
     let report = assert_conforms(&home, "notes");
     // The module trusts its input; nothing fails it for that.
-    assert!(
-        !report.to_string().contains("invalid_input"),
-        "{report:#}"
-    );
+    assert!(!report.to_string().contains("invalid_input"), "{report:#}");
 
     let first = home
         .invoke("notes", "notes.add", &json!({"text": "buy milk"}), &[])
@@ -248,6 +249,10 @@ fn the_documents_exchanges_are_what_the_host_writes_and_accepts() {
     let error = home.invoke(&id, capability, &bad, &[]).invoke_error();
     assert_eq!(error["kind"], validation_error["error"]["data"]["kind"]);
     let requests = std::fs::read_to_string(state.join("requests.jsonl")).unwrap();
-    assert_eq!(requests.lines().count(), 1, "the module ran on invalid input");
+    assert_eq!(
+        requests.lines().count(),
+        1,
+        "the module ran on invalid input"
+    );
     home.assert_no_module_processes();
 }

@@ -85,7 +85,11 @@ fn bad_response(home: &Home, id: &str, needle: &str) -> Value {
 #[test]
 fn a_second_response_or_a_line_after_the_response_is_bad_response() {
     let home = Home::new();
-    install(&home, "twice", &module("twice", &format!("{OK}\n{OK}"), true));
+    install(
+        &home,
+        "twice",
+        &module("twice", &format!("{OK}\n{OK}"), true),
+    );
     bad_response(&home, "twice", "second response");
     let late_log = format!(
         "{OK}\ntime.sleep(0.05)\nout('{{\"jsonrpc\": \"2.0\", \"method\": \"log\", \"params\": {{\"level\": \"info\", \"message\": \"late\"}}}}')"
@@ -114,7 +118,8 @@ fn a_duplicate_key_in_a_module_message_is_bad_response_not_last_wins() {
 #[test]
 fn an_unknown_notification_is_ignored_with_a_host_warning() {
     let home = Home::new();
-    let body = format!("out('{{\"jsonrpc\": \"2.0\", \"method\": \"bogus\", \"params\": {{}}}}')\n{OK}");
+    let body =
+        format!("out('{{\"jsonrpc\": \"2.0\", \"method\": \"bogus\", \"params\": {{}}}}')\n{OK}");
     install(&home, "bogus", &module("bogus", &body, true));
     let result = home
         .invoke("bogus", "bogus.run", &json!({}), &[])
@@ -129,7 +134,11 @@ fn an_unknown_notification_is_ignored_with_a_host_warning() {
 #[test]
 fn a_failing_exit_after_the_response_is_a_host_warning_and_the_response_stands() {
     let home = Home::new();
-    install(&home, "exit3", &module("exit3", &format!("{OK}\nsys.exit(3)"), true));
+    install(
+        &home,
+        "exit3",
+        &module("exit3", &format!("{OK}\nsys.exit(3)"), true),
+    );
     let result = home
         .invoke("exit3", "exit3.run", &json!({}), &[])
         .invoke_result();
