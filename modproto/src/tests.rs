@@ -419,3 +419,59 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
         assert!(!validator.is_valid(&bad), "{bad}");
     }
 }
+
+/// The closed value sets of the descriptor: the JSON Schema's `enum`, the
+/// Rust types and PROTOCOL.md name the same values, no more, no fewer.
+#[test]
+fn schema_types_and_document_name_the_same_values() {
+    let schema: Value = serde_json::from_str(include_str!("../descriptor.schema.json")).unwrap();
+    let doc = include_str!("../PROTOCOL.md");
+    let defs = &schema["$defs"];
+    let sets: [(&str, &Value, fn(&Value) -> bool); 3] = [
+        (
+            "access",
+            &defs["root"]["properties"]["access"]["enum"],
+            |v| serde_json::from_value::<crate::Access>(v.clone()).is_ok(),
+        ),
+        ("kind", &defs["root"]["properties"]["kind"]["enum"], |v| {
+            serde_json::from_value::<crate::RootKind>(v.clone()).is_ok()
+        }),
+        (
+            "cost",
+            &defs["effects"]["properties"]["cost"]["enum"],
+            |v| serde_json::from_value::<crate::Cost>(v.clone()).is_ok(),
+        ),
+    ];
+    for (name, values, parses) in sets {
+        let values = values
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no enum"));
+        for value in values {
+            assert!(
+                parses(value),
+                "{name}: the schema allows {value}, the types do not"
+            );
+            let text = value.as_str().unwrap();
+            assert!(
+                doc.contains(&format!("`{text}`")),
+                "{name}: PROTOCOL.md never names `{text}`"
+            );
+        }
+        // Nothing outside the schema parses: a near miss of each value fails.
+        for value in values {
+            let near = json!(format!("{}x", value.as_str().unwrap()));
+            assert!(
+                !parses(&near),
+                "{name}: {near} parses but the schema refuses it"
+            );
+        }
+    }
+    assert_eq!(
+        defs["root"]["properties"]["access"]["enum"],
+        json!(["read", "read-write"])
+    );
+    assert_eq!(
+        defs["capability"]["properties"]["output_schema"],
+        json!({"type": "object"})
+    );
+}
