@@ -142,6 +142,22 @@ fn the_documents_python_module_passes_conformance_and_answers_invoke() {
         json!({"count": 2}),
         "the refused call appended a note: {second:#}"
     );
+    // MODULES.md names its tool as the host does.
+    let tools = home
+        .run(&["tools", "--format", "json"])
+        .expect_code(0)
+        .json();
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"notes__notes_add"), "{names:?}");
+    assert!(
+        include_str!("../../modproto/MODULES.md").contains("`notes__notes_add`"),
+        "MODULES.md no longer shows the tool name of its example"
+    );
     home.assert_no_module_processes();
 }
 
