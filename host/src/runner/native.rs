@@ -307,9 +307,11 @@ async fn answer(
     } = started;
     let limits = call.limits;
     let mut exited: Option<ExitStatus> = None;
+    let mut lingered = false;
     let reading = Reading {
         exit: &mut exit_rx,
         exited: &mut exited,
+        lingered: &mut lingered,
         guard: &guard,
         max_output_bytes: limits.max_output_bytes,
         // A long-running host answers at the response (see below); every
@@ -363,7 +365,9 @@ async fn answer(
         }
         (_, outcome) => outcome,
     };
-    let (status, stderr_tail) = end.finish(outcome.is_ok()).await;
+    // A module that kept stdout open through the whole grace after its
+    // response has had its grace: it is not given a second one to exit.
+    let (status, stderr_tail) = end.finish(outcome.is_ok() && !lingered).await;
 
     match outcome {
         Ok(answer) => {
@@ -473,6 +477,8 @@ async fn write_request(mut stdin: pipe::Sender, line: &str) {
 struct Reading<'a> {
     exit: &'a mut ExitReceiver,
     exited: &'a mut Option<ExitStatus>,
+    /// Set when stdout was still open when the grace after the response ran out.
+    lingered: &'a mut bool,
     guard: &'a Group,
     max_output_bytes: u64,
     /// After the response, read on until stdout ends (bounded by
@@ -490,6 +496,7 @@ async fn converse(
     let Reading {
         exit,
         exited,
+        lingered,
         guard,
         max_output_bytes,
         read_after_response,
@@ -543,7 +550,10 @@ async fn converse(
             }
             // A helper holding stdout open after the response must not
             // hold up the answer: the group is killed after the grace.
-            () = async { after.as_mut().expect("armed").await }, if after.is_some() => break,
+            () = async { after.as_mut().expect("armed").await }, if after.is_some() => {
+                *lingered = true;
+                break;
+            }
         }
     }
     transcript.finish().ok_or(Failure::NoResponse(*exited))
