@@ -119,6 +119,7 @@ pub fn run_battery_with(
         findings: Vec::new(),
         next_id: 1,
         lingered: 0,
+        failing_exits: 0,
         calls: 0,
     };
     check_describe(&mut run, descriptor);
@@ -136,6 +137,16 @@ pub fn run_battery_with(
     // trusting it.
     for capability in &descriptor.capabilities {
         check_examples(&mut run, capability, &contract_version);
+    }
+    if run.failing_exits > 0 {
+        run.findings.push(Finding::warning(
+            "battery.exit_status",
+            format!(
+                "the module answered, then exited with a non-zero status, in {} of {} calls",
+                run.failing_exits, run.calls
+            ),
+            "exit with status 0 after writing the one response; the host adds a warning to every such call",
+        ));
     }
     if run.lingered > 0 {
         run.findings.push(Finding::warning(
@@ -158,6 +169,8 @@ struct Run<'a> {
     next_id: i64,
     /// Calls that answered but did not exit in time; reported once.
     lingered: usize,
+    /// Calls that answered, then exited with a non-zero status; reported once.
+    failing_exits: usize,
     calls: usize,
 }
 
@@ -185,6 +198,7 @@ impl Run<'_> {
         let response = read_response(&raw, expected_id);
         match &response {
             Ok(_) if !raw.exited => self.lingered += 1,
+            Ok(_) if failed_exit(raw.exit_status.as_deref()) => self.failing_exits += 1,
             Err(_) if !raw.exited => {
                 return Err(format!(
                     "no response within {:?}; the call was stopped{}",
@@ -229,6 +243,15 @@ impl Run<'_> {
         let params = serde_json::to_value(params).unwrap_or_default();
         self.request(modproto::METHOD_INVOKE, Some(params))
     }
+}
+
+/// Whether a call's exit status is a non-zero exit code (a signal is how
+/// the caller stops a call, not the module's answer). Callers spell it the
+/// way `std::process::ExitStatus` displays: `exit status: N`.
+fn failed_exit(status: Option<&str>) -> bool {
+    status
+        .and_then(|s| s.strip_prefix("exit status: "))
+        .is_some_and(|code| code.trim() != "0")
 }
 
 fn request_line(request: &Request) -> String {
@@ -528,6 +551,8 @@ pub(crate) mod tests {
         pub(crate) output_off_schema: bool,
         /// Describes `"netwrk": true` in its effects.
         pub(crate) typo_in_effects: bool,
+        /// Exits with status 1 after every answer.
+        pub(crate) exits_nonzero: bool,
     }
 
     /// An in-memory module with one capability, `files.search`, that needs
@@ -643,7 +668,14 @@ pub(crate) mod tests {
                 stdout,
                 stderr: b"fake module diagnostics".to_vec(),
                 exited: true,
-                exit_status: Some("exit status: 0".into()),
+                exit_status: Some(
+                    if self.flaws.exits_nonzero {
+                        "exit status: 1"
+                    } else {
+                        "exit status: 0"
+                    }
+                    .into(),
+                ),
                 elapsed: Duration::from_millis(1),
             })
         }
@@ -711,6 +743,21 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_failing_exit_after_answering_is_one_warning() {
+        let flaws = Flaws {
+            exits_nonzero: true,
+            ..Flaws::default()
+        };
+        let findings = run_battery(&mut FakeModule::new(flaws), &descriptor());
+        assert_eq!(ids(&findings), vec!["battery.exit_status"], "{findings:#?}");
+        assert!(!findings[0].is_error());
+        assert!(failed_exit(Some("exit status: 3")));
+        assert!(!failed_exit(Some("exit status: 0")));
+        assert!(!failed_exit(Some("signal: 9 (SIGKILL)")));
+        assert!(!failed_exit(None));
+    }
+
+    #[test]
     fn a_typo_in_the_described_effects_is_an_error_naming_the_key_it_resembles() {
         let flaws = Flaws {
             typo_in_effects: true,
@@ -738,6 +785,7 @@ pub(crate) mod tests {
             hangs_on_empty_stdin: true,
             output_off_schema: true,
             typo_in_effects: false,
+            exits_nonzero: false,
         };
         let findings = run_battery(&mut FakeModule::new(flaws), &descriptor());
         assert_eq!(
