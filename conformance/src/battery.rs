@@ -270,9 +270,26 @@ fn read_response(raw: &RawCall, expected_id: Option<&Id>) -> Result<Response, St
         if line.trim().is_empty() {
             continue;
         }
+        if response.is_some() {
+            // As the host decodes it (PROTOCOL.md section 2): exactly one
+            // response, and nothing after it.
+            let what = match Message::parse(line) {
+                Ok(Message::Response(_)) => "a second response; exactly one is allowed",
+                _ => "written after the response; a module writes nothing after it",
+            };
+            return Err(format!(
+                "stdout line {} is {what}: {}",
+                n + 1,
+                snippet(line)
+            ));
+        }
         match Message::parse(line) {
             Err(e) => return Err(format!("stdout line {} is {e}: {}", n + 1, snippet(line))),
-            Ok(Message::Notification(_)) => {}
+            Ok(Message::Notification(notification)) => {
+                if let Err(problem) = check_known_notification(&notification) {
+                    return Err(format!("stdout line {} is {problem}", n + 1));
+                }
+            }
             Ok(Message::Request(r)) => {
                 return Err(format!(
                     "stdout line {} is a request ({:?}); a module only sends notifications and one response",
@@ -280,15 +297,7 @@ fn read_response(raw: &RawCall, expected_id: Option<&Id>) -> Result<Response, St
                     r.method
                 ));
             }
-            Ok(Message::Response(r)) => {
-                if response.is_some() {
-                    return Err(format!(
-                        "stdout line {} is a second response; exactly one is allowed",
-                        n + 1
-                    ));
-                }
-                response = Some(r);
-            }
+            Ok(Message::Response(r)) => response = Some(r),
         }
     }
     let response = response.ok_or_else(|| "no response on stdout".to_owned())?;
@@ -301,6 +310,22 @@ fn read_response(raw: &RawCall, expected_id: Option<&Id>) -> Result<Response, St
         ));
     }
     Ok(response)
+}
+
+/// A `progress` or `log` notification must have the params PROTOCOL.md
+/// section 3 gives them (the host refuses the call otherwise); any other
+/// method is ignored, as the host ignores it.
+fn check_known_notification(notification: &modproto::Notification) -> Result<(), String> {
+    let params = notification.params.clone().unwrap_or(Value::Null);
+    match notification.method.as_str() {
+        modproto::METHOD_PROGRESS => serde_json::from_value::<modproto::ProgressParams>(params)
+            .map(drop)
+            .map_err(|e| format!("a malformed progress notification: {e}")),
+        modproto::METHOD_LOG => serde_json::from_value::<modproto::LogParams>(params)
+            .map(drop)
+            .map_err(|e| format!("a malformed log notification: {e}")),
+        _ => Ok(()),
+    }
 }
 
 fn snippet(line: &str) -> String {
@@ -658,7 +683,8 @@ pub(crate) mod tests {
                 });
             }
             let mut stdout =
-                br#"{"jsonrpc":"2.0","method":"log","params":{"message":"hi"}}"#.to_vec();
+                br#"{"jsonrpc":"2.0","method":"log","params":{"level":"info","message":"hi"}}"#
+                    .to_vec();
             stdout.push(b'\n');
             if let Some(response) = self.answer(line) {
                 stdout.extend(Message::Response(response).to_line().as_bytes());
@@ -740,6 +766,30 @@ pub(crate) mod tests {
                 params["input"]
             );
         }
+    }
+
+    #[test]
+    fn anything_after_the_response_is_refused_as_the_host_refuses_it() {
+        let raw = |stdout: &str| RawCall {
+            stdout: stdout.as_bytes().to_vec(),
+            exited: true,
+            ..RawCall::default()
+        };
+        let ok = r#"{"jsonrpc":"2.0","id":1,"result":1}"#;
+        let log = r#"{"jsonrpc":"2.0","method":"log","params":{"level":"info","message":"x"}}"#;
+        assert!(read_response(&raw(&format!("{log}\n{ok}\n\n")), None).is_ok());
+        let second = read_response(&raw(&format!("{ok}\n{ok}\n")), None).unwrap_err();
+        assert!(second.contains("second response"), "{second}");
+        let late = read_response(&raw(&format!("{ok}\n{log}\n")), None).unwrap_err();
+        assert!(late.contains("after the response"), "{late}");
+        let bad_log = r#"{"jsonrpc":"2.0","method":"log","params":{"message":"x"}}"#;
+        let bad_log = read_response(&raw(&format!("{bad_log}\n{ok}\n")), None).unwrap_err();
+        assert!(bad_log.contains("malformed log"), "{bad_log}");
+        let unknown = r#"{"jsonrpc":"2.0","method":"bogus"}"#;
+        assert!(read_response(&raw(&format!("{unknown}\n{ok}\n")), None).is_ok());
+        let dup = r#"{"jsonrpc":"2.0","id":1,"result":1,"result":2}"#;
+        let dup = read_response(&raw(dup), None).unwrap_err();
+        assert!(dup.contains("duplicate key"), "{dup}");
     }
 
     #[test]
@@ -890,7 +940,7 @@ pub(crate) mod tests {
                 .unwrap_err()
                 .contains("line 1")
         );
-        let crlf = "{\"jsonrpc\":\"2.0\",\"method\":\"log\"}\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":7}\r\n";
+        let crlf = "{\"jsonrpc\":\"2.0\",\"method\":\"log\",\"params\":{\"level\":\"info\",\"message\":\"m\"}}\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":7}\r\n";
         assert_eq!(
             read_response(&ok(crlf), Some(&id)).unwrap().outcome,
             Ok(json!(7))
