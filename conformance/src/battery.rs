@@ -17,6 +17,7 @@
 //! - every declared example succeeds, and its output fits `output_schema`.
 
 use modproto::contract::evaluate;
+use modproto::framing::Transcript;
 use modproto::{
     Approval, Capability, Descriptor, ErrorCode, GrantedRoot, Id, InvokeParams, InvokeResult,
     Message, PROTOCOL_VERSION, Request, Response, RpcError,
@@ -262,78 +263,21 @@ fn request_line(request: &Request) -> String {
 
 /// The one response in a call's stdout, after any notifications.
 fn read_response(raw: &RawCall, expected_id: Option<&Id>) -> Result<Response, String> {
-    let stdout =
-        std::str::from_utf8(&raw.stdout).map_err(|e| format!("stdout is not UTF-8: {e}"))?;
-    let mut response = None;
-    for (n, line) in stdout.split('\n').enumerate() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() {
-            continue;
+    // Decoded exactly as the host decodes it (modproto::framing): one
+    // response and nothing after it, unique keys, well-formed progress and
+    // log, unknown notifications ignored.
+    let mut transcript = Transcript::new(expected_id.cloned());
+    let mut lines = raw.stdout.split(|b| *b == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        if lines.peek().is_none() && line.is_empty() {
+            break;
         }
-        if response.is_some() {
-            // As the host decodes it (PROTOCOL.md section 2): exactly one
-            // response, and nothing after it.
-            let what = match Message::parse(line) {
-                Ok(Message::Response(_)) => "a second response; exactly one is allowed",
-                _ => "written after the response; a module writes nothing after it",
-            };
-            return Err(format!(
-                "stdout line {} is {what}: {}",
-                n + 1,
-                snippet(line)
-            ));
-        }
-        match Message::parse(line) {
-            Err(e) => return Err(format!("stdout line {} is {e}: {}", n + 1, snippet(line))),
-            Ok(Message::Notification(notification)) => {
-                if let Err(problem) = check_known_notification(&notification) {
-                    return Err(format!("stdout line {} is {problem}", n + 1));
-                }
-            }
-            Ok(Message::Request(r)) => {
-                return Err(format!(
-                    "stdout line {} is a request ({:?}); a module only sends notifications and one response",
-                    n + 1,
-                    r.method
-                ));
-            }
-            Ok(Message::Response(r)) => response = Some(r),
-        }
+        transcript.line(line)?;
     }
-    let response = response.ok_or_else(|| "no response on stdout".to_owned())?;
-    if let Some(expected) = expected_id
-        && &response.id != expected
-    {
-        return Err(format!(
-            "the response has id {}, the request had id {expected}",
-            response.id
-        ));
-    }
-    Ok(response)
-}
-
-/// A `progress` or `log` notification must have the params PROTOCOL.md
-/// section 3 gives them (the host refuses the call otherwise); any other
-/// method is ignored, as the host ignores it.
-fn check_known_notification(notification: &modproto::Notification) -> Result<(), String> {
-    let params = notification.params.clone().unwrap_or(Value::Null);
-    match notification.method.as_str() {
-        modproto::METHOD_PROGRESS => serde_json::from_value::<modproto::ProgressParams>(params)
-            .map(drop)
-            .map_err(|e| format!("a malformed progress notification: {e}")),
-        modproto::METHOD_LOG => serde_json::from_value::<modproto::LogParams>(params)
-            .map(drop)
-            .map_err(|e| format!("a malformed log notification: {e}")),
-        _ => Ok(()),
-    }
-}
-
-fn snippet(line: &str) -> String {
-    const MAX: usize = 120;
-    match line.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{:?}...", &line[..cut]),
-        None => format!("{line:?}"),
-    }
+    transcript
+        .finish()
+        .map(|answer| answer.response)
+        .ok_or_else(|| "no response on stdout".to_owned())
 }
 
 /// The stderr tail a finding quotes: all of it, up to the host's bound of
@@ -781,7 +725,7 @@ pub(crate) mod tests {
         let second = read_response(&raw(&format!("{ok}\n{ok}\n")), None).unwrap_err();
         assert!(second.contains("second response"), "{second}");
         let late = read_response(&raw(&format!("{ok}\n{log}\n")), None).unwrap_err();
-        assert!(late.contains("after the response"), "{late}");
+        assert!(late.contains("after its response"), "{late}");
         let bad_log = r#"{"jsonrpc":"2.0","method":"log","params":{"message":"x"}}"#;
         let bad_log = read_response(&raw(&format!("{bad_log}\n{ok}\n")), None).unwrap_err();
         assert!(bad_log.contains("malformed log"), "{bad_log}");

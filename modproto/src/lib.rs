@@ -27,6 +27,7 @@
 pub mod contract;
 pub mod descriptor;
 pub mod error;
+pub mod framing;
 pub mod invoke;
 pub mod jsonrpc;
 pub mod notify;

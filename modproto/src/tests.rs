@@ -427,7 +427,8 @@ fn schema_types_and_document_name_the_same_values() {
     let schema: Value = serde_json::from_str(include_str!("../descriptor.schema.json")).unwrap();
     let doc = include_str!("../PROTOCOL.md");
     let defs = &schema["$defs"];
-    let sets: [(&str, &Value, fn(&Value) -> bool); 3] = [
+    type ValueSet<'a> = (&'a str, &'a Value, fn(&Value) -> bool);
+    let sets: [ValueSet<'_>; 3] = [
         (
             "access",
             &defs["root"]["properties"]["access"]["enum"],

@@ -492,7 +492,7 @@ async fn converse(
     reading: Reading<'_>,
     mut stdout: pipe::Receiver,
     sink: Option<&NotificationSink>,
-) -> Result<framing::Answer, Failure> {
+) -> Result<modproto::framing::Answer, Failure> {
     let Reading {
         exit,
         exited,
@@ -502,7 +502,7 @@ async fn converse(
         read_after_response,
     } = reading;
     let mut lines = framing::Lines::default();
-    let mut transcript = framing::Transcript::new(sink);
+    let mut transcript = framing::transcript();
     let mut chunk = vec![0u8; 16 * 1024];
     let mut total: u64 = 0;
     // Set once the response is read: how long the rest of stdout may take.
@@ -524,7 +524,7 @@ async fn converse(
                     // EOF: a last line without its newline still counts.
                     let rest = lines.take_rest();
                     if !rest.is_empty() {
-                        transcript.line(&rest).map_err(Failure::Bad)?;
+                        framing::take_line(&mut transcript, sink, &rest).map_err(Failure::Bad)?;
                     }
                     break;
                 }
@@ -533,7 +533,7 @@ async fn converse(
                     return Err(Failure::OutputLimit);
                 }
                 lines
-                    .push(&chunk[..n], |line| transcript.line(line))
+                    .push(&chunk[..n], |line| framing::take_line(&mut transcript, sink, line))
                     .map_err(Failure::Bad)?;
             }
             status = &mut *exit, if exited.is_none() => {

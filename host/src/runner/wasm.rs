@@ -559,7 +559,7 @@ enum GuestFailure {
 /// A call that produced its response; `after` is how the guest misbehaved
 /// after answering, if it did (the response stands; the host notes it).
 struct Answered {
-    answer: framing::Answer,
+    answer: modproto::framing::Answer,
     after: Option<GuestFailure>,
 }
 
@@ -576,14 +576,14 @@ async fn converse(
     sink: Option<&NotificationSink>,
 ) -> Result<Answered, GuestFailure> {
     let mut guest = std::pin::pin!(guest);
-    let mut transcript = framing::Transcript::new(sink);
+    let mut transcript = framing::transcript();
 
     // Phase 1: until the response, the guest's end, or the deadline.
     let ended = loop {
         tokio::select! {
             biased;
             Some(line) = lines.recv() => {
-                transcript.line(&line).map_err(GuestFailure::Bad)?;
+                framing::take_line(&mut transcript, sink, &line).map_err(GuestFailure::Bad)?;
                 if transcript.answered() {
                     break None;
                 }
@@ -600,7 +600,7 @@ async fn converse(
             loop {
                 tokio::select! {
                     biased;
-                    Some(line) = lines.recv() => transcript.line(&line).map_err(GuestFailure::Bad)?,
+                    Some(line) = lines.recv() => framing::take_line(&mut transcript, sink, &line).map_err(GuestFailure::Bad)?,
                     outcome = &mut guest => break Some(exit_of(outcome)),
                     () = tokio::time::sleep_until(grace) => break None,
                 }
@@ -610,11 +610,11 @@ async fn converse(
     // Every line the guest wrote is queued by now; a last line without its
     // newline still counts, as it does for a native module at EOF.
     while let Ok(line) = lines.try_recv() {
-        transcript.line(&line).map_err(GuestFailure::Bad)?;
+        framing::take_line(&mut transcript, sink, &line).map_err(GuestFailure::Bad)?;
     }
     let partial = stdout.take_partial();
     if !partial.is_empty() {
-        transcript.line(&partial).map_err(GuestFailure::Bad)?;
+        framing::take_line(&mut transcript, sink, &partial).map_err(GuestFailure::Bad)?;
     }
     let after = match ended {
         Some(Ok(())) => None,
