@@ -14,7 +14,13 @@
 //! - an unknown method gives -32601, a malformed line -32700;
 //! - empty stdin ends the process promptly (the host closes stdin after one
 //!   line; a module that waits for more never ends);
-//! - every declared example succeeds, and its output fits `output_schema`.
+//! - every declared example succeeds, and its output fits `output_schema`;
+//! - a module that answers and then exits non-zero is warned about once.
+//!
+//! Every stdout is decoded as the host decodes it
+//! ([`modproto::framing::Transcript`]). No input violating a schema is ever
+//! sent: the host validates input before a module runs, and a module may
+//! rely on that (PROTOCOL.md section 4).
 
 use modproto::contract::evaluate;
 use modproto::framing::Transcript;
