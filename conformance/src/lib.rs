@@ -15,6 +15,9 @@
 //!   produces, so operations are never relied on before the pin ran;
 //! - [`run_battery`]: behavioural checks against a live module, through the
 //!   [`ModuleCaller`] trait;
+//! - [`check_unknown_keys`]: typos are errors; a key the contract does not
+//!   define in a closed object of the raw describe result, with the key it
+//!   resembles (the battery runs it on what the module describes);
 //! - [`tool_name`]: the one implementation of the agent-facing tool name.
 //!
 //! Design decisions:
@@ -38,6 +41,7 @@ mod no_weakening;
 pub mod schema;
 mod static_checks;
 mod tool_name;
+mod unknown_keys;
 
 pub use battery::{
     BatteryOptions, CallerError, Grants, ModuleCaller, RawCall, run_battery, run_battery_with,
@@ -48,6 +52,7 @@ pub use static_checks::{
     ReadKnowledge, check_descriptor, check_descriptor_with, is_valid_module_id,
 };
 pub use tool_name::{MAX_TOOL_NAME_LEN, raw_tool_name, tool_name};
+pub use unknown_keys::check_unknown_keys;
 
 use modproto::Descriptor;
 use std::path::Path;

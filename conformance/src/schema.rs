@@ -7,7 +7,7 @@
 //! the portability check names it.
 
 use jsonschema::Validator;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 /// Why a schema cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,102 +71,10 @@ fn collect_remote_refs(value: &Value, found: &mut Vec<String>) {
     }
 }
 
-/// Input built to break a schema, and what it breaks.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Violation {
-    pub input: Value,
-    /// What the input does wrong, for a person.
-    pub what: String,
-    /// The property a good error message should name, when there is one.
-    pub property: Option<String>,
-}
-
-/// Build an input that `validator` rejects, from the shape of `schema`: an
-/// empty object when properties are required, a wrong-typed value for a
-/// typed property, an unknown property when extra ones are forbidden, a
-/// non-object as a last resort. Every candidate is confirmed against the
-/// validator, so a schema that accepts it anyway (through `anyOf`, say) is
-/// never reported as mishandled. `None` when nothing was found.
-pub fn violating_input(schema: &Value, validator: &Validator) -> Option<Violation> {
-    candidates(schema)
-        .into_iter()
-        .find(|c| !validator.is_valid(&c.input))
-}
-
-fn candidates(schema: &Value) -> Vec<Violation> {
-    let mut out = Vec::new();
-    let Some(root) = schema.as_object() else {
-        return out;
-    };
-    let properties = root.get("properties").and_then(Value::as_object);
-    if let Some(first) = root
-        .get("required")
-        .and_then(Value::as_array)
-        .and_then(|r| r.first())
-        .and_then(Value::as_str)
-    {
-        out.push(Violation {
-            input: json!({}),
-            what: format!("an empty object, missing required property {first:?}"),
-            property: Some(first.to_owned()),
-        });
-    }
-    for (name, property) in properties.into_iter().flatten() {
-        if let Some(wrong) = wrong_typed_value(property) {
-            let mut input = Map::new();
-            input.insert(name.clone(), wrong.clone());
-            out.push(Violation {
-                input: Value::Object(input),
-                what: format!("property {name:?} set to {wrong}, which its declared type excludes"),
-                property: Some(name.clone()),
-            });
-        }
-    }
-    if root.get("additionalProperties") == Some(&Value::Bool(false)) {
-        let name = "modconform_unknown_property";
-        out.push(Violation {
-            input: json!({ name: true }),
-            what: format!("an unknown property {name:?} where additionalProperties is false"),
-            property: Some(name.to_owned()),
-        });
-    }
-    out.push(Violation {
-        input: json!(["modconform", "not an object"]),
-        what: "an array where the input must be an object".into(),
-        property: None,
-    });
-    out
-}
-
-/// A value whose JSON type the property's `type` excludes.
-fn wrong_typed_value(property: &Value) -> Option<Value> {
-    let allowed: Vec<&str> = match property.get("type")? {
-        Value::String(t) => vec![t.as_str()],
-        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-        _ => return None,
-    };
-    let candidates = [
-        ("string", json!("modconform: wrong type")),
-        ("integer", json!(7)),
-        ("boolean", json!(true)),
-        ("array", json!([])),
-        ("object", json!({})),
-        ("null", Value::Null),
-    ];
-    candidates
-        .into_iter()
-        .find(|(kind, _)| {
-            // An integer is also a number.
-            let admitted =
-                allowed.contains(kind) || (*kind == "integer" && allowed.contains(&"number"));
-            !admitted
-        })
-        .map(|(_, value)| value)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn compile_separates_invalid_from_unusable() {
@@ -200,30 +108,5 @@ mod tests {
             }
         });
         assert_eq!(remote_refs(&schema), vec!["other.json#/x".to_string()]);
-    }
-
-    #[test]
-    fn violating_input_prefers_a_missing_required_property() {
-        let schema = json!({"type": "object", "required": ["path"],
-                            "properties": {"path": {"type": "string"}}});
-        let v = violating_input(&schema, &compile(&schema).unwrap()).unwrap();
-        assert_eq!(v.input, json!({}));
-        assert_eq!(v.property.as_deref(), Some("path"));
-    }
-
-    #[test]
-    fn violating_input_uses_a_wrong_type_when_nothing_is_required() {
-        let schema = json!({"type": "object", "properties": {"n": {"type": ["number", "null"]}}});
-        let v = violating_input(&schema, &compile(&schema).unwrap()).unwrap();
-        assert_eq!(v.input, json!({"n": "modconform: wrong type"}));
-        let schema = json!({"type": "object", "properties": {"s": {"type": "string"}}});
-        let v = violating_input(&schema, &compile(&schema).unwrap()).unwrap();
-        assert_eq!(v.input, json!({"s": 7}));
-    }
-
-    #[test]
-    fn violating_input_is_none_when_the_schema_accepts_everything() {
-        let schema = json!({});
-        assert_eq!(violating_input(&schema, &compile(&schema).unwrap()), None);
     }
 }

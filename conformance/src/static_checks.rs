@@ -267,10 +267,23 @@ fn check_capability(d: &Descriptor, capability: &Capability, findings: &mut Vec<
             ));
         }
     }
-    if let Some(output) = &capability.output_schema
-        && let Err(problem) = compile(output)
-    {
-        push(schema_finding("output", cap, problem));
+    match &capability.output_schema {
+        // PROTOCOL.md and the descriptor schema name an object here; a
+        // boolean schema (`true` accepts every output) is a declaration
+        // that says nothing, or (`false`) one no output can meet.
+        Some(output) if !output.is_object() => push(Finding::error(
+            "schema.output_not_object",
+            format!(
+                "the output_schema of capability {cap:?} is {output}, not a JSON Schema object"
+            ),
+            "declare output_schema as an object ({\"type\": \"object\", ...}), or leave it out when the output is free-form",
+        )),
+        Some(output) => {
+            if let Err(problem) = compile(output) {
+                push(schema_finding("output", cap, problem));
+            }
+        }
+        None => {}
     }
 
     let effects = &capability.effects;
@@ -656,6 +669,17 @@ mod tests {
             .find(|f| f.id == "tool_name.collision")
             .unwrap();
         assert!(collision.reason.contains("a.search") && collision.reason.contains("a-search"));
+    }
+
+    #[test]
+    fn a_boolean_output_schema_is_an_error() {
+        for schema in [json!(true), json!(false)] {
+            let mut d = good();
+            d["capabilities"][0]["output_schema"] = schema.clone();
+            let findings = check(d);
+            let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
+            assert_eq!(ids, vec!["schema.output_not_object"], "{schema}");
+        }
     }
 
     #[test]

@@ -315,8 +315,10 @@ pub fn describe(caller: &mut dyn ModuleCaller, timeout: Duration) -> Result<Desc
             }
         }
     }
+    // The whole tail the pump kept (at most STDERR_TAIL_BYTES), as
+    // PROTOCOL.md promises, not only its last line.
     let stderr = String::from_utf8_lossy(&raw.stderr);
-    let tail = stderr.trim().lines().next_back().unwrap_or_default();
+    let tail = stderr.trim();
     Err(format!(
         "describe gave no response ({}){}",
         raw.exit_status.as_deref().unwrap_or("no exit status"),

@@ -116,15 +116,8 @@ impl ContractStanding {
             ContractStanding::Nonconforming { verdict, .. } => Some(ModuleError {
                 kind: NONCONFORMING.into(),
                 message: format!(
-                    "refused: its capabilities weaken its contract-2 operations ({}); no capability was registered",
-                    verdict
-                        .errors()
-                        .map(|f| match &f.capability {
-                            Some(cap) => format!("{} on {cap}", f.id),
-                            None => f.id.clone(),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "refused: {}; no capability was registered",
+                    refusal_cause(verdict)
                 ),
             }),
             _ => None,
@@ -171,14 +164,8 @@ impl ContractStanding {
                 report
             }
             ContractStanding::Nonconforming { accepted, verdict } => {
-                let errors = verdict.errors().count();
                 let mut report = from_pin(accepted.pin());
-                report.reason = format!(
-                    "{}, but {errors} declaration{} weaken{} its operations: a capability must declare at least the effects of every operation that names it",
-                    report.reason,
-                    if errors == 1 { "" } else { "s" },
-                    if errors == 1 { "s" } else { "" },
-                );
+                report.reason = format!("{}, but {}", report.reason, refusal_cause(verdict));
                 report.remedy = "the module author must fix every finding (each has its own remedy) and ship a new build; until then the host registers none of its capabilities".into();
                 report.refusal = Some(NONCONFORMING);
                 report.findings = verdict.findings.clone();
@@ -186,6 +173,41 @@ impl ContractStanding {
             }
         }
     }
+}
+
+/// Why a contract-2 module was refused, by the kind of its findings: a
+/// capability weaker than its operation (`weakening.*`) is a weakening;
+/// an operation that is itself wrong (`operation.*`: a duplicate id, an
+/// unknown capability, root or binary) is named as such, never as a
+/// weakening. Each finding id is listed, with the capability it concerns.
+fn refusal_cause(verdict: &Verdict) -> String {
+    let list = |weakening: bool| {
+        verdict
+            .errors()
+            .filter(|f| f.id.starts_with("weakening.") == weakening)
+            .map(|f| match &f.capability {
+                Some(cap) => format!("{} on {cap}", f.id),
+                None => format!("{} ({})", f.id, f.reason),
+            })
+            .collect::<Vec<_>>()
+    };
+    let (weakenings, invalid) = (list(true), list(false));
+    let mut causes = Vec::new();
+    if !weakenings.is_empty() {
+        causes.push(format!(
+            "{} capability declaration(s) weaken its operations, and a capability must declare at least the effects of every operation that names it ({})",
+            weakenings.len(),
+            weakenings.join(", ")
+        ));
+    }
+    if !invalid.is_empty() {
+        causes.push(format!(
+            "{} of its contract-2 operations are invalid ({})",
+            invalid.len(),
+            invalid.join(", ")
+        ));
+    }
+    causes.join("; and ")
 }
 
 /// The contract standing for people and scripts (`contract_standing` in
@@ -257,5 +279,34 @@ mod tests {
         assert!(error.message.contains("2.9"), "{}", error.message);
 
         assert_eq!(ContractStanding::Unevaluated.label(), "unevaluated");
+    }
+
+    #[test]
+    fn a_duplicate_operation_id_is_refused_as_invalid_not_as_a_weakening() {
+        let mut value = v2(&["artifacts"]);
+        let op = value["operations"][0].clone();
+        value["operations"].as_array_mut().unwrap().push(op);
+        let standing = standing(value);
+        let error = standing.refusal().unwrap();
+        assert_eq!(error.kind, NONCONFORMING);
+        assert!(
+            error.message.contains("operation.duplicate_id"),
+            "{}",
+            error.message
+        );
+        assert!(error.message.contains("invalid"), "{}", error.message);
+        assert!(!error.message.contains("weaken"), "{}", error.message);
+        assert!(
+            !standing.report().reason.contains("weaken"),
+            "{}",
+            standing.report().reason
+        );
+
+        let weak = standing_of_weak();
+        assert!(weak.refusal().unwrap().message.contains("weaken"));
+    }
+
+    fn standing_of_weak() -> ContractStanding {
+        standing(v2(&[]))
     }
 }

@@ -123,9 +123,12 @@ pub enum InvokeError {
         reason: String,
         remedy: String,
     },
-    /// Contract 2 declarations that contradict themselves: a capability
-    /// weakens an operation. Every finding is in `problems`.
-    #[error("module {id:?} is refused: its capabilities weaken its contract-2 operations")]
+    /// Contract 2 declarations that do not hold: a capability weakens an
+    /// operation, or an operation is itself invalid (a duplicate id, an
+    /// unknown capability). Every finding is in `problems`.
+    #[error(
+        "module {id:?} is refused: its contract-2 declarations do not conform (every finding is listed)"
+    )]
     Nonconforming { id: String, findings: Vec<String> },
     /// Under `pins = "enforce"`: the operator never approved its bytes.
     #[error("{refusal}")]

@@ -145,7 +145,7 @@ pub fn evaluate(descriptor: Arc<Descriptor>) -> Decision {
         Err(e) => {
             return refuse(
                 format!("contract_version {raw:?} is not a version: {e}"),
-                "declare contract_version as MAJOR.MINOR.PATCH, for example \"2.0.0\", or leave it out for contract 1".into(),
+                "declare contract_version as MAJOR, MAJOR.MINOR or MAJOR.MINOR.PATCH, for example \"2.0\", or leave it out for contract 1".into(),
             );
         }
     };
@@ -190,22 +190,23 @@ pub fn evaluate(descriptor: Arc<Descriptor>) -> Decision {
     }
 }
 
-/// Parse a contract version. Full semver is canonical; `MAJOR.MINOR` is
-/// accepted as shorthand because people write it that way. Anything else
-/// (a bare major, pre-release tags, garbage) is an error.
+/// Parse a contract version: `MAJOR`, `MAJOR.MINOR` or `MAJOR.MINOR.PATCH`,
+/// decimal numbers only, missing parts read as 0 (`"2"` and `"2.0"` are
+/// `2.0.0`). People write all three forms, and none of them is ambiguous.
+/// Anything else (pre-release or build tags, spaces, garbage) is an error,
+/// never guessed at. PROTOCOL.md section 6 states this rule.
 pub fn parse_contract_version(raw: &str) -> Result<Version, ContractVersionError> {
-    let trimmed = raw.trim();
-    if trimmed != raw || raw.is_empty() {
+    let parts: Vec<&str> = raw.split('.').collect();
+    let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if parts.is_empty() || parts.len() > 3 || !parts.iter().all(numeric) {
         return Err(ContractVersionError(raw.to_owned()));
     }
-    let parsed = match raw.split('.').count() {
-        2 => Version::parse(&format!("{raw}.0")),
-        _ => Version::parse(raw),
-    };
-    match parsed {
-        Ok(v) if v.pre.is_empty() && v.build.is_empty() => Ok(v),
-        _ => Err(ContractVersionError(raw.to_owned())),
+    let mut padded = parts.join(".");
+    for _ in parts.len()..3 {
+        padded.push_str(".0");
     }
+    // semver refuses leading zeros ("02"), as it should.
+    Version::parse(&padded).map_err(|_| ContractVersionError(raw.to_owned()))
 }
 
 /// A contract version that does not parse.
@@ -216,7 +217,7 @@ impl fmt::Display for ContractVersionError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "expected MAJOR.MINOR.PATCH without pre-release or build tags, got {:?}",
+            "expected MAJOR, MAJOR.MINOR or MAJOR.MINOR.PATCH (decimal numbers, no pre-release or build tags), got {:?}",
             self.0
         )
     }

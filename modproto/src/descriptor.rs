@@ -5,9 +5,12 @@ use serde_json::Value;
 
 /// A module's self-description.
 ///
-/// Unknown fields are ignored so a module built for a newer minor contract
-/// still parses; the contract pin ([`crate::contract`]) decides whether the
-/// host may act on it.
+/// Unknown fields are ignored *by the parse* so a module built for a newer
+/// minor contract still parses; the contract pin ([`crate::contract`])
+/// decides whether the host may act on it. They are not ignored by the
+/// conformance kit: an unknown key under a contract this host knows is a
+/// typo (`"netwrk": true` would otherwise read as `network: false`), and
+/// `modconform::check_unknown_keys` reports it with the key it resembles.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Descriptor {
     /// Stable module id: lowercase ASCII letters, digits, `-` and `_`, starting with a letter.
@@ -92,7 +95,7 @@ impl RootKind {
 pub enum Access {
     #[serde(rename = "read")]
     Read,
-    #[serde(rename = "read-write", alias = "write", alias = "readwrite")]
+    #[serde(rename = "read-write")]
     ReadWrite,
 }
 

@@ -8,6 +8,7 @@ use serde_json::Value;
 use std::fmt;
 
 use crate::error::{ErrorCode, ErrorData};
+use crate::strict_json::StrictJsonError;
 
 /// The literal `"2.0"` every JSON-RPC 2.0 message carries.
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -211,10 +212,13 @@ impl std::error::Error for DecodeError {}
 impl Message {
     /// Parse and classify one line. Strict about the envelope: `jsonrpc` must
     /// be `"2.0"`, a response carries exactly one of `result` and `error`, an
-    /// id is a number, a string or (in an error response only) null.
+    /// id is a number, a string or (in an error response only) null, and no
+    /// object anywhere in the line repeats a key ([`crate::strict_json`]).
     pub fn parse(line: &str) -> Result<Message, DecodeError> {
-        let value: Value =
-            serde_json::from_str(line).map_err(|e| DecodeError::Parse(e.to_string()))?;
+        let value = crate::strict_json::from_str(line).map_err(|e| match e {
+            StrictJsonError::Syntax(m) => DecodeError::Parse(m),
+            StrictJsonError::DuplicateKey(m) => DecodeError::Invalid(m),
+        })?;
         Message::from_value(value)
     }
 

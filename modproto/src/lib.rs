@@ -4,7 +4,10 @@
 //! data: the JSON-RPC 2.0 envelope ([`jsonrpc`]), what a module says about itself
 //! ([`descriptor`]), one invocation and its result ([`invoke`]), the
 //! module-to-host notifications ([`notify`]), the error vocabulary ([`error`]),
-//! and the decision of which contract governs a module ([`contract`]).
+//! the decision of which contract governs a module ([`contract`]), and the
+//! framing rules every reader of a module's stdout applies ([`framing`]: one
+//! response and nothing after it, over JSON whose objects never repeat a key,
+//! [`strict_json`]).
 //!
 //! Design decisions:
 //!
@@ -27,9 +30,11 @@
 pub mod contract;
 pub mod descriptor;
 pub mod error;
+pub mod framing;
 pub mod invoke;
 pub mod jsonrpc;
 pub mod notify;
+pub mod strict_json;
 
 pub use descriptor::{
     Access, BinaryDecl, Capability, Cost, Descriptor, Effects, Example, Knowledge, KnowledgeDoc,

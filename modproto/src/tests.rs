@@ -247,7 +247,13 @@ fn contract_pin_decisions() {
         (Some("1.2.0"), "refused", None),
         (Some("3.0.0"), "refused", None),
         (Some("0.9.0"), "refused", None),
-        (Some("2"), "refused", None),
+        (Some("2"), "v2", Some("2.0")),
+        (Some("1"), "v1", Some("1.0")),
+        (Some("2.0"), "v2", Some("2.0")),
+        (Some("2.0.0.0"), "refused", None),
+        (Some("02.0"), "refused", None),
+        (Some("2."), "refused", None),
+        (Some("2.0.0+build"), "refused", None),
         (Some("two"), "refused", None),
         (Some(""), "refused", None),
         (Some(" 2.0.0"), "refused", None),
@@ -350,6 +356,35 @@ fn protocol_document_examples_are_valid_messages() {
 }
 
 #[test]
+fn a_repeated_key_in_a_message_is_an_invalid_message() {
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"output":1},"result":{"output":2}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"output":{"a":1,"a":2}}}"#,
+        r#"{"jsonrpc":"2.0","jsonrpc":"2.0","method":"log","params":{"level":"info","message":"x"}}"#,
+    ] {
+        match Message::parse(line) {
+            Err(e @ crate::jsonrpc::DecodeError::Invalid(_)) => {
+                assert!(e.to_string().contains("duplicate key"), "{e}")
+            }
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn access_is_read_or_read_write_and_nothing_else() {
+    for (raw, ok) in [
+        ("read", true),
+        ("read-write", true),
+        ("write", false),
+        ("readwrite", false),
+    ] {
+        let parsed = serde_json::from_value::<crate::Access>(json!(raw));
+        assert_eq!(parsed.is_ok(), ok, "{raw}");
+    }
+}
+
+#[test]
 fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
     let schema: Value = serde_json::from_str(include_str!("../descriptor.schema.json")).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
@@ -373,7 +408,71 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
         json!({"id": "m", "version": "1"}),
         json!({"id": "m", "version": "1", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"cost": "cheap"}}]}),
         json!({"id": "m", "version": "1", "capabilities": [], "roots": [{"name": "r", "kind": "home"}]}),
+        // The values the document does not name, and typos, are refused too.
+        json!({"id": "m", "version": "banana", "capabilities": []}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [], "roots": [{"name": "r", "kind": "state", "access": "write"}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "output_schema": true}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"netwrk": true}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "outputschema": {}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [], "contract_version": "2.0.0-beta"}),
     ] {
         assert!(!validator.is_valid(&bad), "{bad}");
     }
+}
+
+/// The closed value sets of the descriptor: the JSON Schema's `enum`, the
+/// Rust types and PROTOCOL.md name the same values, no more, no fewer.
+#[test]
+fn schema_types_and_document_name_the_same_values() {
+    let schema: Value = serde_json::from_str(include_str!("../descriptor.schema.json")).unwrap();
+    let doc = include_str!("../PROTOCOL.md");
+    let defs = &schema["$defs"];
+    type ValueSet<'a> = (&'a str, &'a Value, fn(&Value) -> bool);
+    let sets: [ValueSet<'_>; 3] = [
+        (
+            "access",
+            &defs["root"]["properties"]["access"]["enum"],
+            |v| serde_json::from_value::<crate::Access>(v.clone()).is_ok(),
+        ),
+        ("kind", &defs["root"]["properties"]["kind"]["enum"], |v| {
+            serde_json::from_value::<crate::RootKind>(v.clone()).is_ok()
+        }),
+        (
+            "cost",
+            &defs["effects"]["properties"]["cost"]["enum"],
+            |v| serde_json::from_value::<crate::Cost>(v.clone()).is_ok(),
+        ),
+    ];
+    for (name, values, parses) in sets {
+        let values = values
+            .as_array()
+            .unwrap_or_else(|| panic!("{name}: no enum"));
+        for value in values {
+            assert!(
+                parses(value),
+                "{name}: the schema allows {value}, the types do not"
+            );
+            let text = value.as_str().unwrap();
+            assert!(
+                doc.contains(&format!("`{text}`")),
+                "{name}: PROTOCOL.md never names `{text}`"
+            );
+        }
+        // Nothing outside the schema parses: a near miss of each value fails.
+        for value in values {
+            let near = json!(format!("{}x", value.as_str().unwrap()));
+            assert!(
+                !parses(&near),
+                "{name}: {near} parses but the schema refuses it"
+            );
+        }
+    }
+    assert_eq!(
+        defs["root"]["properties"]["access"]["enum"],
+        json!(["read", "read-write"])
+    );
+    assert_eq!(
+        defs["capability"]["properties"]["output_schema"],
+        json!({"type": "object"})
+    );
 }

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::confine::ConfinementMode;
 
+mod framing;
 pub mod native;
 #[cfg(feature = "wasm")]
 pub mod wasm;

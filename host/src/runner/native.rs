@@ -9,8 +9,9 @@
 //!    long-running host started ahead for this call ([`warm`]).
 //! 2. Write the request line and `\n`, close stdin.
 //! 3. Read stdout incrementally, counting every byte against the output cap;
-//!    collect `progress`/`log` notifications (and forward them live), stop at
-//!    the first response. stderr is drained concurrently into a bounded tail.
+//!    collect `progress`/`log` notifications (and forward them live), read
+//!    the response, then on to the end of stdout (a short grace at most).
+//!    stderr is drained concurrently into a bounded tail.
 //! 4. Give the process a short grace to exit, then SIGKILL the whole group
 //!    (grandchildren included) and reap; a long-running host answers a
 //!    successful call first and does this in the background. The group is
@@ -27,21 +28,26 @@
 //!   cancellation goes through [`group::Group`]'s `Drop`.
 //! - **A response ends the read.** We never wait for stdout EOF after the
 //!   response: a grandchild holding stdout open must not hang the host.
-//! - **Strict framing.** Anything on stdout that is not a JSON-RPC message, a
-//!   notification other than `progress`/`log` or with malformed params, a
-//!   request, or a response with the wrong id is `bad_response`, named.
+//! - **Strict framing, shared.** Lines are judged by [`super::framing`], as
+//!   the wasm transport's are: one response, nothing after it, unique keys,
+//!   unknown notifications ignored with a host warning.
+//! - **The request is written while stdout is read.** A module may answer
+//!   before it has read all of a large request; its answer ends the call.
+//! - **Read to the end after the response** (bounded by [`EXIT_GRACE`]),
+//!   except in a long-running host that answers a successful call at once
+//!   and ends its process in the background: there only what arrived with
+//!   the response is checked.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use modproto::{Id, LogParams, Message, Notification, ProgressParams, Response};
 use rustix::process::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
-use super::{Call, Exchange, Grant, NotificationSink, RunError, STDERR_TAIL_BYTES};
+use super::{Call, Exchange, Grant, NotificationSink, RunError, STDERR_TAIL_BYTES, framing};
 use crate::confine::{self, ConfineError, ConfinementMode};
 
 pub mod environment;
@@ -54,8 +60,7 @@ use group::Group;
 pub use environment::is_allowed_env;
 pub use warm::WarmPool;
 
-/// The JSON-RPC id the host uses for the one request of a call.
-pub const REQUEST_ID: i64 = 1;
+pub use super::framing::REQUEST_ID;
 
 /// How long a process that answered may take to exit before its group is killed.
 const EXIT_GRACE: Duration = Duration::from_millis(250);
@@ -298,21 +303,37 @@ async fn answer(
         stdout,
         stderr: stderr_task,
         tail,
-        host_warnings,
+        mut host_warnings,
     } = started;
     let limits = call.limits;
     let mut exited: Option<ExitStatus> = None;
+    let mut lingered = false;
+    let reading = Reading {
+        exit: &mut exit_rx,
+        exited: &mut exited,
+        lingered: &mut lingered,
+        guard: &guard,
+        max_output_bytes: limits.max_output_bytes,
+        // A long-running host answers at the response (see below); every
+        // other call reads on to the end of stdout, so a second response
+        // or any line after the response is caught.
+        read_after_response: finish_in_background.is_none(),
+    };
     let converse = async {
-        write_request(stdin, call.request_line).await;
-        converse(
-            &mut exit_rx,
-            &mut exited,
-            &guard,
-            stdout,
-            limits.max_output_bytes,
-            notifications,
-        )
-        .await
+        // The request is written while stdout is read: a module may answer
+        // before it has read all of a large request (or without reading it),
+        // and then its answer must end the call, not a write that blocks
+        // until the deadline.
+        let write = write_request(stdin, call.request_line);
+        let read = converse(reading, stdout, notifications);
+        tokio::pin!(write, read);
+        let mut written = false;
+        loop {
+            tokio::select! {
+                () = &mut write, if !written => written = true,
+                outcome = &mut read => break outcome,
+            }
+        }
     };
     let outcome = match tokio::time::timeout(limits.deadline, converse).await {
         Ok(outcome) => outcome,
@@ -331,27 +352,41 @@ async fn answer(
     // unmapping its binary) can take longer than its answer did. Failures
     // wait, so their report carries the whole stderr tail and exit status.
     let outcome = match (finish_in_background, outcome) {
-        (Some(pool), Ok((response, notifications))) if response.outcome.is_ok() => {
+        (Some(pool), Ok(answer)) if answer.response.outcome.is_ok() => {
             let stderr_tail = end.tail.lock().map(|t| t.text()).unwrap_or_default();
             pool.finish(end.finish(true));
+            host_warnings.extend(answer.warnings);
             return Ok(Exchange {
-                notifications,
-                response,
+                notifications: answer.notifications,
+                response: answer.response,
                 stderr_tail,
                 host_warnings,
             });
         }
         (_, outcome) => outcome,
     };
-    let (status, stderr_tail) = end.finish(outcome.is_ok()).await;
+    // A module that kept stdout open through the whole grace after its
+    // response has had its grace: it is not given a second one to exit.
+    let (status, stderr_tail) = end.finish(outcome.is_ok() && !lingered).await;
 
     match outcome {
-        Ok((response, notifications)) => Ok(Exchange {
-            notifications,
-            response,
-            stderr_tail,
-            host_warnings,
-        }),
+        Ok(answer) => {
+            host_warnings.extend(answer.warnings);
+            // The response stands; a failing exit after it is the host's
+            // note, not the call's failure (PROTOCOL.md section 2).
+            if let Some(status) = status.filter(|s| !s.success() && s.code().is_some()) {
+                host_warnings.push(format!(
+                    "the module exited with {} after answering; a module exits 0 once it has written its response",
+                    describe_status(Some(status))
+                ));
+            }
+            Ok(Exchange {
+                notifications: answer.notifications,
+                response: answer.response,
+                stderr_tail,
+                host_warnings,
+            })
+        }
         Err(Failure::Timeout) => Err(RunError::Timeout {
             deadline_ms: limits.deadline.as_millis() as u64,
             stderr_tail,
@@ -418,7 +453,7 @@ impl Ending {
 type ExitReceiver = tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>;
 
 /// Why a conversation ended without a response.
-pub(super) enum Failure {
+enum Failure {
     Timeout,
     OutputLimit,
     Bad(String),
@@ -438,21 +473,47 @@ async fn write_request(mut stdin: pipe::Sender, line: &str) {
     drop(stdin);
 }
 
-/// Read stdout until the response, the cap, or EOF.
-async fn converse(
-    exit: &mut ExitReceiver,
-    exited: &mut Option<ExitStatus>,
-    guard: &Group,
-    mut stdout: pipe::Receiver,
+/// What reading one call's stdout needs from its process.
+struct Reading<'a> {
+    exit: &'a mut ExitReceiver,
+    exited: &'a mut Option<ExitStatus>,
+    /// Set when stdout was still open when the grace after the response ran out.
+    lingered: &'a mut bool,
+    guard: &'a Group,
     max_output_bytes: u64,
+    /// After the response, read on until stdout ends (bounded by
+    /// [`EXIT_GRACE`]) so that anything written after it is refused.
+    read_after_response: bool,
+}
+
+/// Read stdout until the response (and, when asked, on to its end), the
+/// cap, or EOF.
+async fn converse(
+    reading: Reading<'_>,
+    mut stdout: pipe::Receiver,
     sink: Option<&NotificationSink>,
-) -> Result<(Response, Vec<Notification>), Failure> {
-    let mut pending: Vec<u8> = Vec::new();
+) -> Result<modproto::framing::Answer, Failure> {
+    let Reading {
+        exit,
+        exited,
+        lingered,
+        guard,
+        max_output_bytes,
+        read_after_response,
+    } = reading;
+    let mut lines = framing::Lines::default();
+    let mut transcript = framing::transcript();
     let mut chunk = vec![0u8; 16 * 1024];
     let mut total: u64 = 0;
-    let mut line_number = 0usize;
-    let mut notifications = Vec::new();
+    // Set once the response is read: how long the rest of stdout may take.
+    let mut after: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
+        if transcript.answered() && after.is_none() {
+            if !read_after_response {
+                break;
+            }
+            after = Some(Box::pin(tokio::time::sleep(EXIT_GRACE)));
+        }
         tokio::select! {
             read = stdout.read(&mut chunk) => {
                 let n = match read {
@@ -461,34 +522,19 @@ async fn converse(
                 };
                 if n == 0 {
                     // EOF: a last line without its newline still counts.
-                    if !pending.is_empty() {
-                        line_number += 1;
-                        let line = std::mem::take(&mut pending);
-                        if let Some(response) =
-                            classify_line(&line, line_number, &mut notifications, sink)?
-                        {
-                            return Ok((response, notifications));
-                        }
+                    let rest = lines.take_rest();
+                    if !rest.is_empty() {
+                        framing::take_line(&mut transcript, sink, &rest).map_err(Failure::Bad)?;
                     }
-                    return Err(Failure::NoResponse(*exited));
+                    break;
                 }
                 total += n as u64;
                 if total > max_output_bytes {
                     return Err(Failure::OutputLimit);
                 }
-                let mut start = pending.len();
-                pending.extend_from_slice(&chunk[..n]);
-                while let Some(offset) = pending[start..].iter().position(|b| *b == b'\n') {
-                    let end = start + offset;
-                    line_number += 1;
-                    if let Some(response) =
-                        classify_line(&pending[..end], line_number, &mut notifications, sink)?
-                    {
-                        return Ok((response, notifications));
-                    }
-                    pending.drain(..=end);
-                    start = 0;
-                }
+                lines
+                    .push(&chunk[..n], |line| framing::take_line(&mut transcript, sink, line))
+                    .map_err(Failure::Bad)?;
             }
             status = &mut *exit, if exited.is_none() => {
                 // The leader is gone; helpers it left in the group must not
@@ -502,85 +548,15 @@ async fn converse(
                     return Err(Failure::NoResponse(None));
                 }
             }
-        }
-    }
-}
-
-/// Classify one stdout line: `Some` for the response, `None` for a
-/// notification (collected) or a blank line.
-pub(super) fn classify_line(
-    raw: &[u8],
-    line_number: usize,
-    notifications: &mut Vec<Notification>,
-    sink: Option<&NotificationSink>,
-) -> Result<Option<Response>, Failure> {
-    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-    let line = std::str::from_utf8(raw)
-        .map_err(|_| Failure::Bad(format!("stdout line {line_number} is not UTF-8")))?;
-    if line.trim().is_empty() {
-        return Ok(None);
-    }
-    let message = Message::parse(line)
-        .map_err(|e| Failure::Bad(format!("stdout line {line_number}: {e}: {}", excerpt(line))))?;
-    match message {
-        Message::Response(response) => {
-            // A module that could not read the request answers with a null id.
-            let id_ok = response.id == Id::Num(REQUEST_ID)
-                || (response.id == Id::Null && response.outcome.is_err());
-            if !id_ok {
-                return Err(Failure::Bad(format!(
-                    "stdout line {line_number}: response has id {} but the request had id {REQUEST_ID}",
-                    response.id
-                )));
+            // A helper holding stdout open after the response must not
+            // hold up the answer: the group is killed after the grace.
+            () = async { after.as_mut().expect("armed").await }, if after.is_some() => {
+                *lingered = true;
+                break;
             }
-            Ok(Some(response))
         }
-        Message::Notification(notification) => {
-            check_notification(&notification)
-                .map_err(|problem| Failure::Bad(format!("stdout line {line_number}: {problem}")))?;
-            if let Some(sink) = sink {
-                // A closed receiver only means nobody listens live any more.
-                let _ = sink.send(notification.clone());
-            }
-            notifications.push(notification);
-            Ok(None)
-        }
-        Message::Request(request) => Err(Failure::Bad(format!(
-            "stdout line {line_number}: the module sent a request ({:?}); modules may only send notifications and one response",
-            request.method
-        ))),
     }
-}
-
-/// A notification must be one the protocol defines, with well-formed params.
-fn check_notification(notification: &Notification) -> Result<(), String> {
-    let params = notification
-        .params
-        .clone()
-        .unwrap_or(serde_json::Value::Null);
-    match notification.method.as_str() {
-        modproto::METHOD_PROGRESS => serde_json::from_value::<ProgressParams>(params)
-            .map(drop)
-            .map_err(|e| format!("malformed progress notification: {e}")),
-        modproto::METHOD_LOG => serde_json::from_value::<LogParams>(params)
-            .map(drop)
-            .map_err(|e| format!("malformed log notification: {e}")),
-        other => Err(format!(
-            "unknown notification {other:?} (only \"progress\" and \"log\" exist)"
-        )),
-    }
-}
-
-fn excerpt(line: &str) -> String {
-    const MAX: usize = 80;
-    if line.len() <= MAX {
-        return format!("{line:?}");
-    }
-    let mut end = MAX;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{:?}...", &line[..end])
+    transcript.finish().ok_or(Failure::NoResponse(*exited))
 }
 
 fn describe_status(status: Option<ExitStatus>) -> String {
@@ -744,6 +720,100 @@ echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"$h\"}""#,
             .unwrap_err();
         assert_eq!(err.kind(), "bad_response");
         assert!(err.to_string().contains("id 7"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_second_response_is_bad_not_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(
+            dir.path(),
+            "twice",
+            r#"read line
+echo '{"jsonrpc":"2.0","id":1,"result":1}'
+sleep 0.05
+echo '{"jsonrpc":"2.0","id":1,"result":2}'"#,
+        );
+        let err = run(&module, &call(REQ, 5000, 1 << 20), None, None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), "bad_response", "{err}");
+        assert!(err.to_string().contains("second response"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_unknown_notification_is_a_host_warning_not_a_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(
+            dir.path(),
+            "bogus",
+            r#"read line
+echo '{"jsonrpc":"2.0","method":"bogus","params":{}}'
+echo '{"jsonrpc":"2.0","id":1,"result":1}'"#,
+        );
+        let exchange = run(&module, &call(REQ, 5000, 1 << 20), None, None)
+            .await
+            .unwrap();
+        assert_eq!(exchange.response.outcome.unwrap(), 1);
+        assert!(exchange.notifications.is_empty());
+        assert!(
+            exchange
+                .host_warnings
+                .iter()
+                .any(|w| w.contains("\"bogus\"")),
+            "{:?}",
+            exchange.host_warnings
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failing_exit_after_the_response_is_a_host_warning() {
+        let dir = tempfile::tempdir().unwrap();
+        let module = script(
+            dir.path(),
+            "exit3",
+            r#"read line
+echo '{"jsonrpc":"2.0","id":1,"result":1}'
+exit 3"#,
+        );
+        let exchange = run(&module, &call(REQ, 5000, 1 << 20), None, None)
+            .await
+            .unwrap();
+        assert_eq!(exchange.response.outcome.unwrap(), 1);
+        assert!(
+            exchange
+                .host_warnings
+                .iter()
+                .any(|w| w.contains("exit status 3") && w.contains("after answering")),
+            "{:?}",
+            exchange.host_warnings
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_before_reading_a_large_request_is_the_answer_not_a_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        // Answers without reading, then lingers with stdin open: the write
+        // of a request larger than the pipe buffer can never finish.
+        let module = script(
+            dir.path(),
+            "early",
+            r#"echo '{"jsonrpc":"2.0","id":1,"result":"early"}'
+sleep 30"#,
+        );
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"describe","params":{{"pad":"{}"}}}}"#,
+            "x".repeat(1 << 20)
+        );
+        let started = std::time::Instant::now();
+        let exchange = run(&module, &call(&big, 10_000, 1 << 20), None, None)
+            .await
+            .unwrap();
+        assert_eq!(exchange.response.outcome.unwrap(), "early");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[tokio::test]

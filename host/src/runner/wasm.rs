@@ -25,10 +25,12 @@
 //!   growth beyond the cap is refused by a [`wasmtime::ResourceLimiter`];
 //!   stdout beyond the output cap traps the guest (`wasm/stdio.rs`). Each
 //!   failure maps to its own [`RunError`] kind.
-//! - **Same framing as native.** Lines are classified by the native runner's
-//!   `classify_line`, so both transports accept and refuse exactly the same
-//!   bytes. The response ends the call: the guest gets a short grace to
-//!   return, then its instance is dropped.
+//! - **Same framing as native.** Lines are judged by [`super::framing`], so
+//!   both transports accept and refuse exactly the same bytes. After the
+//!   response the guest gets a short grace to return (what it writes
+//!   meanwhile is judged too: a second response is `bad_response`), then its
+//!   instance is dropped; a failing exit after the response is a host
+//!   warning.
 
 mod cache;
 mod known_digests;
@@ -41,7 +43,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use modproto::{Access, Notification, Response};
+use modproto::Access;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
@@ -52,8 +54,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 use self::cache::ComponentCache;
 use self::known_digests::KnownDigests;
 use self::stdio::{CappedStdout, StderrTail};
-use super::native::{Failure, classify_line};
-use super::{Call, Exchange, Grant, NotificationSink, RunError};
+use super::{Call, Exchange, Grant, NotificationSink, RunError, framing};
 use crate::file_identity::FileIdentity;
 
 /// How often the engine's epoch advances: the granularity at which a spinning
@@ -374,11 +375,8 @@ impl WasmEngine {
             },
         };
         match ended {
-            Ok(Answered {
-                response,
-                notifications,
-                after,
-            }) => {
+            Ok(Answered { answer, after }) => {
+                host_warnings.extend(answer.warnings);
                 if let Some(after) = after {
                     host_warnings.push(format!(
                         "after answering, the module {}",
@@ -386,8 +384,8 @@ impl WasmEngine {
                     ));
                 }
                 Ok(Exchange {
-                    notifications,
-                    response,
+                    notifications: answer.notifications,
+                    response: answer.response,
                     stderr_tail,
                     host_warnings,
                 })
@@ -561,13 +559,15 @@ enum GuestFailure {
 /// A call that produced its response; `after` is how the guest misbehaved
 /// after answering, if it did (the response stands; the host notes it).
 struct Answered {
-    response: Response,
-    notifications: Vec<Notification>,
+    answer: modproto::framing::Answer,
     after: Option<GuestFailure>,
 }
 
-/// Drive the guest to its end or the deadline, classifying stdout lines as they
-/// arrive. The guest future is dropped (and with it the instance) on return.
+/// Drive the guest to its end or the deadline, judging stdout lines as they
+/// arrive ([`framing::Transcript`]). After the response the guest gets a
+/// short grace to return; what it writes meanwhile is judged too (anything
+/// but blank lines is `bad_response`). The guest future is dropped (and
+/// with it the instance) on return.
 async fn converse(
     guest: impl Future<Output = wasmtime::Result<Result<(), ()>>>,
     mut lines: UnboundedReceiver<Vec<u8>>,
@@ -576,71 +576,55 @@ async fn converse(
     sink: Option<&NotificationSink>,
 ) -> Result<Answered, GuestFailure> {
     let mut guest = std::pin::pin!(guest);
-    let mut notifications = Vec::new();
-    let mut line_number = 0usize;
-    let mut classify = |line: &[u8], notifications: &mut Vec<Notification>| {
-        line_number += 1;
-        classify_line(line, line_number, notifications, sink).map_err(|failure| match failure {
-            Failure::Bad(problem) => GuestFailure::Bad(problem),
-            // classify_line reports nothing else; keep the mapping total.
-            Failure::Timeout => GuestFailure::Timeout,
-            Failure::OutputLimit | Failure::NoResponse(_) => {
-                GuestFailure::Bad("unexpected stdout state".into())
-            }
-        })
-    };
+    let mut transcript = framing::transcript();
 
     // Phase 1: until the response, the guest's end, or the deadline.
-    let outcome = loop {
+    let ended = loop {
         tokio::select! {
             biased;
             Some(line) = lines.recv() => {
-                if let Some(response) = classify(&line, &mut notifications)? {
-                    break Err(response);
+                framing::take_line(&mut transcript, sink, &line).map_err(GuestFailure::Bad)?;
+                if transcript.answered() {
+                    break None;
                 }
             }
-            outcome = &mut guest => break Ok(outcome),
+            outcome = &mut guest => break Some(exit_of(outcome)),
             () = tokio::time::sleep_until(deadline) => return Err(GuestFailure::Timeout),
         }
     };
-    let response = match outcome {
-        Err(response) => response,
-        Ok(outcome) => {
-            // The guest returned: every line it wrote is already queued.
-            let exit = exit_of(outcome);
-            while let Ok(line) = lines.try_recv() {
-                if let Some(response) = classify(&line, &mut notifications)? {
-                    return Ok(Answered {
-                        response,
-                        notifications,
-                        after: exit.err(),
-                    });
+    // Phase 2: answered; a short grace for the guest to return on its own.
+    let ended = match ended {
+        Some(ended) => Some(ended),
+        None => {
+            let grace = deadline.min(tokio::time::Instant::now() + EXIT_GRACE);
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(line) = lines.recv() => framing::take_line(&mut transcript, sink, &line).map_err(GuestFailure::Bad)?,
+                    outcome = &mut guest => break Some(exit_of(outcome)),
+                    () = tokio::time::sleep_until(grace) => break None,
                 }
             }
-            let partial = stdout.take_partial();
-            if !partial.is_empty()
-                && let Some(response) = classify(&partial, &mut notifications)?
-            {
-                return Ok(Answered {
-                    response,
-                    notifications,
-                    after: exit.err(),
-                });
-            }
-            return Err(exit.err().unwrap_or(GuestFailure::NoResponse));
         }
     };
-    // Phase 2: answered; a short grace for the guest to return on its own.
-    let grace = deadline.min(tokio::time::Instant::now() + EXIT_GRACE);
-    let after = match tokio::time::timeout_at(grace, &mut guest).await {
-        Ok(outcome) => exit_of(outcome).err(),
-        Err(_) => Some(GuestFailure::Timeout),
+    // Every line the guest wrote is queued by now; a last line without its
+    // newline still counts, as it does for a native module at EOF.
+    while let Ok(line) = lines.try_recv() {
+        framing::take_line(&mut transcript, sink, &line).map_err(GuestFailure::Bad)?;
+    }
+    let partial = stdout.take_partial();
+    if !partial.is_empty() {
+        framing::take_line(&mut transcript, sink, &partial).map_err(GuestFailure::Bad)?;
+    }
+    let after = match ended {
+        Some(Ok(())) => None,
+        Some(Err(failure)) => Some(failure),
+        None => Some(GuestFailure::Timeout),
     };
-    Ok(Answered {
-        response,
-        notifications,
-        after,
-    })
+    match transcript.finish() {
+        Some(answer) => Ok(Answered { answer, after }),
+        None => Err(after.unwrap_or(GuestFailure::NoResponse)),
+    }
 }
 
 /// How a guest misbehaved after its response (the response stands).
