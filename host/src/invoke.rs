@@ -293,12 +293,19 @@ impl InvokeError {
         }
     }
 
-    /// Whether this is the caller's or the host's problem (exit 2) rather
-    /// than the capability failing (exit 1).
-    pub fn is_usage_error(&self) -> bool {
+    /// Whether the capability ran and failed (exit 1), as opposed to a call
+    /// the host refused or could not make (exit 2): an unknown name, a
+    /// module whose standing forbids it (broken, disabled, refused,
+    /// unpinned, changed), input that does not fit its schema, a host
+    /// problem. The module never ran in any of those, so a script can tell
+    /// "the host said no" from "the tool failed".
+    pub fn capability_ran(&self) -> bool {
         matches!(
             self,
-            InvokeError::Host(_) | InvokeError::UnknownCapability { .. }
+            InvokeError::Run { .. }
+                | InvokeError::Module { .. }
+                | InvokeError::BadResult { .. }
+                | InvokeError::InvalidOutput { .. }
         )
     }
 
@@ -828,7 +835,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), "root_missing");
         assert_eq!(err.remedy(), "pass --source-root data=PATH");
-        assert!(!err.is_usage_error());
+        assert!(err.capability_ran());
     }
 
     #[tokio::test]
@@ -872,7 +879,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "unknown_module");
-        assert!(err.is_usage_error());
+        assert!(!err.capability_ran());
         let err = host
             .invoke(InvokeRequest::new("on", "fly", args))
             .await

@@ -13,10 +13,11 @@
 //! Human output: the result's `text` (else the pretty `output`), then one
 //! `@artifact {json}` line per artifact; warnings go to stderr. With
 //! `--json`: the outcome on stdout, or `{"error": {"kind", "message",
-//! "remedy"}}` (a refusal adds `rule`). Exit 1 when the capability ran and
-//! failed; 2 for usage and host errors, and for a call the host refused to
-//! run (kinds `denied`, `approval_required`, `disabled`): the module never
-//! ran, so a script can tell "the host said no" from "the tool failed".
+//! "remedy"}}` (a refusal adds `rule`). Exit 1 only when the capability ran
+//! and failed; 2 for usage and host errors and for every call the host
+//! refused to run (an approval rule, a module's standing, input that does
+//! not fit: [`InvokeError::capability_ran`]): the module never ran, so a
+//! script can tell "the host said no" from "the tool failed".
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -30,7 +31,7 @@ use modhost::config::is_root_name;
 use modhost::{Host, InvokeError, InvokeRequest};
 use serde_json::Value;
 
-use super::{EXIT_FAILED, EXIT_USAGE};
+use super::{EXIT_FAILED, EXIT_REFUSED};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -203,10 +204,10 @@ fn report_error(error: &InvokeError, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::from(if error.is_usage_error() {
-        EXIT_USAGE
-    } else {
+    Ok(ExitCode::from(if error.capability_ran() {
         EXIT_FAILED
+    } else {
+        EXIT_REFUSED
     }))
 }
 
@@ -226,7 +227,7 @@ fn report_refusal(refusal: &Refusal, json: bool) -> anyhow::Result<ExitCode> {
         eprintln!("error[{}]: {refusal}", refusal.kind());
         eprintln!("  remedy: {}", refusal.remedy());
     }
-    Ok(ExitCode::from(EXIT_USAGE))
+    Ok(ExitCode::from(EXIT_REFUSED))
 }
 
 /// Whether a person can be asked: stdin and stderr are a terminal, and stdin
