@@ -19,6 +19,7 @@ mod folder_helpers;
 mod grants_authority;
 mod hostile;
 mod install;
+mod install_checks;
 mod interpreters;
 mod mcp;
 mod mcp_robustness;
