@@ -34,6 +34,7 @@ mod sandbox_kernel;
 mod snapshot;
 mod snapshot_gc;
 mod spill;
+mod standing;
 mod support;
 mod tools;
 mod version_managers;
