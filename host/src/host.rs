@@ -262,6 +262,15 @@ impl Host {
         self
     }
 
+    /// This host with `source_roots` (a command's `--source-root`s) over
+    /// the configured `[source_roots]`: every call it makes, through any
+    /// caller (the toolbox, the MCP server), grants them.
+    pub fn with_source_roots(mut self, source_roots: &BTreeMap<String, PathBuf>) -> Host {
+        self.config.source_roots =
+            grants::merge_source_roots(&self.config.source_roots, source_roots);
+        self
+    }
+
     /// Stop what this host keeps running between calls (processes started
     /// ahead); a no-op for a host that keeps nothing.
     pub async fn shutdown(&self) {

@@ -33,6 +33,7 @@ mod roots;
 mod sandbox_kernel;
 mod snapshot;
 mod snapshot_gc;
+mod source_roots;
 mod spill;
 mod standing;
 mod support;

@@ -29,6 +29,7 @@ mod list;
 mod mcp;
 mod pin;
 mod remove;
+mod source_roots;
 mod tools;
 
 /// Exit code: the invoked capability failed.
