@@ -25,6 +25,7 @@ mod mcp;
 mod mcp_robustness;
 mod mcp_stdio;
 mod misbehaving;
+mod new_module;
 mod parallel_changes;
 mod pins;
 mod python_attacker;

@@ -27,6 +27,7 @@ mod invoke;
 mod knowledge;
 mod list;
 mod mcp;
+mod new;
 mod pin;
 mod remove;
 mod source_roots;
@@ -95,6 +96,9 @@ enum Command {
     Unpin(pin::Args),
     /// Check a module (installed, or a path to an executable) against the contract.
     Conformance(conformance::Args),
+    /// Write a new module's skeleton (rust, python, node or sh) that
+    /// installs, conforms and answers as it is.
+    New(new::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -124,6 +128,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         home: cli.home,
         workspace: cli.workspace,
     };
+    if let Command::New(args) = &cli.command {
+        // Writes one folder; no host home is opened or created.
+        return new::run(args);
+    }
     if let Command::Doctor(args) = &cli.command {
         // The doctor must report a broken home, not die on it.
         return doctor::run(options, args).await;
@@ -143,7 +151,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pin(args) => pin::pin(&host, &args).await,
         Command::Unpin(args) => pin::unpin(&host, &args).await,
         Command::Conformance(args) => conformance::run(&host, &args).await,
-        Command::Doctor(_) => unreachable!("handled above"),
+        Command::Doctor(_) | Command::New(_) => unreachable!("handled above"),
     }
 }
 
