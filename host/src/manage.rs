@@ -379,6 +379,14 @@ impl Host {
             crate::snapshot::ensure(self.layout(), &folder, &digest)
                 .map_err(|e| nothing_installed(&e))?;
         }
+        // The operator's switch outlives the bytes: a disabled module stays
+        // disabled when upgraded (the marker is not part of the tree digest).
+        if let Some(old) = &taken
+            && std::fs::symlink_metadata(old.join(DISABLED_MARKER)).is_ok()
+        {
+            let marker = folder.join(DISABLED_MARKER);
+            std::fs::write(&marker, b"").map_err(|e| HostError::io("create", &marker, e))?;
+        }
         // The module being replaced steps aside to a hidden name (discovery
         // skips dotfiles) and goes only once the new one is in place and
         // pinned; any failure before that puts it back.

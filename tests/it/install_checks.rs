@@ -248,9 +248,13 @@ fn an_installed_id_is_replaced_only_with_upgrade_keeping_state_and_pinning_the_n
     assert!(run.stderr.contains("descriptor.version_not_semver"), "{run:#?}");
     assert_eq!(home_state(&home), before, "a refused upgrade changed the home");
 
+    // Disabled by the operator: still disabled once upgraded.
+    home.run(&["disable", "hello"]).expect_code(0);
     let run = home.run(&["install", v2.to_str().unwrap(), "--upgrade"]);
     run.expect_code(0);
     assert!(run.stdout.contains("1.0.0 -> 2.0.0"), "{run:#?}");
+    assert_eq!(home.entry("hello")["status"], "disabled");
+    home.run(&["enable", "hello"]).expect_code(0);
     assert_eq!(std::fs::read_to_string(state.join("memory")).unwrap(), "kept");
     let new_pin = pin_of(&home, "hello");
     assert_eq!(new_pin["version"], "2.0.0", "{new_pin:#}");
