@@ -265,9 +265,8 @@ impl Host {
         staging: &Path,
     ) -> Result<Staged, HostError> {
         let source = &request.source;
-        let nothing_installed = |e: &dyn std::fmt::Display| {
-            HostError::Refused(format!("{e}; nothing was installed"))
-        };
+        let nothing_installed =
+            |e: &dyn std::fmt::Display| HostError::Refused(format!("{e}; nothing was installed"));
         let bare = ArchiveFormat::of_path(source).is_none() && sha256.is_some();
         let (folder, program) = match ArchiveFormat::of_path(source) {
             _ if sha256.is_none() => {
@@ -392,7 +391,10 @@ impl Host {
         // pinned; any failure before that puts it back.
         let aside = match &taken {
             Some(old) => {
-                let aside = modules.join(format!(".{id}.replaced-{}", crate::request::new_request_id()));
+                let aside = modules.join(format!(
+                    ".{id}.replaced-{}",
+                    crate::request::new_request_id()
+                ));
                 std::fs::rename(old, &aside)
                     .map_err(|e| HostError::io("move aside the installed module", old, e))?;
                 Some((old.clone(), aside))

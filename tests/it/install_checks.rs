@@ -167,10 +167,15 @@ fn a_bare_executable_whose_descriptor_names_a_skill_is_refused_with_the_remedy()
     let run = home.run(&["install", module.to_str().unwrap()]);
     run.expect_code(2);
     assert!(
-        run.stderr.contains("knowledge.missing") && run.stderr.contains("install the module's folder"),
+        run.stderr.contains("knowledge.missing")
+            && run.stderr.contains("install the module's folder"),
         "{run:#?}"
     );
-    assert_eq!(home_state(&home), before, "a refused install changed the home");
+    assert_eq!(
+        home_state(&home),
+        before,
+        "a refused install changed the home"
+    );
 
     // The folder, with the skill and its right digest, installs and is pinned.
     std::fs::create_dir_all(folder.join("knowledge")).unwrap();
@@ -213,7 +218,10 @@ fn force_installs_a_nonconforming_module_unpinned_and_shows_its_findings() {
         run.stderr.contains("schema.input_not_object") && run.stderr.contains("UNPINNED"),
         "{run:#?}"
     );
-    assert!(pin_of(&home, "loose").is_null(), "a forced install was pinned");
+    assert!(
+        pin_of(&home, "loose").is_null(),
+        "a forced install was pinned"
+    );
     assert_eq!(home.entry("loose")["status"], "unpinned");
     // Not invocable: the refusal names its standing, exit 2.
     let run = home.run(&["invoke", "loose", "run", "--json"]);
@@ -224,19 +232,31 @@ fn force_installs_a_nonconforming_module_unpinned_and_shows_its_findings() {
 #[test]
 fn an_installed_id_is_replaced_only_with_upgrade_keeping_state_and_pinning_the_new_bytes() {
     let home = Home::new();
-    let v1 = script_module(&home.outside().join("v1"), "hello", &descriptor("hello", "1.0.0"));
+    let v1 = script_module(
+        &home.outside().join("v1"),
+        "hello",
+        &descriptor("hello", "1.0.0"),
+    );
     home.run(&["install", v1.to_str().unwrap()]).expect_code(0);
     let old_pin = pin_of(&home, "hello");
     let state = home.path().join("state/hello");
     std::fs::create_dir_all(&state).unwrap();
     std::fs::write(state.join("memory"), "kept").unwrap();
 
-    let v2 = script_module(&home.outside().join("v2"), "hello", &descriptor("hello", "2.0.0"));
+    let v2 = script_module(
+        &home.outside().join("v2"),
+        "hello",
+        &descriptor("hello", "2.0.0"),
+    );
     let before = home_state(&home);
     let run = home.run(&["install", v2.to_str().unwrap()]);
     run.expect_code(2);
     assert!(run.stderr.contains("--upgrade"), "{run:#?}");
-    assert_eq!(home_state(&home), before, "a refused install changed the home");
+    assert_eq!(
+        home_state(&home),
+        before,
+        "a refused install changed the home"
+    );
 
     // An upgrade to a broken module is refused like any install: the old
     // one stays, pinned.
@@ -245,8 +265,15 @@ fn an_installed_id_is_replaced_only_with_upgrade_keeping_state_and_pinning_the_n
     let v3 = script_module(&home.outside().join("v3"), "hello", &bad);
     let run = home.run(&["install", v3.to_str().unwrap(), "--upgrade"]);
     run.expect_code(2);
-    assert!(run.stderr.contains("descriptor.version_not_semver"), "{run:#?}");
-    assert_eq!(home_state(&home), before, "a refused upgrade changed the home");
+    assert!(
+        run.stderr.contains("descriptor.version_not_semver"),
+        "{run:#?}"
+    );
+    assert_eq!(
+        home_state(&home),
+        before,
+        "a refused upgrade changed the home"
+    );
 
     // Disabled by the operator: still disabled once upgraded.
     home.run(&["disable", "hello"]).expect_code(0);
@@ -255,13 +282,14 @@ fn an_installed_id_is_replaced_only_with_upgrade_keeping_state_and_pinning_the_n
     assert!(run.stdout.contains("1.0.0 -> 2.0.0"), "{run:#?}");
     assert_eq!(home.entry("hello")["status"], "disabled");
     home.run(&["enable", "hello"]).expect_code(0);
-    assert_eq!(std::fs::read_to_string(state.join("memory")).unwrap(), "kept");
+    assert_eq!(
+        std::fs::read_to_string(state.join("memory")).unwrap(),
+        "kept"
+    );
     let new_pin = pin_of(&home, "hello");
     assert_eq!(new_pin["version"], "2.0.0", "{new_pin:#}");
     assert_ne!(new_pin["digest"], old_pin["digest"]);
-    let result = home
-        .invoke("hello", "run", &json!({}), &[])
-        .invoke_result();
+    let result = home.invoke("hello", "run", &json!({}), &[]).invoke_result();
     assert_eq!(result["output"]["version"], "2.0.0");
     // The old bytes are gone: no hidden copy, no snapshot no pin names.
     let hidden: Vec<_> = std::fs::read_dir(home.modules())
@@ -269,7 +297,10 @@ fn an_installed_id_is_replaced_only_with_upgrade_keeping_state_and_pinning_the_n
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with('.'))
         .collect();
-    assert!(hidden.is_empty(), "the replaced module was left: {hidden:?}");
+    assert!(
+        hidden.is_empty(),
+        "the replaced module was left: {hidden:?}"
+    );
     let snapshots = std::fs::read_dir(home.path().join("cache/snapshots"))
         .unwrap()
         .flatten()

@@ -39,7 +39,14 @@ fn available(program: &str) -> bool {
 
 /// Write the skeleton `name` in `lang` under `parent`; its folder.
 fn new_module(home: &Home, parent: &Path, name: &str, lang: &str, extra: &[&str]) -> PathBuf {
-    let mut args = vec!["new", name, "--lang", lang, "--dir", parent.to_str().unwrap()];
+    let mut args = vec![
+        "new",
+        name,
+        "--lang",
+        lang,
+        "--dir",
+        parent.to_str().unwrap(),
+    ];
     args.extend(extra);
     home.run(&args).expect_code(0);
     parent.join(name)
@@ -68,7 +75,14 @@ fn installs_conforms_and_answers(home: &Home, name: &str, install: &Path, folder
         );
     }
     // Input the schema refuses never reaches it: exit 2, the host said no.
-    let run = home.run(&["invoke", name, "greet", "--input", "{\"name\": 5}", "--json"]);
+    let run = home.run(&[
+        "invoke",
+        name,
+        "greet",
+        "--input",
+        "{\"name\": 5}",
+        "--json",
+    ]);
     assert_eq!(run.refused_kind(), "invalid_input", "{name}");
 }
 
@@ -98,14 +112,28 @@ fn an_existing_folder_is_refused_and_left_as_it_was() {
     let taken = parent.join("mine");
     std::fs::create_dir_all(&taken).unwrap();
     std::fs::write(taken.join("notes"), "keep me").unwrap();
-    let run = home.run(&["new", "mine", "--lang", "python", "--dir", parent.to_str().unwrap()]);
+    let run = home.run(&[
+        "new",
+        "mine",
+        "--lang",
+        "python",
+        "--dir",
+        parent.to_str().unwrap(),
+    ]);
     run.expect_code(2);
     assert!(run.stderr.contains("already exists"), "{run:#?}");
     let entries: Vec<_> = std::fs::read_dir(&taken).unwrap().flatten().collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
-    assert_eq!(std::fs::read_to_string(taken.join("notes")).unwrap(), "keep me");
+    assert_eq!(
+        std::fs::read_to_string(taken.join("notes")).unwrap(),
+        "keep me"
+    );
     let siblings: Vec<_> = std::fs::read_dir(&parent).unwrap().flatten().collect();
-    assert_eq!(siblings.len(), 1, "nothing may be left beside it: {siblings:?}");
+    assert_eq!(
+        siblings.len(),
+        1,
+        "nothing may be left beside it: {siblings:?}"
+    );
 }
 
 #[test]
@@ -115,7 +143,13 @@ fn the_rust_skeleton_builds_installs_conforms_and_answers_unchanged() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let sdk = repo.join("sdk");
     let name = "new-rust";
-    let folder = new_module(&home, &parent, name, "rust", &["--sdk", sdk.to_str().unwrap()]);
+    let folder = new_module(
+        &home,
+        &parent,
+        name,
+        "rust",
+        &["--sdk", sdk.to_str().unwrap()],
+    );
     let manifest: String = std::fs::read_to_string(folder.join("Cargo.toml")).unwrap();
     assert!(manifest.contains("modsdk = { path ="), "{manifest}");
 
@@ -125,7 +159,15 @@ fn the_rust_skeleton_builds_installs_conforms_and_answers_unchanged() {
     let exe = std::env::current_exe().unwrap();
     let target: PathBuf = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| exe.parent().unwrap().parent().unwrap().parent().unwrap().into());
+        .unwrap_or_else(|| {
+            exe.parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .into()
+        });
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(&cargo)
         .current_dir(&folder)
@@ -146,5 +188,8 @@ fn the_rust_skeleton_builds_installs_conforms_and_answers_unchanged() {
         .run(&["describe", name, "--json"])
         .expect_code(0)
         .json();
-    assert!(described.to_string().contains("new-rust.greet"), "{described:#}");
+    assert!(
+        described.to_string().contains("new-rust.greet"),
+        "{described:#}"
+    );
 }

@@ -23,9 +23,21 @@ fn a_mistyped_root_name_is_an_error_listing_the_declared_ones_on_every_command()
     let typo = format!("transcript={}", corpus.display());
     let echo = home.module_path("echo", crate::support::Layout::Folder);
     for args in [
-        vec!["invoke", "echo", "read_corpus", "--json", "--source-root", &typo],
+        vec![
+            "invoke",
+            "echo",
+            "read_corpus",
+            "--json",
+            "--source-root",
+            &typo,
+        ],
         vec!["conformance", "echo", "--source-root", &typo],
-        vec!["conformance", echo.to_str().unwrap(), "--source-root", &typo],
+        vec![
+            "conformance",
+            echo.to_str().unwrap(),
+            "--source-root",
+            &typo,
+        ],
         vec!["tools", "--source-root", &typo],
         vec!["mcp", "--source-root", &typo],
     ] {
@@ -50,7 +62,12 @@ fn the_hosts_diagnosis_stays_on_the_error_when_the_module_fails_closed() {
     let missing = home.outside().join("no-such-corpus");
     let flag = format!("corpus={}", missing.display());
     let error = home
-        .invoke("echo", "echo.read_corpus", &json!({}), &["--source-root", &flag])
+        .invoke(
+            "echo",
+            "echo.read_corpus",
+            &json!({}),
+            &["--source-root", &flag],
+        )
         .invoke_error();
     assert_eq!(error["kind"], "root_missing", "{error:#}");
     let message = error["message"].as_str().unwrap();
@@ -70,10 +87,7 @@ fn conformance_tools_and_mcp_grant_the_source_root_given_on_the_command_line() {
 
     // Accepted by conformance and tools (declared, and the path resolves).
     let run = home.run(&["conformance", "echo", "--json", "--source-root", &flag]);
-    assert!(
-        !run.stderr.contains("declares no source root"),
-        "{run:#?}"
-    );
+    assert!(!run.stderr.contains("declares no source root"), "{run:#?}");
     home.run(&["tools", "--source-root", &flag]).expect_code(0);
 
     // Through MCP, a call reads the root given to `modhost mcp`.

@@ -27,11 +27,7 @@ fn descriptor(id: &str) -> Value {
 fn assert_refused_as(home: &Home, id: &str, kind: &str, says: &str) {
     let dotted = format!("{id}.run");
     let tool = format!("{id}__run");
-    for spelling in [
-        vec![id, "run"],
-        vec![dotted.as_str()],
-        vec![tool.as_str()],
-    ] {
+    for spelling in [vec![id, "run"], vec![dotted.as_str()], vec![tool.as_str()]] {
         let mut args = vec!["invoke"];
         args.extend(&spelling);
         args.push("--json");
@@ -124,7 +120,11 @@ fn help_documents_the_exit_codes() {
     let home = Home::new();
     let run = home.run(&["--help"]);
     run.expect_code(0);
-    for line in ["Exit codes:", "1  the capability ran and failed", "2  refused"] {
+    for line in [
+        "Exit codes:",
+        "1  the capability ran and failed",
+        "2  refused",
+    ] {
         assert!(run.stdout.contains(line), "--help lacks {line:?}: {run:#?}");
     }
 }

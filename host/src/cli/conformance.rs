@@ -98,8 +98,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         }
     };
     let overrides = args.source_roots.map();
-    let source_roots =
-        modhost::grants::merge_source_roots(&host.config().source_roots, &overrides);
+    let source_roots = modhost::grants::merge_source_roots(&host.config().source_roots, &overrides);
     let binaries = host.config().binaries.clone();
     let scratch_path = scratch.path().to_path_buf();
     let program_for_output = target.program.clone();

@@ -79,7 +79,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     );
     let files = skeleton(name, args.lang, args.sdk.as_deref())?;
     write_atomically(&target, &files)?;
-    outln!("created {} ({:?} module {name})", target.display(), args.lang);
+    outln!(
+        "created {} ({:?} module {name})",
+        target.display(),
+        args.lang
+    );
     let dir = target.display();
     match args.lang {
         Lang::Rust => outln!(
@@ -109,8 +113,8 @@ fn skeleton(name: &str, lang: Lang, sdk: Option<&Path>) -> anyhow::Result<Vec<Fi
     let mut files = vec![file("example-input.json", EXAMPLE_INPUT, false)];
     match lang {
         Lang::Rust => {
-            let cargo = include_str!("new/rust_Cargo.toml")
-                .replace("{{MODSDK}}", &modsdk_dependency(sdk)?);
+            let cargo =
+                include_str!("new/rust_Cargo.toml").replace("{{MODSDK}}", &modsdk_dependency(sdk)?);
             files.push(file("Cargo.toml", &cargo, false));
             files.push(file("src/main.rs", include_str!("new/rust_main.rs"), false));
         }
@@ -145,10 +149,9 @@ fn skeleton(name: &str, lang: Lang, sdk: Option<&Path>) -> anyhow::Result<Vec<Fi
 fn modsdk_dependency(sdk: Option<&Path>) -> anyhow::Result<String> {
     let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk");
     let path = match sdk {
-        Some(path) => Some(
-            std::fs::canonicalize(path)
-                .with_context(|| format!("--sdk {}", path.display()))?,
-        ),
+        Some(path) => {
+            Some(std::fs::canonicalize(path).with_context(|| format!("--sdk {}", path.display()))?)
+        }
         None => std::fs::canonicalize(&built_from).ok(),
     };
     Ok(match path {
@@ -186,8 +189,7 @@ fn write_atomically(target: &Path, files: &[File]) -> anyhow::Result<()> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        std::fs::write(&path, &file.text)
-            .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, &file.text).with_context(|| format!("writing {}", path.display()))?;
         let mode = if file.executable { 0o755 } else { 0o644 };
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode))
             .with_context(|| format!("setting the mode of {}", path.display()))?;
@@ -233,7 +235,11 @@ mod tests {
         for lang in [Lang::Rust, Lang::Python, Lang::Node, Lang::Sh] {
             let files = skeleton("greeter", lang, None).unwrap();
             for file in &files {
-                assert!(!file.text.contains("{{"), "{lang:?} {}: unfilled", file.path);
+                assert!(
+                    !file.text.contains("{{"),
+                    "{lang:?} {}: unfilled",
+                    file.path
+                );
             }
             assert!(
                 files.iter().any(|f| f.text.contains("greeter.greet")),

@@ -75,8 +75,7 @@ mod tests {
         let source = dir.path().join("m");
         std::fs::create_dir_all(source.join("knowledge")).unwrap();
         std::fs::write(source.join("m"), "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(source.join("m"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
+        std::fs::set_permissions(source.join("m"), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(source.join("knowledge/a.md"), "a").unwrap();
         copy_folder(&source, &dir.path().join("copy")).unwrap();
         let mode = std::fs::metadata(dir.path().join("copy/m"))
