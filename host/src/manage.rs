@@ -239,13 +239,15 @@ impl Host {
         }
 
         let staging_root = self.layout().staging_dir();
-        std::fs::create_dir_all(&staging_root)
-            .map_err(|e| HostError::io("create", &staging_root, e))?;
         let staging = staging_root.join(crate::request::new_request_id());
+        create_staging(&staging).map_err(|e| HostError::io("create", &staging, e))?;
         let result = self
             .stage_and_move(&request, origin.as_deref(), &staging)
             .await;
         let _ = std::fs::remove_dir_all(&staging);
+        // `staging/` itself goes too once no install is using it (removing
+        // a folder that is not empty fails, and then it stays).
+        let _ = std::fs::remove_dir(&staging_root);
         let staged = result?;
         Ok(InstallReport {
             module: self.module(&staged.id).await?,
@@ -552,6 +554,19 @@ pub fn render_findings(findings: &[modconform::Finding]) -> String {
     findings.iter().map(|f| format!("\n{f}")).collect()
 }
 
+/// Create one install's staging folder (and `staging/` when missing). A
+/// parallel install removes `staging/` when it is empty, so it can vanish
+/// between its creation and this folder's: then it is created again.
+fn create_staging(dir: &Path) -> std::io::Result<()> {
+    for _ in 0..8 {
+        match std::fs::create_dir_all(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            other => return other,
+        }
+    }
+    std::fs::create_dir_all(dir)
+}
+
 /// What already occupies the id `id` under `modules/`: its folder, or a
 /// bare file named after it (a module is named by its folder or file).
 fn taken_path(layout: &crate::home::HomeLayout, id: &str) -> Option<PathBuf> {
@@ -686,8 +701,10 @@ mod tests {
             .unwrap_err();
         assert!(matches!(err, HostError::NotAModule { .. }), "{err}");
         assert!(!home.join("modules/broken").exists());
-        let staged: Vec<_> = std::fs::read_dir(home.join("staging")).unwrap().collect();
-        assert!(staged.is_empty(), "staging must be left empty");
+        assert!(
+            !home.join("staging").exists(),
+            "a failed install must leave no staging folder"
+        );
     }
 
     #[tokio::test]

@@ -2,7 +2,7 @@
 //! each module here is written from the document as a shell script, broken
 //! in one way an author gets wrong. The install is refused (exit 2) with
 //! every finding and its remedy, and the home is exactly as it was: no
-//! module, no pin, no snapshot, nothing in `staging/`. `--force` installs
+//! module, no pin, no snapshot, no `staging/` folder. `--force` installs
 //! it unpinned; `--upgrade` replaces an installed module, keeping its state.
 
 use std::collections::BTreeMap;
@@ -43,8 +43,7 @@ pub fn script_module(dir: &Path, id: &str, descriptor: &Value) -> PathBuf {
     path
 }
 
-/// Every path under the home with its contents (folders as `<dir>`),
-/// leaving out an empty `staging/`.
+/// Every path under the home with its contents (folders as `<dir>`).
 fn home_state(home: &Home) -> BTreeMap<String, Vec<u8>> {
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -55,10 +54,7 @@ fn home_state(home: &Home) -> BTreeMap<String, Vec<u8>> {
             let relative = path.strip_prefix(root).unwrap().display().to_string();
             let meta = std::fs::symlink_metadata(&path).unwrap();
             if meta.is_dir() {
-                let empty = std::fs::read_dir(&path).unwrap().next().is_none();
-                if !(relative == "staging" && empty) {
-                    out.insert(relative, b"<dir>".to_vec());
-                }
+                out.insert(relative, b"<dir>".to_vec());
                 walk(root, &path, out);
             } else {
                 out.insert(relative, std::fs::read(&path).unwrap_or_default());
