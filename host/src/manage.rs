@@ -329,30 +329,47 @@ impl Host {
             None => None,
         };
 
-        // Described where it stands, confined like any call: a module that
-        // does not answer is not installed.
-        let not_a_module = |reason: String| HostError::NotAModule {
-            path: source.clone(),
-            reason,
+        // Described where it stands, confined like any call. A module that
+        // does not answer (or answers no descriptor) is a finding like any
+        // other: refused, or with `force` installed unpinned, and broken.
+        let described =
+            discovery::describe(&program, self.config().limits.describe(), self.engines())
+                .await
+                .and_then(|value| Ok((discovery::parse_descriptor(value.clone())?, value)));
+        let (descriptor, value, findings) = match described {
+            Ok((descriptor, value)) => {
+                if descriptor.id != id {
+                    return Err(HostError::Refused(format!(
+                        "{} describes itself as {:?}, not {id:?}; install it with --id {} (nothing was installed)",
+                        source.display(),
+                        descriptor.id,
+                        descriptor.id
+                    )));
+                }
+                // What the host would refuse at discovery or at a call,
+                // found now: the conformance kit's static checks, knowledge
+                // files read from what is being installed.
+                let findings = install_findings(&descriptor, &folder, bare);
+                (Some(descriptor), Some(value), findings)
+            }
+            Err(error) => (
+                None,
+                None,
+                vec![modconform::Finding::error(
+                    "describe.failed",
+                    format!(
+                        "{} is not a working module: {}",
+                        source.display(),
+                        error.message
+                    ),
+                    format!(
+                        "make it answer a describe request with one response line holding its descriptor; `modhost conformance {}` runs it and shows why it does not",
+                        source.display()
+                    ),
+                )],
+            ),
         };
-        let value = discovery::describe(&program, self.config().limits.describe(), self.engines())
-            .await
-            .map_err(|e| not_a_module(e.message))?;
-        let descriptor =
-            discovery::parse_descriptor(value.clone()).map_err(|e| not_a_module(e.message))?;
-        if descriptor.id != id {
-            return Err(HostError::Refused(format!(
-                "{} describes itself as {:?}, not {id:?}; install it with --id {} (nothing was installed)",
-                source.display(),
-                descriptor.id,
-                descriptor.id
-            )));
-        }
-        // What the host would refuse at discovery or at a call, found now:
-        // the conformance kit's static checks, knowledge files read from
-        // what is being installed.
-        let findings = install_findings(&descriptor, &folder, bare);
-        let conforms = !modconform::has_errors(&findings);
+        let conforms = descriptor.is_some() && !modconform::has_errors(&findings);
         if !conforms && !request.force {
             return Err(HostError::InstallRefused {
                 path: source.clone(),
@@ -435,12 +452,11 @@ impl Host {
                 None => format!("folder, tree digest {digest}"),
             }
         );
-        let pinned = Pins::load_locked(self.home(), &lock).and_then(|mut pins| {
-            if conforms {
-                pins.pin(PinRecord::new(&descriptor, &digest, Some(origin)))
-            } else {
-                pins.unpin(&id).map(|_| ())
+        let pinned = Pins::load_locked(self.home(), &lock).and_then(|mut pins| match &descriptor {
+            Some(descriptor) if conforms => {
+                pins.pin(PinRecord::new(descriptor, &digest, Some(origin)))
             }
+            _ => pins.unpin(&id).map(|_| ()),
         });
         if let Err(e) = pinned {
             let _ = std::fs::remove_dir_all(&target);
@@ -463,15 +479,17 @@ impl Host {
         drop(lock);
         // Seed the describe cache so the first `list` does not run it again.
         let entry = program.strip_prefix(&folder).unwrap_or(&program);
-        let cache = DescribeCache::load(self.layout());
-        let _ = cache.store_result(
-            &DescribeKey {
-                name: &id,
-                entry,
-                digest: &digest,
-            },
-            &value,
-        );
+        if let Some(value) = &value {
+            let cache = DescribeCache::load(self.layout());
+            let _ = cache.store_result(
+                &DescribeKey {
+                    name: &id,
+                    entry,
+                    digest: &digest,
+                },
+                value,
+            );
+        }
         Ok(Staged {
             id,
             findings,
@@ -699,7 +717,8 @@ mod tests {
             })
             .await
             .unwrap_err();
-        assert!(matches!(err, HostError::NotAModule { .. }), "{err}");
+        assert!(matches!(err, HostError::InstallRefused { .. }), "{err}");
+        assert!(err.to_string().contains("describe.failed"), "{err}");
         assert!(!home.join("modules/broken").exists());
         assert!(
             !home.join("staging").exists(),

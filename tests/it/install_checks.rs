@@ -223,6 +223,35 @@ fn force_installs_a_nonconforming_module_unpinned_and_shows_its_findings() {
     let run = home.run(&["invoke", "loose", "run", "--json"]);
     run.expect_code(2);
     assert_eq!(run.json()["error"]["kind"], "unpinned");
+
+    // A module that does not even describe itself: refused with the
+    // finding and the home unchanged, or forced in, broken and unpinned.
+    let silent = home.outside().join("silent");
+    std::fs::write(
+        &silent,
+        "#!/bin/sh
+echo 'no descriptor today' >&2
+exit 1
+",
+    )
+    .unwrap();
+    std::fs::set_permissions(&silent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = home_state(&home);
+    let run = home.run(&["install", silent.to_str().unwrap()]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("describe.failed") && run.stderr.contains("remedy:"),
+        "{run:#?}"
+    );
+    assert_eq!(
+        home_state(&home),
+        before,
+        "a refused install changed the home"
+    );
+    home.run(&["install", silent.to_str().unwrap(), "--force"])
+        .expect_code(0);
+    assert_eq!(home.entry("silent")["status"], "broken");
+    assert!(pin_of(&home, "silent").is_null());
 }
 
 #[test]
