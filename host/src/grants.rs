@@ -348,6 +348,83 @@ fn resolve_binary(path: &Path) -> Result<PathBuf, String> {
     }
 }
 
+/// A `--source-root NAME=PATH` whose NAME the modules it is meant for do
+/// not declare as a source root: a typo that would otherwise be ignored
+/// silently, and the call run without the root the operator meant to give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--source-root {name}: {owner} declares no source root {name:?}; {}", declared_list(.declared))]
+pub struct UndeclaredSourceRoot {
+    pub name: String,
+    /// `module "x"`, or `no installed module`.
+    pub owner: String,
+    /// The source roots that are declared (`module.root` when several
+    /// modules are meant).
+    pub declared: Vec<String>,
+}
+
+fn declared_list(declared: &[String]) -> String {
+    if declared.is_empty() {
+        "none is declared, so no --source-root applies".to_owned()
+    } else {
+        format!("the declared ones are: {}", declared.join(", "))
+    }
+}
+
+/// Check that every name in `names` is a source root `descriptor` (the
+/// module `module_id`) declares.
+pub fn check_source_root_names<'a>(
+    module_id: &str,
+    descriptor: &Descriptor,
+    names: impl IntoIterator<Item = &'a String>,
+) -> Result<(), UndeclaredSourceRoot> {
+    let declared: Vec<String> = descriptor
+        .roots
+        .iter()
+        .filter(|r| r.kind == RootKind::Source)
+        .map(|r| r.name.clone())
+        .collect();
+    match names.into_iter().find(|n| !declared.contains(n)) {
+        None => Ok(()),
+        Some(name) => Err(UndeclaredSourceRoot {
+            name: name.clone(),
+            owner: format!("module {module_id:?}"),
+            declared,
+        }),
+    }
+}
+
+/// Check that every name in `names` is a source root at least one of
+/// `modules` (id and descriptor) declares: for commands that serve every
+/// module (`tools`, `mcp`).
+pub fn check_source_root_names_any<'a, 'd>(
+    modules: impl IntoIterator<Item = (&'d str, &'d Descriptor)>,
+    names: impl IntoIterator<Item = &'a String>,
+) -> Result<(), UndeclaredSourceRoot> {
+    let declared: Vec<(String, String)> = modules
+        .into_iter()
+        .flat_map(|(id, d)| {
+            d.roots
+                .iter()
+                .filter(|r| r.kind == RootKind::Source)
+                .map(move |r| (id.to_owned(), r.name.clone()))
+        })
+        .collect();
+    match names
+        .into_iter()
+        .find(|n| !declared.iter().any(|(_, root)| root == *n))
+    {
+        None => Ok(()),
+        Some(name) => Err(UndeclaredSourceRoot {
+            name: name.clone(),
+            owner: "no installed module".into(),
+            declared: declared
+                .iter()
+                .map(|(id, root)| format!("{root} ({id})"))
+                .collect(),
+        }),
+    }
+}
+
 /// Merge the configured source roots with command-line ones; the command
 /// line wins.
 pub fn merge_source_roots(

@@ -111,6 +111,25 @@ pub enum HostError {
     /// The home's lock could not be taken.
     #[error(transparent)]
     Lock(#[from] crate::home_lock::HomeLockError),
+    /// `install` found what the host would refuse (every finding, each with
+    /// its remedy); nothing was installed.
+    #[error(
+        "{} would not work as a module: {}; nothing was installed (fix the module, or install it anyway, unpinned, with --force){}",
+        .path.display(),
+        error_count(.findings),
+        crate::manage::render_findings(.findings)
+    )]
+    InstallRefused {
+        path: PathBuf,
+        findings: Vec<modconform::Finding>,
+    },
+}
+
+fn error_count(findings: &[modconform::Finding]) -> String {
+    match findings.iter().filter(|f| f.is_error()).count() {
+        1 => "1 error".to_owned(),
+        n => format!("{n} errors"),
+    }
 }
 
 fn known_suffix(known: &[String]) -> String {
@@ -240,6 +259,15 @@ impl Host {
         if self.config.warm_processes {
             self.engines = self.engines.keep_warm();
         }
+        self
+    }
+
+    /// This host with `source_roots` (a command's `--source-root`s) over
+    /// the configured `[source_roots]`: every call it makes, through any
+    /// caller (the toolbox, the MCP server), grants them.
+    pub fn with_source_roots(mut self, source_roots: &BTreeMap<String, PathBuf>) -> Host {
+        self.config.source_roots =
+            grants::merge_source_roots(&self.config.source_roots, source_roots);
         self
     }
 

@@ -153,15 +153,29 @@ pub enum InvokeError {
         which: &'static str,
         message: String,
     },
+    /// A `--source-root` name the module does not declare.
+    #[error(transparent)]
+    UndeclaredSourceRoot(#[from] crate::grants::UndeclaredSourceRoot),
     /// The call did not produce a usable response (timeout, crash, ...).
-    #[error("{module}: {source}")]
-    Run { module: String, source: RunError },
-    /// The module answered with an error.
-    #[error("{capability} failed: {}", .error.message)]
+    /// `host_diagnosis`: what the host could not grant the call (see
+    /// `Module`).
+    #[error("{module}: {source}{}", diagnosis(.host_diagnosis))]
+    Run {
+        module: String,
+        source: RunError,
+        host_diagnosis: Vec<String>,
+    },
+    /// The module answered with an error. `host_diagnosis` is why the host
+    /// could not grant a root the capability names (a source root whose
+    /// path does not resolve, ...): kept whatever the module answered, so
+    /// a module failing closed with `root_missing` still shows the real
+    /// cause, not only its generic remedy.
+    #[error("{capability} failed: {}{}", .error.message, diagnosis(.host_diagnosis))]
     Module {
         capability: String,
         error: RpcError,
         stderr_tail: String,
+        host_diagnosis: Vec<String>,
     },
     #[error("{capability} returned a result that does not parse: {problem}")]
     BadResult {
@@ -174,6 +188,11 @@ pub enum InvokeError {
         capability: String,
         problems: Vec<String>,
     },
+}
+
+/// The host's diagnosis appended to a failed call's message.
+fn diagnosis(lines: &[String]) -> String {
+    lines.iter().map(|line| format!("; host: {line}")).collect()
 }
 
 impl InvokeError {
@@ -192,6 +211,7 @@ impl InvokeError {
             InvokeError::Unpinned { .. } => "unpinned",
             InvokeError::Changed { .. } => "changed",
             InvokeError::UnknownCapability { .. } => ErrorKind::UNKNOWN_CAPABILITY,
+            InvokeError::UndeclaredSourceRoot(_) => "undeclared_source_root",
             InvokeError::InvalidInput { .. } => ErrorKind::INVALID_INPUT,
             InvokeError::BadSchema { .. } => "bad_schema",
             InvokeError::Run { source, .. } => source.kind(),
@@ -237,10 +257,14 @@ impl InvokeError {
             InvokeError::InvalidInput { .. } => {
                 "fix the arguments so they match the capability's input_schema".into()
             }
+            InvokeError::UndeclaredSourceRoot(e) => match e.declared.as_slice() {
+                [] => "leave out --source-root: the module reads no source root".into(),
+                _ => "pass --source-root with one of the declared names".into(),
+            },
             InvokeError::BadSchema { .. } => {
                 "the module declares an invalid JSON Schema; report it to its author".into()
             }
-            InvokeError::Run { module, source } => match source {
+            InvokeError::Run { module, source, .. } => match source {
                 _ if source.sandbox_denial().is_some() => source
                     .sandbox_denial()
                     .map(|denial| denial.remedy(module))
@@ -296,12 +320,19 @@ impl InvokeError {
         }
     }
 
-    /// Whether this is the caller's or the host's problem (exit 2) rather
-    /// than the capability failing (exit 1).
-    pub fn is_usage_error(&self) -> bool {
+    /// Whether the capability ran and failed (exit 1), as opposed to a call
+    /// the host refused or could not make (exit 2): an unknown name, a
+    /// module whose standing forbids it (broken, disabled, refused,
+    /// unpinned, changed), input that does not fit its schema, a host
+    /// problem. The module never ran in any of those, so a script can tell
+    /// "the host said no" from "the tool failed".
+    pub fn capability_ran(&self) -> bool {
         matches!(
             self,
-            InvokeError::Host(_) | InvokeError::UnknownCapability { .. }
+            InvokeError::Run { .. }
+                | InvokeError::Module { .. }
+                | InvokeError::BadResult { .. }
+                | InvokeError::InvalidOutput { .. }
         )
     }
 
@@ -532,6 +563,13 @@ impl Host {
                 available: module.capability_ids(),
             })?;
 
+        // A mistyped `--source-root` name is an error, never ignored.
+        crate::grants::check_source_root_names(
+            &module.id,
+            descriptor,
+            request.source_roots.keys(),
+        )?;
+
         let mut host_warnings = module.host_warnings.clone();
         host_warnings.extend(changed);
         let placed = place_arguments(request.args);
@@ -572,7 +610,10 @@ impl Host {
                 capability: capability.id.clone(),
             }));
         }
-        host_warnings.extend(plan.warnings());
+        // Why a named root is not granted: a warning when the call
+        // succeeds, part of the error when it fails.
+        let diagnosis = plan.warnings();
+        host_warnings.extend(diagnosis.iter().cloned());
 
         let configured = self.config().limits.invoke();
         let limits = CallLimits {
@@ -639,6 +680,7 @@ impl Host {
         .map_err(|source| InvokeError::Run {
             module: module.id.clone(),
             source,
+            host_diagnosis: diagnosis.clone(),
         })?;
         host_warnings.extend(exchange.host_warnings);
 
@@ -649,6 +691,7 @@ impl Host {
                     capability: capability.id.clone(),
                     error,
                     stderr_tail: exchange.stderr_tail,
+                    host_diagnosis: diagnosis,
                 });
             }
         };
@@ -831,7 +874,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.kind(), "root_missing");
         assert_eq!(err.remedy(), "pass --source-root data=PATH");
-        assert!(!err.is_usage_error());
+        assert!(err.capability_ran());
     }
 
     #[tokio::test]
@@ -875,7 +918,7 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), "unknown_module");
-        assert!(err.is_usage_error());
+        assert!(!err.capability_ran());
         let err = host
             .invoke(InvokeRequest::new("on", "fly", args))
             .await

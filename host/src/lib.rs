@@ -64,5 +64,5 @@ pub use discovery::{InstalledModule, ModuleError, ModuleStatus};
 pub use home::HomeLayout;
 pub use host::{Host, HostError, HostOptions};
 pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
-pub use manage::{InstallRequest, RemoveReport};
+pub use manage::{InstallReport, InstallRequest, RemoveReport};
 pub use runner::{NotificationSink, Transport};

@@ -8,13 +8,28 @@
 //! - **Install is all or nothing.** The file is checked against `--sha256`
 //!   first (the sha256 of the file the operator names, executable or
 //!   archive, as before); then the executable is copied (or the archive
-//!   safely unpacked, see [`crate::install`]) into a staging folder inside
-//!   the home, described there under confinement, its tree digested (a
-//!   symlink out of the module's folder is refused here) and stored as a
-//!   snapshot ([`crate::snapshot`]), and only a working module whose id is
-//!   free and not reserved is renamed into `modules/<id>/` (one `rename`,
-//!   same filesystem) and pinned, with its source and sha256 recorded. Any
-//!   failure removes the staging folder.
+//!   safely unpacked, or the module folder copied, see [`crate::install`])
+//!   into a staging folder inside the home, described there under
+//!   confinement, its tree digested (a symlink out of the module's folder is
+//!   refused here) and stored as a snapshot ([`crate::snapshot`]), and only
+//!   a working module whose id is free and not reserved is renamed into
+//!   `modules/<id>/` (one `rename`, same filesystem) and pinned, with its
+//!   source and sha256 recorded. Any failure removes the staging folder and
+//!   leaves the home as it was.
+//! - **Install refuses what the host would refuse.** Before anything is
+//!   written outside staging, the conformance kit's static checks run on
+//!   the descriptor with the knowledge files of what is being installed
+//!   (an input schema that is not an object schema, duplicate ids, effects
+//!   naming undeclared roots, a bad version, a refused contract, a
+//!   weakening contract-2 module, a knowledge file that is missing). Any
+//!   error refuses the install with every finding and its remedy
+//!   ([`HostError::InstallRefused`]); `force` installs it anyway, but
+//!   unpinned: the operator did not approve bytes the host found wrong.
+//! - **Upgrade replaces, keeping state.** An installed id is refused with
+//!   the remedy (`--upgrade`); with `upgrade` the same checks run, the old
+//!   module steps aside under the lock, the new one is renamed in and
+//!   pinned, and only then is the old one (and its unused snapshot)
+//!   removed; any failure puts it back. `state/<id>/` is never touched.
 //! - **Remove keeps state** unless `purge` is asked for.
 //! - **One change at a time.** The part of install, remove, enable and
 //!   disable that changes `modules/` and `pins.json` runs under the home's
@@ -45,6 +60,38 @@ pub struct InstallRequest {
     pub id: Option<String>,
     /// Expected sha256 (hex) of the file; nothing is installed on mismatch.
     pub sha256: Option<String>,
+    /// Install despite findings the host would refuse it for: unpinned,
+    /// the findings in the report.
+    pub force: bool,
+    /// Replace the installed module of the same id (its state is kept).
+    pub upgrade: bool,
+}
+
+/// What `install` did.
+#[derive(Debug, Clone)]
+pub struct InstallReport {
+    pub module: InstalledModule,
+    /// Every finding of the checks: warnings, and under `force` errors.
+    pub findings: Vec<modconform::Finding>,
+    /// Whether the new bytes are pinned (not when forced past errors).
+    pub pinned: bool,
+    /// The module it replaced, with `upgrade`.
+    pub replaced: Option<ReplacedModule>,
+}
+
+/// The module an upgrade replaced.
+#[derive(Debug, Clone)]
+pub struct ReplacedModule {
+    /// Its version, when it described itself.
+    pub version: Option<String>,
+}
+
+/// What [`Host::stage_and_move`] installed.
+struct Staged {
+    id: String,
+    findings: Vec<modconform::Finding>,
+    pinned: bool,
+    replaced: Option<ReplacedModule>,
 }
 
 /// What `remove` did.
@@ -140,65 +187,110 @@ impl Host {
         Ok(folder)
     }
 
-    /// Install a local executable, `.wasm` component, or `.tar.gz` / `.zip`
-    /// archive holding one, as `modules/<id>/`, and pin it.
-    pub async fn install(&self, request: InstallRequest) -> Result<InstalledModule, HostError> {
+    /// Install a local executable, `.wasm` component, module folder, or
+    /// `.tar.gz` / `.zip` archive holding one, as `modules/<id>/`, and pin
+    /// it; with `upgrade`, in place of the installed module of that id.
+    ///
+    /// Refused, with every finding and its remedy, when the module would be
+    /// broken, refused or nonconforming ([`HostError::InstallRefused`]),
+    /// unless `force`: then it is installed unpinned and the findings are in
+    /// the report.
+    pub async fn install(&self, request: InstallRequest) -> Result<InstallReport, HostError> {
         let source = &request.source;
         let meta = std::fs::metadata(source).map_err(|e| HostError::io("read", source, e))?;
-        if !meta.is_file() {
+        let origin = if meta.is_dir() {
+            if request.sha256.is_some() {
+                return Err(HostError::Refused(format!(
+                    "--sha256 checks one file, and {} is a folder; pack it (.tar.gz or .zip) to check its sha256, or leave --sha256 out (nothing was installed)",
+                    source.display()
+                )));
+            }
+            None
+        } else if meta.is_file() {
+            // The digest is checked before a single byte is unpacked or run.
+            let sha256 = match &request.sha256 {
+                Some(expected) => install::verify_sha256(source, expected),
+                None => install::sha256_file(source),
+            }
+            .map_err(|e| match e {
+                DigestError::Mismatch {
+                    path,
+                    expected,
+                    actual,
+                } => HostError::Sha256Mismatch {
+                    path,
+                    expected,
+                    actual,
+                },
+                DigestError::Read { path, source } => HostError::io("read", &path, source),
+                malformed @ DigestError::Malformed { .. } => {
+                    HostError::Refused(malformed.to_string())
+                }
+            })?;
+            Some(sha256)
+        } else {
             return Err(HostError::NotAModule {
                 path: source.clone(),
-                reason: "not a regular file".into(),
+                reason: "neither a regular file nor a folder".into(),
             });
-        }
-        // The digest is checked before a single byte is unpacked or run.
-        let sha256 = match &request.sha256 {
-            Some(expected) => install::verify_sha256(source, expected),
-            None => install::sha256_file(source),
-        }
-        .map_err(|e| match e {
-            DigestError::Mismatch {
-                path,
-                expected,
-                actual,
-            } => HostError::Sha256Mismatch {
-                path,
-                expected,
-                actual,
-            },
-            DigestError::Read { path, source } => HostError::io("read", &path, source),
-            malformed @ DigestError::Malformed { .. } => HostError::Refused(malformed.to_string()),
-        })?;
+        };
         if let Some(id) = &request.id {
             check_new_id(id)?;
         }
 
         let staging_root = self.layout().staging_dir();
-        std::fs::create_dir_all(&staging_root)
-            .map_err(|e| HostError::io("create", &staging_root, e))?;
         let staging = staging_root.join(crate::request::new_request_id());
-        let result = self.stage_and_move(&request, &sha256, &staging).await;
+        create_staging(&staging).map_err(|e| HostError::io("create", &staging, e))?;
+        let result = self
+            .stage_and_move(&request, origin.as_deref(), &staging)
+            .await;
         let _ = std::fs::remove_dir_all(&staging);
-        let id = result?;
-        self.module(&id).await
+        // `staging/` itself goes too once no install is using it (removing
+        // a folder that is not empty fails, and then it stays).
+        let _ = std::fs::remove_dir(&staging_root);
+        let staged = result?;
+        Ok(InstallReport {
+            module: self.module(&staged.id).await?,
+            findings: staged.findings,
+            pinned: staged.pinned,
+            replaced: staged.replaced,
+        })
     }
 
-    /// Unpack or copy into `staging`, describe there, move into place, pin.
-    /// Returns the installed id.
+    /// Copy, unpack or copy the folder into `staging`, describe there, check
+    /// it as the host would, move into place (aside the module it replaces),
+    /// pin.
     async fn stage_and_move(
         &self,
         request: &InstallRequest,
-        sha256: &str,
+        sha256: Option<&str>,
         staging: &Path,
-    ) -> Result<String, HostError> {
+    ) -> Result<Staged, HostError> {
         let source = &request.source;
+        let nothing_installed =
+            |e: &dyn std::fmt::Display| HostError::Refused(format!("{e}; nothing was installed"));
+        let bare = ArchiveFormat::of_path(source).is_none() && sha256.is_some();
         let (folder, program) = match ArchiveFormat::of_path(source) {
+            _ if sha256.is_none() => {
+                // A module folder, copied as it is.
+                let name = source
+                    .file_name()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| "module".into());
+                let unpacked = staging.join("unpacked");
+                install::copy_folder(source, &unpacked.join(&name))
+                    .map_err(|e| nothing_installed(&e))?;
+                let preferred = request.id.clone().unwrap_or_else(|| stem_of(&name));
+                let located = install::locate_module(&unpacked, Some(&preferred))
+                    .map_err(|e| nothing_installed(&e))?;
+                (located.folder, located.program)
+            }
             Some(format) => {
                 let unpacked = staging.join("unpacked");
                 install::extract(source, format, &unpacked, ArchiveLimits::default())
-                    .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
+                    .map_err(|e| nothing_installed(&e))?;
                 let located = install::locate_module(&unpacked, request.id.as_deref())
-                    .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
+                    .map_err(|e| nothing_installed(&e))?;
                 (located.folder, located.program)
             }
             None => {
@@ -221,90 +313,189 @@ impl Host {
         let id = request.id.clone().unwrap_or_else(|| stem_of(&program));
         check_new_id(&id)?;
         let target = self.layout().module_dir(&id);
-        self.refuse_taken_id(&id, &target).await?;
-
-        // Described where it stands, confined like any call: a module that
-        // does not answer is not installed.
-        let not_a_module = |reason: String| HostError::NotAModule {
-            path: source.clone(),
-            reason,
-        };
-        let value = discovery::describe(&program, self.config().limits.describe(), self.engines())
-            .await
-            .map_err(|e| not_a_module(e.message))?;
-        let descriptor =
-            discovery::parse_descriptor(value.clone()).map_err(|e| not_a_module(e.message))?;
-        if descriptor.id != id {
+        let installed = taken_path(self.layout(), &id);
+        if let Some(path) = &installed
+            && !request.upgrade
+        {
             return Err(HostError::Refused(format!(
-                "{} describes itself as {:?}, not {id:?}; install it with --id {} (nothing was installed)",
-                source.display(),
-                descriptor.id,
-                descriptor.id
+                "a module {id:?} is already installed at {}; to replace it with these bytes (its state is kept), run `modhost install {} --upgrade` (nothing was installed)",
+                path.display(),
+                source.display()
             )));
         }
+        // The version being replaced, for the report (read before any change).
+        let replaced_version = match &installed {
+            Some(_) => Some(self.module(&id).await.ok().and_then(|m| m.version)),
+            None => None,
+        };
+
+        // Described where it stands, confined like any call. A module that
+        // does not answer (or answers no descriptor) is a finding like any
+        // other: refused, or with `force` installed unpinned, and broken.
+        let described =
+            discovery::describe(&program, self.config().limits.describe(), self.engines())
+                .await
+                .and_then(|value| Ok((discovery::parse_descriptor(value.clone())?, value)));
+        let (descriptor, value, findings) = match described {
+            Ok((descriptor, value)) => {
+                if descriptor.id != id {
+                    return Err(HostError::Refused(format!(
+                        "{} describes itself as {:?}, not {id:?}; install it with --id {} (nothing was installed)",
+                        source.display(),
+                        descriptor.id,
+                        descriptor.id
+                    )));
+                }
+                // What the host would refuse at discovery or at a call,
+                // found now: the conformance kit's static checks, knowledge
+                // files read from what is being installed.
+                let findings = install_findings(&descriptor, &folder, bare);
+                (Some(descriptor), Some(value), findings)
+            }
+            Err(error) => (
+                None,
+                None,
+                vec![modconform::Finding::error(
+                    "describe.failed",
+                    format!(
+                        "{} is not a working module: {}",
+                        source.display(),
+                        error.message
+                    ),
+                    format!(
+                        "make it answer a describe request with one response line holding its descriptor; `modhost conformance {}` runs it and shows why it does not",
+                        source.display()
+                    ),
+                )],
+            ),
+        };
+        let conforms = descriptor.is_some() && !modconform::has_errors(&findings);
+        if !conforms && !request.force {
+            return Err(HostError::InstallRefused {
+                path: source.clone(),
+                findings,
+            });
+        }
         // The whole tree is what is approved; a link out of it is refused.
-        let (_, digest) = module_tree::walk_and_digest(&folder)
-            .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
-        crate::snapshot::ensure(self.layout(), &folder, &digest)
-            .map_err(|e| HostError::Refused(format!("{e}; nothing was installed")))?;
-        // Seed the describe cache so the first `list` does not run it again.
-        let entry = program.strip_prefix(&folder).unwrap_or(&program);
-        let cache = DescribeCache::load(self.layout());
-        let _ = cache.store_result(
-            &DescribeKey {
-                name: &id,
-                entry,
-                digest: &digest,
-            },
-            &value,
-        );
+        let (_, digest) =
+            module_tree::walk_and_digest(&folder).map_err(|e| nothing_installed(&e))?;
 
         let modules = self.layout().modules_dir();
         std::fs::create_dir_all(&modules).map_err(|e| HostError::io("create", &modules, e))?;
         let lock = HomeLock::acquire(self.home())?;
-        if let Some(taken) = taken_path(self.layout(), &id) {
+        // Taken meanwhile by a parallel install, or replaced by a parallel
+        // upgrade: checked again under the lock.
+        let taken = taken_path(self.layout(), &id);
+        if taken.is_some() != installed.is_some() {
             return Err(HostError::ModuleExists {
                 id: id.clone(),
-                path: taken,
+                path: taken.unwrap_or_else(|| target.clone()),
             });
         }
+        // What a pinned module runs; an unpinned one runs nothing yet.
+        if conforms {
+            crate::snapshot::ensure(self.layout(), &folder, &digest)
+                .map_err(|e| nothing_installed(&e))?;
+        }
+        // The operator's switch outlives the bytes: a disabled module stays
+        // disabled when upgraded (the marker is not part of the tree digest).
+        if let Some(old) = &taken
+            && std::fs::symlink_metadata(old.join(DISABLED_MARKER)).is_ok()
+        {
+            let marker = folder.join(DISABLED_MARKER);
+            std::fs::write(&marker, b"").map_err(|e| HostError::io("create", &marker, e))?;
+        }
+        // The module being replaced steps aside to a hidden name (discovery
+        // skips dotfiles) and goes only once the new one is in place and
+        // pinned; any failure before that puts it back.
+        let aside = match &taken {
+            Some(old) => {
+                let aside = modules.join(format!(
+                    ".{id}.replaced-{}",
+                    crate::request::new_request_id()
+                ));
+                std::fs::rename(old, &aside)
+                    .map_err(|e| HostError::io("move aside the installed module", old, e))?;
+                Some((old.clone(), aside))
+            }
+            None => None,
+        };
+        let restore = |error: HostError| {
+            if let Some((old, aside)) = &aside {
+                let _ = std::fs::rename(aside, old);
+            }
+            crate::snapshot::remove_unused(self.layout(), &lock);
+            error
+        };
         // rename(2) onto an existing non-empty directory fails, so a racing
         // install of the same id cannot be overwritten.
-        std::fs::rename(&folder, &target)
-            .map_err(|e| HostError::io("move the staged module to", &target, e))?;
+        if let Err(e) = std::fs::rename(&folder, &target) {
+            return Err(restore(HostError::io(
+                "move the staged module to",
+                &target,
+                e,
+            )));
+        }
 
         // Installing is the operator approving these bytes: record where they
         // came from, their sha256, and pin them. A pin that cannot be written
-        // undoes the install rather than leave an unpinned module behind.
+        // undoes the install rather than leave an unpinned module behind. A
+        // module installed with --force despite its findings is not approved:
+        // it stays unpinned (and a pin of the module it replaced goes).
         let origin = format!(
-            "{} (sha256 {sha256})",
+            "{} ({})",
             std::path::absolute(source)
                 .unwrap_or_else(|_| source.clone())
-                .display()
+                .display(),
+            match sha256 {
+                Some(sha256) => format!("sha256 {sha256}"),
+                None => format!("folder, tree digest {digest}"),
+            }
         );
-        let pinned = Pins::load_locked(self.home(), &lock)
-            .and_then(|mut pins| pins.pin(PinRecord::new(&descriptor, &digest, Some(origin))));
+        let pinned = Pins::load_locked(self.home(), &lock).and_then(|mut pins| match &descriptor {
+            Some(descriptor) if conforms => {
+                pins.pin(PinRecord::new(descriptor, &digest, Some(origin)))
+            }
+            _ => pins.unpin(&id).map(|_| ()),
+        });
         if let Err(e) = pinned {
             let _ = std::fs::remove_dir_all(&target);
-            return Err(HostError::Refused(format!("{e}; nothing was installed")));
+            return Err(restore(nothing_installed(&e)));
         }
-        Ok(id)
-    }
-
-    async fn refuse_taken_id(&self, id: &str, target: &Path) -> Result<(), HostError> {
-        if let Some(path) = taken_path(self.layout(), id) {
-            return Err(HostError::ModuleExists {
-                id: id.to_owned(),
-                path,
-            });
+        if let Some((_, aside)) = &aside {
+            let removed = match std::fs::symlink_metadata(aside) {
+                Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(aside),
+                _ => std::fs::remove_file(aside),
+            };
+            if let Err(e) = removed {
+                tracing::warn!(
+                    "could not remove the replaced module at {}: {e}",
+                    aside.display()
+                );
+            }
+            // Its approved snapshot goes too, unless another pin names it.
+            crate::snapshot::remove_unused(self.layout(), &lock);
         }
-        if std::fs::symlink_metadata(target).is_ok() {
-            return Err(HostError::ModuleExists {
-                id: id.to_owned(),
-                path: target.to_path_buf(),
-            });
+        drop(lock);
+        // Seed the describe cache so the first `list` does not run it again.
+        let entry = program.strip_prefix(&folder).unwrap_or(&program);
+        if let Some(value) = &value {
+            let cache = DescribeCache::load(self.layout());
+            let _ = cache.store_result(
+                &DescribeKey {
+                    name: &id,
+                    entry,
+                    digest: &digest,
+                },
+                value,
+            );
         }
-        Ok(())
+        Ok(Staged {
+            id,
+            findings,
+            pinned: conforms,
+            replaced: replaced_version.map(|version| ReplacedModule { version }),
+        })
     }
 
     /// Remove `id`; its state stays unless `purge`.
@@ -353,6 +544,45 @@ impl Host {
             kept_state,
         })
     }
+}
+
+/// The conformance kit's static checks of `descriptor`, its knowledge files
+/// read from `folder` (what is being installed). A bare executable carries
+/// no knowledge files, so one its descriptor names is missing, and the
+/// remedy says how to install them with it.
+fn install_findings(
+    descriptor: &modproto::Descriptor,
+    folder: &Path,
+    bare: bool,
+) -> Vec<modconform::Finding> {
+    let mut findings = modconform::check_descriptor(descriptor, Some(folder));
+    if bare {
+        for finding in &mut findings {
+            if finding.id == "knowledge.missing" {
+                finding.remedy = "a bare executable carries no knowledge files: install the module's folder (`modhost install DIR`) or an archive of it (.tar.gz or .zip) holding the files its descriptor names".into();
+            }
+        }
+    }
+    findings
+}
+
+/// Findings for a person: one per line, each with its remedy indented
+/// below; empty for none.
+pub fn render_findings(findings: &[modconform::Finding]) -> String {
+    findings.iter().map(|f| format!("\n{f}")).collect()
+}
+
+/// Create one install's staging folder (and `staging/` when missing). A
+/// parallel install removes `staging/` when it is empty, so it can vanish
+/// between its creation and this folder's: then it is created again.
+fn create_staging(dir: &Path) -> std::io::Result<()> {
+    for _ in 0..8 {
+        match std::fs::create_dir_all(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            other => return other,
+        }
+    }
+    std::fs::create_dir_all(dir)
 }
 
 /// What already occupies the id `id` under `modules/`: its folder, or a
@@ -439,6 +669,7 @@ mod tests {
                 source: source.clone(),
                 id: None,
                 sha256: Some("00".repeat(32)),
+                ..InstallRequest::default()
             })
             .await
             .unwrap_err();
@@ -451,9 +682,11 @@ mod tests {
                 source: source.clone(),
                 id: None,
                 sha256: Some(good),
+                ..InstallRequest::default()
             })
             .await
-            .unwrap();
+            .unwrap()
+            .module;
         assert_eq!(module.status, ModuleStatus::Enabled);
         assert_eq!(
             module.path,
@@ -467,10 +700,11 @@ mod tests {
                 source: source.clone(),
                 id: None,
                 sha256: None,
+                ..InstallRequest::default()
             })
             .await
             .unwrap_err();
-        assert!(matches!(err, HostError::ModuleExists { .. }), "{err}");
+        assert!(err.to_string().contains("--upgrade"), "{err}");
 
         let broken = dir.path().join("broken");
         write_executable(&broken, "#!/bin/sh\nexit 1\n");
@@ -479,13 +713,17 @@ mod tests {
                 source: broken,
                 id: None,
                 sha256: None,
+                ..InstallRequest::default()
             })
             .await
             .unwrap_err();
-        assert!(matches!(err, HostError::NotAModule { .. }), "{err}");
+        assert!(matches!(err, HostError::InstallRefused { .. }), "{err}");
+        assert!(err.to_string().contains("describe.failed"), "{err}");
         assert!(!home.join("modules/broken").exists());
-        let staged: Vec<_> = std::fs::read_dir(home.join("staging")).unwrap().collect();
-        assert!(staged.is_empty(), "staging must be left empty");
+        assert!(
+            !home.join("staging").exists(),
+            "a failed install must leave no staging folder"
+        );
     }
 
     #[tokio::test]

@@ -99,7 +99,7 @@ fn each_weakening_is_refused_with_its_finding_beside_a_good_v2_module() {
         );
         let error = home
             .invoke(id, &format!("{id}.run"), &json!({}), &[])
-            .invoke_error();
+            .refusal_error();
         assert_eq!(error["kind"], "nonconforming", "{error:#}");
     }
 
@@ -173,7 +173,7 @@ fn a_newer_contract_is_refused_and_an_undescribed_module_is_unevaluated() {
     assert!(strings(&standing["findings"]).is_empty());
     let error = home
         .invoke("newer", "newer.run", &json!({}), &[])
-        .invoke_error();
+        .refusal_error();
     assert_eq!(error["kind"], "contract_refused", "{error:#}");
 
     let crash = home.entry("broken_crash");

@@ -197,7 +197,7 @@ fn input_that_violates_the_schema_is_refused_before_the_module_runs() {
     let home = files_home();
     let error = home
         .invoke("files", "files.search", &json!({"pattern": 42}), &[])
-        .invoke_error();
+        .refusal_error();
     assert_eq!(error["kind"], "invalid_input", "{error:#}");
 }
 

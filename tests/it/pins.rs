@@ -42,7 +42,7 @@ fn pin_change_the_bytes_refused_repin_and_invoke_works() {
             &json!({"name": "a", "content": "x"}),
             &[],
         )
-        .invoke_error();
+        .refusal_error();
     assert_eq!(error["kind"], "unpinned", "{error:#}");
     assert!(
         error["remedy"]
@@ -91,7 +91,7 @@ fn pin_change_the_bytes_refused_repin_and_invoke_works() {
             &json!({"name": "b", "content": "y"}),
             &[],
         )
-        .invoke_error();
+        .refusal_error();
     assert_eq!(error["kind"], "changed", "{error:#}");
     assert!(
         error["message"].as_str().unwrap().contains("bytes changed"),
@@ -128,7 +128,7 @@ fn unpin_makes_a_module_uninvocable_again() {
     assert_eq!(home.entry("echo")["status"], "unpinned");
     let error = home
         .invoke("echo", "echo.echo", &json!({}), &[])
-        .invoke_error();
+        .refusal_error();
     assert_eq!(error["kind"], "unpinned");
 
     let again = home.run(&["unpin", "echo"]);

@@ -375,7 +375,7 @@ fn invalid_input_is_refused_before_the_module_is_spawned() {
         &json!({"name": 5, "extra": true}),
         &[],
     );
-    let error = run.invoke_error();
+    let error = run.refusal_error();
     assert_eq!(error["kind"], "invalid_input", "{error:#}");
     // Every violation is listed: the wrong type, the missing key, the extra key.
     let text = error.to_string();

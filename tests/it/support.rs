@@ -188,15 +188,11 @@ impl Run {
         error
     }
 
-    /// For an `invoke --json` refused before the capability ran (exit 1 or
-    /// 2, depending on whether the host counts it as a usage error): the
-    /// error kind.
+    /// For an `invoke --json` refused before the capability ran (exit 2,
+    /// whatever refused it): the error kind.
     #[track_caller]
     pub fn refused_kind(&self) -> String {
-        assert!(
-            self.code == 1 || self.code == 2,
-            "expected a refusal (exit 1 or 2): {self:#?}"
-        );
+        self.expect_code(2);
         let json = self.json();
         json["error"]["kind"]
             .as_str()
@@ -702,4 +698,20 @@ pub fn module_binary(package: &str) -> PathBuf {
     );
     built.push((package.to_owned(), path.clone()));
     path
+}
+
+impl Run {
+    /// For `invoke --json` the host refused (exit 2: the module never ran):
+    /// the `error` object, checked as [`Run::invoke_error`] checks it.
+    #[track_caller]
+    pub fn refusal_error(&self) -> Value {
+        self.expect_code(2);
+        Run {
+            args: self.args.clone(),
+            code: 1,
+            stdout: self.stdout.clone(),
+            stderr: self.stderr.clone(),
+        }
+        .invoke_error()
+    }
 }

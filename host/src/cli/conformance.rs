@@ -46,6 +46,10 @@ pub struct Args {
     /// One JSON object: module, path, conforms, error and warning counts, findings.
     #[arg(long)]
     json: bool,
+    /// Source roots for the examples (a name the module does not declare
+    /// is an error).
+    #[command(flatten)]
+    source_roots: super::source_roots::SourceRootArgs,
 }
 
 /// What is being checked.
@@ -93,7 +97,8 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             empty
         }
     };
-    let source_roots = host.config().source_roots.clone();
+    let overrides = args.source_roots.map();
+    let source_roots = modhost::grants::merge_source_roots(&host.config().source_roots, &overrides);
     let binaries = host.config().binaries.clone();
     let scratch_path = scratch.path().to_path_buf();
     let program_for_output = target.program.clone();
@@ -132,6 +137,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                 target,
                 roots,
                 |caller, descriptor, roots| caller.grant(descriptor, roots),
+                |descriptor| check_source_roots(descriptor, &overrides),
                 |_, _| None,
             );
         }
@@ -141,6 +147,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             target,
             roots,
             |caller, descriptor, roots| caller.grant(descriptor, roots),
+                |descriptor| check_source_roots(descriptor, &overrides),
             |target, problem| fails_only_when_confined(target, problem, confinement),
         )
     })
@@ -204,7 +211,18 @@ fn fails_only_when_confined(
     ))
 }
 
-/// Describe the module through `caller`, grant what it declares (`grant`),
+/// Every `--source-root` name (`overrides`) must be a source root the
+/// module declares: a typo is an error, not a silently ungranted root.
+fn check_source_roots(
+    descriptor: &Descriptor,
+    overrides: &std::collections::BTreeMap<String, PathBuf>,
+) -> anyhow::Result<()> {
+    modhost::grants::check_source_root_names(&descriptor.id, descriptor, overrides.keys())?;
+    Ok(())
+}
+
+/// Describe the module through `caller`, grant what it declares (`grant`)
+/// once `check` accepts it,
 /// then run the static checks and the battery. A failed describe is
 /// reported as `explain` says, when it can say more (the sandbox).
 fn battery<C: PlannedCaller>(
@@ -212,6 +230,7 @@ fn battery<C: PlannedCaller>(
     target: Target,
     roots: ConformanceRoots<'_>,
     grant: impl FnOnce(&mut C, &Descriptor, ConformanceRoots<'_>) -> std::io::Result<()>,
+    check: impl FnOnce(&Descriptor) -> anyhow::Result<()>,
     explain: impl FnOnce(&Target, &str) -> Option<Finding>,
 ) -> anyhow::Result<Verdict> {
     let options = BatteryOptions::default();
@@ -231,6 +250,7 @@ fn battery<C: PlannedCaller>(
             ));
         }
     };
+    check(&descriptor)?;
     grant(&mut caller, &descriptor, roots)
         .with_context(|| format!("preparing scratch roots in {}", roots.scratch.display()))?;
     let mut verdict =

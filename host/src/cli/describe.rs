@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use modhost::Host;
 use serde_json::json;
 
-use super::invoke::parse_source_root;
+use super::source_roots::parse_source_root;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

@@ -13,24 +13,22 @@
 //! Human output: the result's `text` (else the pretty `output`), then one
 //! `@artifact {json}` line per artifact; warnings go to stderr. With
 //! `--json`: the outcome on stdout, or `{"error": {"kind", "message",
-//! "remedy"}}` (a refusal adds `rule`). Exit 1 when the capability ran and
-//! failed; 2 for usage and host errors, and for a call the host refused to
-//! run (kinds `denied`, `approval_required`, `disabled`): the module never
-//! ran, so a script can tell "the host said no" from "the tool failed".
+//! "remedy"}}` (a refusal adds `rule`). Exit 1 only when the capability ran
+//! and failed; 2 for usage and host errors and for every call the host
+//! refused to run (an approval rule, a module's standing, input that does
+//! not fit: [`InvokeError::capability_ran`]): the module never ran, so a
+//! script can tell "the host said no" from "the tool failed".
 
-use std::collections::BTreeMap;
 use std::io::Read;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use modhost::approval::{ApprovedBy, Refusal};
-use modhost::config::is_root_name;
 use modhost::{Host, InvokeError, InvokeRequest};
 use serde_json::Value;
 
-use super::{EXIT_FAILED, EXIT_USAGE};
+use super::{EXIT_FAILED, EXIT_REFUSED};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -42,9 +40,8 @@ pub struct Args {
     /// Arguments: inline JSON, `@FILE`, or `-` for stdin (default `{}`).
     #[arg(long, value_name = "JSON|@FILE|-")]
     input: Option<String>,
-    /// Grant a source root for this call (wins over config.toml).
-    #[arg(long = "source-root", value_name = "NAME=PATH", value_parser = parse_source_root)]
-    source_roots: Vec<(String, PathBuf)>,
+    #[command(flatten)]
+    source_roots: super::source_roots::SourceRootArgs,
     #[arg(long, value_name = "N")]
     deadline_ms: Option<u64>,
     #[arg(long, value_name = "N")]
@@ -55,20 +52,6 @@ pub struct Args {
     /// Print the result (or the error) as JSON.
     #[arg(long)]
     json: bool,
-}
-
-/// Parse `NAME=PATH` (the same name rule as `[source_roots]`).
-pub fn parse_source_root(raw: &str) -> Result<(String, PathBuf), String> {
-    let (name, path) = raw.split_once('=').ok_or("expected NAME=PATH")?;
-    if !is_root_name(name) {
-        return Err(format!(
-            "{name:?} is not a root name (letters, digits, '-' and '_')"
-        ));
-    }
-    if path.is_empty() {
-        return Err("the path is empty".into());
-    }
-    Ok((name.to_owned(), PathBuf::from(path)))
 }
 
 fn read_input(raw: Option<&str>) -> anyhow::Result<Value> {
@@ -112,11 +95,7 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
         module: target.module.id.clone(),
         capability: target.capability.to_owned(),
         args: input,
-        source_roots: args
-            .source_roots
-            .iter()
-            .cloned()
-            .collect::<BTreeMap<_, _>>(),
+        source_roots: args.source_roots.map(),
         deadline: args.deadline_ms.map(Duration::from_millis),
         max_output_bytes: args.max_output_bytes,
         ..InvokeRequest::default()
@@ -203,10 +182,10 @@ fn report_error(error: &InvokeError, json: bool) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::from(if error.is_usage_error() {
-        EXIT_USAGE
-    } else {
+    Ok(ExitCode::from(if error.capability_ran() {
         EXIT_FAILED
+    } else {
+        EXIT_REFUSED
     }))
 }
 
@@ -226,7 +205,7 @@ fn report_refusal(refusal: &Refusal, json: bool) -> anyhow::Result<ExitCode> {
         eprintln!("error[{}]: {refusal}", refusal.kind());
         eprintln!("  remedy: {}", refusal.remedy());
     }
-    Ok(ExitCode::from(EXIT_USAGE))
+    Ok(ExitCode::from(EXIT_REFUSED))
 }
 
 /// Whether a person can be asked: stdin and stderr are a terminal, and stdin

@@ -22,12 +22,15 @@ pub struct Args {
     /// asked for each call through the client (elicitation).
     #[arg(long)]
     delegate_approval: bool,
+    #[command(flatten)]
+    source_roots: super::source_roots::SourceRootArgs,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
+    let host = super::source_roots::apply(host, &args.source_roots).await?;
     // A server calls the same tools over and over: each call's process is
     // started ahead, while the client is busy elsewhere.
-    let host = host.clone().keep_warm();
+    let host = host.keep_warm();
     let toolbox = modhost::tools::open_toolbox(&host).await?;
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");

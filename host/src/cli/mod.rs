@@ -1,7 +1,11 @@
 //! The `modhost` command line: one module per subcommand.
 //!
-//! Exit codes: 0 ok, 1 the invoked capability failed, 2 usage or host error
-//! (clap's own usage errors already exit 2). Logs go to stderr through
+//! Exit codes ([`EXIT_CODES`], printed by `modhost --help`): 0 ok, 1 the
+//! capability ran and failed (or `conformance` found an error), 2 anything
+//! refused or not done: a usage error (clap's own exit 2 too), a host
+//! error, and every refusal, whichever part of the host refused (an
+//! approval rule, a module's standing, input that does not fit its schema,
+//! an install that would be broken). Logs go to stderr through
 //! `tracing`, quiet by default (warnings), `-v` for info, `-vv` debug,
 //! `-vvv` trace; `RUST_LOG` overrides.
 
@@ -23,17 +27,30 @@ mod invoke;
 mod knowledge;
 mod list;
 mod mcp;
+mod new;
 mod pin;
 mod remove;
+mod source_roots;
 mod tools;
 
 /// Exit code: the invoked capability failed.
 pub const EXIT_FAILED: u8 = 1;
 /// Exit code: usage or host error.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code: the host refused (the same code as a usage error: in either
+/// case nothing ran).
+pub const EXIT_REFUSED: u8 = EXIT_USAGE;
+/// The exit codes, as `modhost --help` shows them.
+pub const EXIT_CODES: &str = "Exit codes:
+  0  success
+  1  the capability ran and failed (invoke), or the module does not conform (conformance)
+  2  refused or not done: usage error, host error, or any refusal (approval, a broken,
+     disabled, refused, unpinned or changed module, invalid input, an install that
+     would not work)";
 
 #[derive(Debug, Parser)]
 #[command(name = "modhost", version, about = "A plugin host for AI agents")]
+#[command(after_help = EXIT_CODES)]
 pub struct Cli {
     /// The host home (default: $MODHOST_HOME, else the XDG data dir).
     #[arg(long, global = true, value_name = "DIR")]
@@ -79,6 +96,9 @@ enum Command {
     Unpin(pin::Args),
     /// Check a module (installed, or a path to an executable) against the contract.
     Conformance(conformance::Args),
+    /// Write a new module's skeleton (rust, python, node or sh) that
+    /// installs, conforms and answers as it is.
+    New(new::Args),
 }
 
 pub fn main() -> ExitCode {
@@ -108,6 +128,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         home: cli.home,
         workspace: cli.workspace,
     };
+    if let Command::New(args) = &cli.command {
+        // Writes one folder; no host home is opened or created.
+        return new::run(args);
+    }
     if let Command::Doctor(args) = &cli.command {
         // The doctor must report a broken home, not die on it.
         return doctor::run(options, args).await;
@@ -127,7 +151,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pin(args) => pin::pin(&host, &args).await,
         Command::Unpin(args) => pin::unpin(&host, &args).await,
         Command::Conformance(args) => conformance::run(&host, &args).await,
-        Command::Doctor(_) => unreachable!("handled above"),
+        Command::Doctor(_) | Command::New(_) => unreachable!("handled above"),
     }
 }
 

@@ -16,9 +16,12 @@ pub struct Args {
     /// Accepted for symmetry with the other listing commands; the output is always JSON.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    source_roots: super::source_roots::SourceRootArgs,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
+    let host = &super::source_roots::apply(host, &args.source_roots).await?;
     let toolbox = modhost::tools::open_toolbox(host).await?;
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");

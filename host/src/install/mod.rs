@@ -1,5 +1,6 @@
 //! The parts of `modhost install` that touch untrusted bytes before anything
-//! runs: unpacking an archive, checking a digest, finding the module inside.
+//! runs: unpacking an archive (or copying a folder), checking a digest,
+//! finding the module inside.
 //!
 //! A pure library: no host state, no describing, no moving into `modules/`
 //! (that is [`crate::manage`]'s job). Everything here writes only beneath a
@@ -7,10 +8,12 @@
 
 pub mod archive;
 pub mod digest;
+pub mod folder;
 pub mod locate;
 
 pub use archive::{ArchiveError, ArchiveFormat, ArchiveLimits, extract};
 pub use digest::{DigestError, sha256_file, verify_sha256};
+pub use folder::{FolderError, copy_folder};
 pub use locate::{LocateError, locate_module};
 
 /// Names a module may not take: the host's own, and the folders of its home

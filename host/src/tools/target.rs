@@ -103,6 +103,17 @@ pub fn resolve<'a>(
         .or_else(|| target.split_once('.'))
         .unwrap_or((target, ""));
     match modules.iter().find(|m| m.id == module_id) {
+        // A module that cannot be called (broken, refused, disabled,
+        // unpinned, changed) may not even know its capabilities: the
+        // pipeline names its standing, never "no capability (it has: )".
+        Some(module) if !module.is_invocable() => Ok(Target {
+            module,
+            capability: if capability.is_empty() {
+                target
+            } else {
+                capability
+            },
+        }),
         Some(module) => Err(InvokeError::UnknownCapability {
             module: module.id.clone(),
             capability: capability.to_owned(),
