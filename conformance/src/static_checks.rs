@@ -57,6 +57,7 @@ pub fn check_descriptor_with(
     check_unique_names(descriptor, &mut findings);
     for capability in &descriptor.capabilities {
         check_capability(descriptor, capability, &mut findings);
+        findings.extend(crate::portability::check_capability(capability));
     }
     check_unnamed_roots(descriptor, &mut findings);
     check_tool_names(descriptor, &mut findings);

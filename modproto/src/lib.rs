@@ -30,6 +30,7 @@ pub mod error;
 pub mod invoke;
 pub mod jsonrpc;
 pub mod notify;
+pub mod schema_formats;
 
 pub use descriptor::{
     Access, BinaryDecl, Capability, Cost, Descriptor, Effects, Example, Knowledge, KnowledgeDoc,

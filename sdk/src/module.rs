@@ -278,30 +278,6 @@ fn schema_of<T: JsonSchema>() -> Value {
     schema
 }
 
-/// The formats JSON Schema 2020-12 defines; any other is an extension that
-/// Ajv-based MCP clients warn about (or refuse in strict mode).
-const STANDARD_FORMATS: &[&str] = &[
-    "date-time",
-    "date",
-    "time",
-    "duration",
-    "email",
-    "idn-email",
-    "hostname",
-    "idn-hostname",
-    "ipv4",
-    "ipv6",
-    "uri",
-    "uri-reference",
-    "iri",
-    "iri-reference",
-    "uuid",
-    "uri-template",
-    "json-pointer",
-    "relative-json-pointer",
-    "regex",
-];
-
 /// Draft 2020-12 with no `$schema` key (providers reject or ignore it; the
 /// host validates as 2020-12 anyway) and only standard formats: schemars
 /// describes `u64` as `"format": "uint64", "minimum": 0`; the transform
@@ -310,7 +286,8 @@ const STANDARD_FORMATS: &[&str] = &[
 fn portable_settings() -> schemars::generate::SchemaSettings {
     let mut restrict = schemars::transform::RestrictFormats::default();
     restrict.infer_from_meta_schema = false;
-    restrict.allowed_formats = STANDARD_FORMATS.iter().map(|f| (*f).into()).collect();
+    restrict.allowed_formats = modproto::schema_formats::STANDARD_FORMATS
+        .iter().map(|f| (*f).into()).collect();
     let mut settings = schemars::generate::SchemaSettings::draft2020_12().with_transform(restrict);
     settings.meta_schema = None;
     settings
