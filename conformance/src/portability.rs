@@ -50,7 +50,10 @@ pub enum Construct {
     /// type 'object' and not have ... 'enum'/'not' at the top level").
     RootKeyword { keyword: &'static str },
     /// `$schema` naming another draft than 2020-12.
-    ForeignMetaSchema { pointer: String, meta_schema: String },
+    ForeignMetaSchema {
+        pointer: String,
+        meta_schema: String,
+    },
 }
 
 impl Construct {
@@ -79,7 +82,11 @@ impl Construct {
 }
 
 fn show(pointer: &str) -> &str {
-    if pointer.is_empty() { "the root" } else { pointer }
+    if pointer.is_empty() {
+        "the root"
+    } else {
+        pointer
+    }
 }
 
 /// Which schema of a capability is scanned: root rules apply to input only.
@@ -192,7 +199,10 @@ pub fn check_capability(capability: &Capability) -> Vec<Finding> {
             findings.push(
                 Finding::warning(
                     id,
-                    format!("the {which} of capability {cap:?} has a {}", construct.reason()),
+                    format!(
+                        "the {which} of capability {cap:?} has a {}",
+                        construct.reason()
+                    ),
                     remedy,
                 )
                 .on(cap),
@@ -250,7 +260,8 @@ mod tests {
 
     #[test]
     fn root_constructs_are_found_for_input_only_and_a_combinator_is_not_reported_twice() {
-        let schema = json!({"type": "object", "anyOf": [{"required": ["a"]}], "not": {"required": ["b"]}});
+        let schema =
+            json!({"type": "object", "anyOf": [{"required": ["a"]}], "not": {"required": ["b"]}});
         assert_eq!(
             scan(&schema, SchemaRole::Input),
             vec![

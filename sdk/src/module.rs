@@ -287,7 +287,9 @@ fn portable_settings() -> schemars::generate::SchemaSettings {
     let mut restrict = schemars::transform::RestrictFormats::default();
     restrict.infer_from_meta_schema = false;
     restrict.allowed_formats = modproto::schema_formats::STANDARD_FORMATS
-        .iter().map(|f| (*f).into()).collect();
+        .iter()
+        .map(|f| (*f).into())
+        .collect();
     let mut settings = schemars::generate::SchemaSettings::draft2020_12().with_transform(restrict);
     settings.meta_schema = None;
     settings
@@ -334,11 +336,20 @@ mod schema_tests {
         let schema = schema_of::<Everything>();
         let mut found = Vec::new();
         formats(&schema, &mut found);
-        assert!(found.is_empty(), "non-standard formats left: {found:?} in {schema}");
+        assert!(
+            found.is_empty(),
+            "non-standard formats left: {found:?} in {schema}"
+        );
         assert!(schema.get("$schema").is_none(), "{schema}");
         let props = &schema["properties"];
-        assert_eq!(props["count"], serde_json::json!({"type": "integer", "minimum": 0}));
-        assert_eq!(props["index"], serde_json::json!({"type": "integer", "minimum": 0}));
+        assert_eq!(
+            props["count"],
+            serde_json::json!({"type": "integer", "minimum": 0})
+        );
+        assert_eq!(
+            props["index"],
+            serde_json::json!({"type": "integer", "minimum": 0})
+        );
         assert_eq!(
             props["small"],
             serde_json::json!({"type": "integer", "minimum": 0, "maximum": 255})
