@@ -26,6 +26,7 @@ mod mcp_stdio;
 mod misbehaving;
 mod parallel_changes;
 mod pins;
+mod provider_exports;
 mod python_attacker;
 mod redteam;
 mod roots;

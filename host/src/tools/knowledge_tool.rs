@@ -49,7 +49,7 @@ pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
             "type": "object",
             "properties": {
                 "module": module_schema,
-                "skill": {"type": "string", "description": "one skill id; leave out for every overlay and skill"}
+                "skill": {"type": ["string", "null"], "description": "one skill id; leave out (or null) for every overlay and skill"}
             },
             "required": ["module"],
             "additionalProperties": false

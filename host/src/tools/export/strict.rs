@@ -200,9 +200,10 @@ fn close_object(
             ));
         }
     }
-    // The root may declare nothing (a capability without input); a nested
-    // object that declares nothing is a free-form map.
-    if declared == 0 && !pointer.is_empty() && !map.contains_key("additionalProperties") {
+    // An object that declares nothing and does not close itself is a
+    // free-form map (at the root: a capability taking any object, such as
+    // an echo); a capability without input says `additionalProperties: false`.
+    if declared == 0 && !map.contains_key("additionalProperties") {
         return Err(format!(
             "the object at {} declares no properties (a free-form map), which strict mode cannot express",
             at(pointer)
@@ -329,9 +330,14 @@ mod tests {
     }
 
     #[test]
-    fn no_input_is_a_closed_empty_object() {
+    fn no_input_is_a_closed_empty_object_and_any_object_is_not() {
+        assert!(
+            strict_schema(&json!({"type": "object"}))
+                .unwrap_err()
+                .contains("free-form")
+        );
         assert_eq!(
-            strict_schema(&json!({"type": "object"})).unwrap(),
+            strict_schema(&json!({"type": "object", "additionalProperties": false})).unwrap(),
             json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
         );
     }
