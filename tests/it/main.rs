@@ -7,6 +7,7 @@
 //! table) lives in [`support`].
 
 mod cli;
+mod cli_conventions;
 mod confinement_failures;
 mod conformance;
 mod conformance_grants;
