@@ -22,6 +22,7 @@ mod hostile;
 mod install;
 mod interpreters;
 mod mcp;
+mod mcp_client_setup;
 mod mcp_robustness;
 mod mcp_stdio;
 mod misbehaving;
