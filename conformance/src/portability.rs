@@ -217,7 +217,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn capability(input: Value, output: Option<Value>) -> Capability {
+    fn capability(input: &Value, output: Option<&Value>) -> Capability {
         serde_json::from_value(json!({
             "id": "m.c", "description": "d", "input_schema": input, "output_schema": output
         }))
@@ -227,9 +227,9 @@ mod tests {
     #[test]
     fn a_schemars_default_uint_format_is_named_with_the_clients_that_reject_it() {
         let cap = capability(
-            json!({"type": "object", "properties": {"n": {"type": "integer", "format": "uint64", "minimum": 0}}}),
+            &json!({"type": "object", "properties": {"n": {"type": "integer", "format": "uint64", "minimum": 0}}}),
             Some(
-                json!({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "number", "format": "double"}}}}),
+                &json!({"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "number", "format": "double"}}}}),
             ),
         );
         let findings = check_capability(&cap);
@@ -248,7 +248,7 @@ mod tests {
     #[test]
     fn standard_formats_data_and_property_names_are_not_findings() {
         let cap = capability(
-            json!({"type": "object", "properties": {
+            &json!({"type": "object", "properties": {
                 "format": {"type": "string", "format": "date-time"},
                 "mode": {"enum": [{"format": "uint64"}]},
                 "at": {"type": "string", "default": "x", "format": "uuid"}
@@ -270,7 +270,7 @@ mod tests {
             ]
         );
         assert!(scan(&schema, SchemaRole::Output).is_empty());
-        let ids: Vec<String> = check_capability(&capability(schema, None))
+        let ids: Vec<String> = check_capability(&capability(&schema, None))
             .into_iter()
             .map(|f| f.id)
             .collect();
@@ -280,7 +280,7 @@ mod tests {
     #[test]
     fn a_draft_07_meta_schema_is_named() {
         let cap = capability(
-            json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}),
+            &json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}),
             None,
         );
         let findings = check_capability(&cap);

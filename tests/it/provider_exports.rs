@@ -93,7 +93,7 @@ fn type_check(tsc: &Path, declarations: &[(&str, &str, &Value)]) -> Result<(), S
 
 /// A script module answering `describe` with `capabilities` (no single
 /// quote in them: the descriptor is quoted for the shell).
-fn install_script_module(home: &Home, id: &str, capabilities: Value) {
+fn install_script_module(home: &Home, id: &str, capabilities: &Value) {
     let folder = home.modules().join(id);
     std::fs::create_dir_all(&folder).expect("module folder");
     let descriptor = json!({"id": id, "version": "1.0.0", "capabilities": capabilities});
@@ -115,7 +115,7 @@ fn home_with_every_kind_of_tool() -> Home {
     install_script_module(
         &home,
         "odd",
-        json!([
+        &json!([
             {"id": "odd.either", "description": "one of two keys",
              "input_schema": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
                               "anyOf": [{"required": ["a"]}, {"required": ["b"]}]}},

@@ -457,7 +457,7 @@ pub(crate) mod tests {
     fn the_knowledge_tool_is_listed_only_when_some_module_ships_knowledge() {
         let plain = module("files", &json!([cap("files.search", &json!({}))]));
         let r = build_registry(
-            &[plain.clone()],
+            std::slice::from_ref(&plain),
             &ApprovalConfig::default(),
             &BTreeMap::new(),
         );
