@@ -8,6 +8,7 @@
 
 mod cli;
 mod cli_conventions;
+mod compile_progress;
 mod confinement_failures;
 mod conformance;
 mod conformance_grants;
