@@ -287,3 +287,43 @@ fn the_knowledge_tool_is_listed_only_when_a_module_ships_knowledge() {
     let (tools, _) = export(&home, &["mcp"]);
     assert!(names(&tools).contains(&"modhost__knowledge"));
 }
+
+#[test]
+fn conformance_names_the_provider_hostile_constructs_and_finds_none_in_sdk_derived_schemas() {
+    let home = home_with_every_kind_of_tool();
+    let run = home.run(&["conformance", "odd", "--json"]);
+    let report = run.json();
+    let findings = report["findings"].as_array().cloned().unwrap_or_default();
+    let format = findings
+        .iter()
+        .find(|f| f["id"] == "portability.non_standard_format" && f["capability"] == "odd.count")
+        .unwrap_or_else(|| panic!("uint64 not reported: {report:#}"));
+    assert_eq!(format["severity"], "warning");
+    let reason = format["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("uint64") && reason.contains("MCP Inspector"),
+        "{reason}"
+    );
+    assert!(
+        findings
+            .iter()
+            .any(|f| f["id"] == "portability.non_standard_format"
+                && f["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("output_schema"))),
+        "the output schema's double: {report:#}"
+    );
+    // The files module's schemas are derived by modsdk: nothing to report.
+    let files = home.run(&["conformance", "files", "--json"]).json();
+    let portability: Vec<&Value> = files["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| {
+            f["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("portability."))
+        })
+        .collect();
+    assert!(portability.is_empty(), "{portability:#?}");
+}

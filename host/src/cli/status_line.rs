@@ -74,13 +74,18 @@ impl CompileWatcher for StatusLine {
         });
     }
 
-    fn finished(&self, module: &str, elapsed: Duration) {
+    fn finished(&self, module: &str, elapsed: Duration, compiled: bool) {
         let mut guard = self.active.lock().unwrap_or_else(|p| p.into_inner());
         *guard = None;
-        draw(&format!(
-            "{} {module} in {:.1}s (later runs load it from the cache)\n",
-            verb("Compiled", self.color),
-            elapsed.as_secs_f64()
-        ));
+        if compiled {
+            draw(&format!(
+                "{} {module} in {:.1}s (later runs load it from the cache)\n",
+                verb("Compiled", self.color),
+                elapsed.as_secs_f64()
+            ));
+        } else {
+            // The error itself follows from the caller; clear the line for it.
+            draw("");
+        }
     }
 }

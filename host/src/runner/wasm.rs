@@ -230,7 +230,7 @@ impl WasmEngine {
                 let announcement =
                     cache::CompileAnnouncement::start(path, bytes.len(), notifications);
                 let compiled = Component::new(&inner.engine, &bytes);
-                announcement.finish();
+                announcement.finish(compiled.is_ok());
                 let component = compiled.map_err(|e| WasmError::Compile {
                     path: path.to_owned(),
                     message: error_chain(&e),

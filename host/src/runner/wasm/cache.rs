@@ -49,8 +49,9 @@ use crate::runner::NotificationSink;
 pub trait CompileWatcher: Send + Sync + 'static {
     /// `module` started compiling (`bytes` of component).
     fn started(&self, module: &str, bytes: usize);
-    /// `module` finished compiling (or failed) after `elapsed`.
-    fn finished(&self, module: &str, elapsed: Duration);
+    /// `module` finished compiling after `elapsed`; `compiled` is false
+    /// when the compile failed (the error is reported by the caller).
+    fn finished(&self, module: &str, elapsed: Duration, compiled: bool);
 }
 
 static WATCHER: OnceLock<Box<dyn CompileWatcher>> = OnceLock::new();
@@ -96,11 +97,11 @@ impl CompileAnnouncement {
         announcement
     }
 
-    /// The compile ended (compiled or failed: either way it is over).
-    pub(super) fn finish(self) {
+    /// The compile ended, `compiled` or failed.
+    pub(super) fn finish(self, compiled: bool) {
         let elapsed = self.started.elapsed();
         if let Some(watcher) = WATCHER.get() {
-            watcher.finished(&self.module, elapsed);
+            watcher.finished(&self.module, elapsed, compiled);
         }
     }
 
