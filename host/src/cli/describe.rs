@@ -1,4 +1,4 @@
-//! `modhost describe MODULE [--json] [--source-root NAME=PATH]...`: the
+//! `modhost describe MODULE [--format text|json] [--json] [--source-root NAME=PATH]...`: the
 //! descriptor plus the host's findings (what each capability's call would be
 //! granted, from the same plan `invoke` grants from, which source roots are
 //! missing, warnings), the contract standing

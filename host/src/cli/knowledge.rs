@@ -1,4 +1,4 @@
-//! `modhost knowledge MODULE [--skill ID] [--json]`: the module's verified
+//! `modhost knowledge MODULE [--skill ID] [--format text|json] [--json]`: the module's verified
 //! overlays and skills, each under its provenance line; documents whose
 //! digest does not match are left out and reported on stderr.
 
