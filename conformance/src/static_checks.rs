@@ -249,7 +249,8 @@ fn check_capability(d: &Descriptor, capability: &Capability, findings: &mut Vec<
             push(Finding::warning(
                 "portability.top_level_combinator",
                 format!(
-                    "the input_schema of capability {cap:?} uses {keyword:?} at its root, which some providers reject"
+                    "the input_schema of capability {cap:?} uses {keyword:?} at its root: {}",
+                    crate::portability::REJECTS_ROOT_COMBINATOR
                 ),
                 "move the alternatives into properties, or split the capability",
             ));
