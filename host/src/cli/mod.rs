@@ -255,3 +255,21 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{text}");
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[test]
+    fn a_cause_already_quoted_by_its_error_is_not_printed_again() {
+        let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+        let quoted = anyhow::Error::new(std::io::Error::new(io.kind(), io.to_string()))
+            .context(format!("could not read /nonexistent: {io}"));
+        assert_eq!(
+            error_text(&quoted),
+            format!("could not read /nonexistent: {io}")
+        );
+        let fresh = anyhow::anyhow!("disk on fire").context("could not install");
+        assert_eq!(error_text(&fresh), "could not install: disk on fire");
+    }
+}
