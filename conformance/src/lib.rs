@@ -38,6 +38,7 @@
 mod battery;
 mod finding;
 mod no_weakening;
+pub mod portability;
 pub mod schema;
 mod static_checks;
 mod tool_name;

@@ -57,6 +57,7 @@ pub fn check_descriptor_with(
     check_unique_names(descriptor, &mut findings);
     for capability in &descriptor.capabilities {
         check_capability(descriptor, capability, &mut findings);
+        findings.extend(crate::portability::check_capability(capability));
     }
     check_unnamed_roots(descriptor, &mut findings);
     check_tool_names(descriptor, &mut findings);
@@ -248,7 +249,8 @@ fn check_capability(d: &Descriptor, capability: &Capability, findings: &mut Vec<
             push(Finding::warning(
                 "portability.top_level_combinator",
                 format!(
-                    "the input_schema of capability {cap:?} uses {keyword:?} at its root, which some providers reject"
+                    "the input_schema of capability {cap:?} uses {keyword:?} at its root: {}",
+                    crate::portability::REJECTS_ROOT_COMBINATOR
                 ),
                 "move the alternatives into properties, or split the capability",
             ));

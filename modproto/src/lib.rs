@@ -34,6 +34,7 @@ pub mod framing;
 pub mod invoke;
 pub mod jsonrpc;
 pub mod notify;
+pub mod schema_formats;
 pub mod strict_json;
 
 pub use descriptor::{

@@ -264,13 +264,112 @@ pub fn reads(roots: &[&str], cost: modproto::Cost) -> Effects {
     }
 }
 
-/// The JSON Schema of `T`, without the `$schema` and `title` keys (noise
-/// in a tool definition; the validator defaults to the same draft).
+/// The JSON Schema of `T` in the vocabulary every provider and MCP client
+/// accepts (see [`portable_settings`]), without the `title` key (noise in a
+/// tool definition).
 fn schema_of<T: JsonSchema>() -> Value {
-    let mut schema = schemars::schema_for!(T).to_value();
+    let mut schema = portable_settings()
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
     if let Value::Object(map) = &mut schema {
-        map.remove("$schema");
         map.remove("title");
     }
     schema
+}
+
+/// Draft 2020-12 with no `$schema` key (providers reject or ignore it; the
+/// host validates as 2020-12 anyway) and only standard formats: schemars
+/// describes `u64` as `"format": "uint64", "minimum": 0`; the transform
+/// drops the format at generation time, so an unsigned integer is
+/// `"type": "integer", "minimum": 0` and nothing is rewritten after the fact.
+fn portable_settings() -> schemars::generate::SchemaSettings {
+    let mut restrict = schemars::transform::RestrictFormats::default();
+    restrict.infer_from_meta_schema = false;
+    restrict.allowed_formats = modproto::schema_formats::STANDARD_FORMATS
+        .iter()
+        .map(|f| (*f).into())
+        .collect();
+    let mut settings = schemars::generate::SchemaSettings::draft2020_12().with_transform(restrict);
+    settings.meta_schema = None;
+    settings
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Everything {
+        count: u64,
+        small: u8,
+        index: usize,
+        signed: i32,
+        ratio: f64,
+        maybe: Option<u32>,
+        nested: Vec<Inner>,
+        when: Option<String>,
+    }
+
+    #[allow(dead_code)]
+    #[derive(serde::Deserialize, JsonSchema)]
+    struct Inner {
+        size: u32,
+    }
+
+    fn formats(value: &Value, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(Value::String(f)) = map.get("format") {
+                    found.push(f.clone());
+                }
+                map.values().for_each(|v| formats(v, found));
+            }
+            Value::Array(items) => items.iter().for_each(|v| formats(v, found)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn derived_schemas_carry_no_non_standard_format_and_no_meta_schema() {
+        let schema = schema_of::<Everything>();
+        let mut found = Vec::new();
+        formats(&schema, &mut found);
+        assert!(
+            found.is_empty(),
+            "non-standard formats left: {found:?} in {schema}"
+        );
+        assert!(schema.get("$schema").is_none(), "{schema}");
+        let props = &schema["properties"];
+        assert_eq!(
+            props["count"],
+            serde_json::json!({"type": "integer", "minimum": 0})
+        );
+        assert_eq!(
+            props["index"],
+            serde_json::json!({"type": "integer", "minimum": 0})
+        );
+        assert_eq!(
+            props["small"],
+            serde_json::json!({"type": "integer", "minimum": 0, "maximum": 255})
+        );
+        assert_eq!(props["ratio"], serde_json::json!({"type": "number"}));
+        // Definitions are transformed too, not only the root.
+        assert_eq!(
+            schema["$defs"]["Inner"]["properties"]["size"],
+            serde_json::json!({"type": "integer", "minimum": 0})
+        );
+    }
+
+    #[test]
+    fn a_standard_format_is_kept() {
+        #[allow(dead_code)]
+        #[derive(serde::Deserialize, JsonSchema)]
+        struct Address {
+            ip: std::net::Ipv4Addr,
+        }
+        let schema = schema_of::<Address>();
+        assert_eq!(schema["properties"]["ip"]["format"], "ipv4");
+    }
 }

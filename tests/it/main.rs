@@ -7,6 +7,8 @@
 //! table) lives in [`support`].
 
 mod cli;
+mod cli_conventions;
+mod compile_progress;
 mod confinement_failures;
 mod conformance;
 mod conformance_grants;
@@ -24,6 +26,7 @@ mod install_checks;
 mod interpreters;
 mod mcp;
 mod mcp_attacks;
+mod mcp_client_setup;
 mod mcp_elicitation;
 mod mcp_eras;
 mod mcp_robustness;
@@ -33,6 +36,7 @@ mod new_module;
 mod parallel_changes;
 mod pins;
 mod protocol_doc;
+mod provider_exports;
 mod python_attacker;
 mod redteam;
 mod roots;

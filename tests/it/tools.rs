@@ -111,9 +111,9 @@ fn tools_are_exported_in_each_providers_exact_shape() {
     assert_eq!(t["capability"], "files.search");
     assert_eq!(t["approval"]["verdict"], "allow", "{t:#}");
     assert_eq!(t["effects"]["reads"], json!(["workspace"]));
-    // The knowledge tool is always offered, in every shape.
+    // No module here ships knowledge: the knowledge tool is not offered.
     for list in [&openai, &anthropic, &mcp, &own] {
-        assert!(find(list, "modhost__knowledge").is_some());
+        assert!(find(list, "modhost__knowledge").is_none());
     }
     // Only pinned modules become tools: an unpinned copy offers nothing.
     home.install_binary_unpinned(
@@ -354,7 +354,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// A module (a shell script) that declares one overlay and one skill.
-fn install_knowledge_module(home: &Home, overlay: &str, skill: &str) {
+pub(crate) fn install_knowledge_module(home: &Home, overlay: &str, skill: &str) {
     let folder = home.modules().join("guide");
     std::fs::create_dir_all(folder.join("knowledge")).expect("module folder");
     std::fs::write(folder.join("knowledge/intro.md"), overlay).expect("overlay");

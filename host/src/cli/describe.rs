@@ -1,4 +1,4 @@
-//! `modhost describe MODULE [--json] [--source-root NAME=PATH]...`: the
+//! `modhost describe MODULE [--format text|json] [--json] [--source-root NAME=PATH]...`: the
 //! descriptor plus the host's findings (what each capability's call would be
 //! granted, from the same plan `invoke` grants from, which source roots are
 //! missing, warnings), the contract standing
@@ -21,8 +21,8 @@ pub struct Args {
     /// Preview with this source root (as `invoke --source-root`).
     #[arg(long = "source-root", value_name = "NAME=PATH", value_parser = parse_source_root)]
     source_roots: Vec<(String, PathBuf)>,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: super::output_format::OutputArgs,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
@@ -78,7 +78,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         })
         .collect();
 
-    if args.json {
+    if args.output.is_json() {
         let mut value = serde_json::to_value(module.summary())?;
         value["host_warnings"] = json!(host_warnings);
         value["descriptor"] = json!(module.descriptor.as_deref());

@@ -1,4 +1,6 @@
-//! `modhost doctor [--json]`: what this machine and home support.
+//! `modhost doctor [--format text|json] [--json]`: what this machine and
+//! home support. A missing home is reported (with `modhost install` as the
+//! remedy), never created: the doctor only looks.
 
 use std::process::ExitCode;
 
@@ -10,12 +12,22 @@ use serde_json::json;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: super::output_format::OutputArgs,
 }
 
 pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> {
-    let host = Host::open(options.clone());
+    let missing_home = HomeLayout::resolve(options.home.as_deref())
+        .ok()
+        .filter(|home| !home.exists());
+    let host = match &missing_home {
+        Some(home) => Err(format!(
+            "no modhost home at {}: nothing is installed there; `modhost install PATH` creates it \
+             (or point --home or MODHOST_HOME at an existing home)",
+            home.display()
+        )),
+        None => Host::open(options.clone()).map_err(|e| e.to_string()),
+    };
     let report = match &host {
         Ok(host) => {
             let modules = host.discover().await;
@@ -47,11 +59,12 @@ pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> 
         Err(e) => json!({
             "ok": false,
             "home": HomeLayout::resolve(options.home.as_deref()).ok(),
-            "error": e.to_string(),
+            "home_present": missing_home.is_none(),
+            "error": e,
             "confinement": confinement(None),
         }),
     };
-    if args.json {
+    if args.output.is_json() {
         super::print_json(&report)?;
     } else {
         print_human(&report);

@@ -1,4 +1,4 @@
-//! `modhost knowledge MODULE [--skill ID] [--json]`: the module's verified
+//! `modhost knowledge MODULE [--skill ID] [--format text|json] [--json]`: the module's verified
 //! overlays and skills, each under its provenance line; documents whose
 //! digest does not match are left out and reported on stderr.
 
@@ -14,8 +14,8 @@ pub struct Args {
     /// Only this skill (overlays are left out).
     #[arg(long, value_name = "ID")]
     skill: Option<String>,
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: super::output_format::OutputArgs,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
@@ -32,7 +32,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map_or(Selection::All, Selection::Skill);
     let loaded = knowledge::load(descriptor, module.knowledge_dir(), selection);
-    if args.json {
+    if args.output.is_json() {
         super::print_json(&loaded)?;
     } else {
         let mut text = String::new();

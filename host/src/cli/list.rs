@@ -1,4 +1,4 @@
-//! `modhost list [--json]`.
+//! `modhost list [--format text|json] [--json]`.
 //!
 //! Each entry carries `status` (`enabled`, `disabled`, `broken`, and under
 //! `pins = "enforce"` `unpinned` or `changed`), `contract` (`v1`, `v2`,
@@ -12,14 +12,13 @@ use modhost::{Host, ModuleStatus};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// One JSON array of module entries on stdout.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: super::output_format::OutputArgs,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let modules = host.discover().await;
-    if args.json {
+    if args.output.is_json() {
         let entries: Vec<_> = modules.iter().map(|m| m.summary()).collect();
         super::print_json(&entries)?;
         return Ok(ExitCode::SUCCESS);

@@ -33,6 +33,7 @@
 //!   warning.
 
 mod cache;
+pub use cache::{CompileWatcher, watch_compiles};
 mod known_digests;
 mod stdio;
 
@@ -194,6 +195,16 @@ impl WasmEngine {
     /// milliseconds of CPU: call it from a blocking context, or use
     /// [`WasmEngine::load_async`]).
     pub fn load(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
+        self.load_announcing(path, None)
+    }
+
+    /// [`WasmEngine::load`], announcing a compile as `progress` on
+    /// `notifications` too (see [`cache::CompileAnnouncement`]).
+    fn load_announcing(
+        &self,
+        path: &Path,
+        notifications: Option<&NotificationSink>,
+    ) -> Result<Arc<LoadedComponent>, WasmError> {
         if let Some(loaded) = self.loaded_unchanged(path) {
             return Ok(loaded);
         }
@@ -216,17 +227,15 @@ impl WasmEngine {
         let (component, origin) = match inner.cache.get(&inner.engine, &digest) {
             Some(component) => (component, LoadOrigin::DiskCache),
             None => {
-                // Seconds for a large component: say so, once.
-                tracing::info!(
-                    "compiling {} ({:.1} MB) for this host; later runs load it from the cache",
-                    path.display(),
-                    bytes.len() as f64 / 1e6
-                );
-                let component =
-                    Component::new(&inner.engine, &bytes).map_err(|e| WasmError::Compile {
-                        path: path.to_owned(),
-                        message: error_chain(&e),
-                    })?;
+                // Seconds for a large component: say so, naming the module.
+                let announcement =
+                    cache::CompileAnnouncement::start(path, bytes.len(), notifications);
+                let compiled = Component::new(&inner.engine, &bytes);
+                announcement.finish(compiled.is_ok());
+                let component = compiled.map_err(|e| WasmError::Compile {
+                    path: path.to_owned(),
+                    message: error_chain(&e),
+                })?;
                 inner.cache.put(&digest, &component);
                 (component, LoadOrigin::Compiled)
             }
@@ -258,13 +267,27 @@ impl WasmEngine {
     /// [`WasmEngine::load`] on a blocking thread, so compiling does not stall
     /// the async workers.
     pub async fn load_async(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
+        self.load_async_announcing(path, None).await
+    }
+
+    /// [`WasmEngine::load_async`], announcing a compile on `notifications`.
+    async fn load_async_announcing(
+        &self,
+        path: &Path,
+        notifications: Option<&NotificationSink>,
+    ) -> Result<Arc<LoadedComponent>, WasmError> {
         // The common case, an unchanged file already loaded, needs no thread.
         if let Some(loaded) = self.loaded_unchanged(path) {
             return Ok(loaded);
         }
         let engine = self.clone();
         let path_owned = path.to_owned();
-        match tokio::task::spawn_blocking(move || engine.load(&path_owned)).await {
+        let notifications = notifications.cloned();
+        match tokio::task::spawn_blocking(move || {
+            engine.load_announcing(&path_owned, notifications.as_ref())
+        })
+        .await
+        {
             Ok(result) => result,
             Err(e) => Err(WasmError::Engine {
                 message: format!("loading {}: {e}", path.display()),
@@ -296,9 +319,12 @@ impl WasmEngine {
         call: &Call<'_>,
         notifications: Option<&NotificationSink>,
     ) -> Result<Exchange, RunError> {
-        let component = self.load_async(module).await.map_err(|e| RunError::Spawn {
-            message: e.to_string(),
-        })?;
+        let component = self
+            .load_async_announcing(module, notifications)
+            .await
+            .map_err(|e| RunError::Spawn {
+                message: e.to_string(),
+            })?;
         self.run(&component, call, notifications).await
     }
 
@@ -1092,6 +1118,49 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains("notes.txt"), "{message}");
         assert!(message.contains("only be granted folders"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn a_first_compile_is_announced_as_progress_naming_the_module_and_a_cached_load_is_not() {
+        let home = tempfile::tempdir().unwrap();
+        let cache = home.path().join("cache/components");
+        // A component installed at modules/<id>/: named by its folder.
+        let installed = home.path().join("modules/notes/echo.wasm");
+        std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+        std::fs::copy(guest("echo"), &installed).unwrap();
+        let line = request(&json!({}));
+        let call = Call {
+            request_line: &line,
+            limits: CallLimits::default(),
+            grants: &[],
+            executables: &[],
+            network: false,
+            start_ahead: false,
+        };
+        let first = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
+        let (tx, mut rx) = unbounded_channel();
+        first
+            .run_module(&installed, &call, Some(&tx))
+            .await
+            .unwrap();
+        let announced = rx.try_recv().expect("a progress notification");
+        assert_eq!(announced.method, "progress");
+        let params = announced.params.unwrap();
+        let message = params["message"].as_str().unwrap();
+        assert!(message.contains("compiling module notes"), "{message}");
+        assert!(
+            !message.contains(home.path().to_str().unwrap()),
+            "no path: {message}"
+        );
+        assert_eq!(params["progress"], json!(0.0));
+        // Loaded from the disk cache by a new engine: nothing to announce.
+        let second = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
+        let (tx, mut rx) = unbounded_channel();
+        second
+            .run_module(&installed, &call, Some(&tx))
+            .await
+            .unwrap();
+        assert!(rx.try_recv().is_err(), "a cached load sent progress");
     }
 
     #[test]

@@ -15,6 +15,14 @@ use crate::knowledge::{self, Selection};
 /// take without colliding (and being refused) at registration.
 pub const KNOWLEDGE_TOOL: &str = "modhost__knowledge";
 
+/// Whether the tool is offered: only when some module ships knowledge (a
+/// tool that can only answer "nothing here" is noise in every agent's
+/// context). Its name stays reserved either way: the registry refuses a
+/// module tool that claims it.
+pub fn is_offered(modules: &[ModuleEntry]) -> bool {
+    modules.iter().any(|m| !m.descriptor.knowledge.is_empty())
+}
+
 /// The tool's definition; the module list is spelled out in the schema so a
 /// model cannot guess a module that is not there.
 pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
@@ -41,7 +49,7 @@ pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
             "type": "object",
             "properties": {
                 "module": module_schema,
-                "skill": {"type": "string", "description": "one skill id; leave out for every overlay and skill"}
+                "skill": {"type": ["string", "null"], "description": "one skill id; leave out (or null) for every overlay and skill"}
             },
             "required": ["module"],
             "additionalProperties": false

@@ -125,7 +125,8 @@ pub struct Registry {
     pub problems: Vec<String>,
 }
 
-/// Build one tool per enabled capability of `modules`, plus the knowledge tool.
+/// Build one tool per enabled capability of `modules`, plus the knowledge
+/// tool when some module ships knowledge.
 pub fn build_registry(
     modules: &[ModuleEntry],
     approval: &ApprovalConfig,
@@ -157,7 +158,13 @@ pub fn build_registry(
             });
         }
     }
-    refuse_collisions(candidates)
+    let mut registry = refuse_collisions(candidates);
+    if !knowledge_tool::is_offered(modules) {
+        registry
+            .tools
+            .retain(|t| !(t.name == KNOWLEDGE_TOOL && t.module == "modhost"));
+    }
+    registry
 }
 
 /// Keep the tools whose names are unique; report every clash naming both sides.
@@ -320,7 +327,7 @@ impl<I: Invoker> Toolbox<I> {
             .get(name)
             .ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
         let record = approval::authorize(&tool.approval, &tool.name, approver)?;
-        if tool.name == KNOWLEDGE_TOOL {
+        if tool.name == KNOWLEDGE_TOOL && tool.module == "modhost" {
             return Ok(knowledge_tool::run(&self.modules, &input));
         }
         let module = &self.modules[&tool.module];
@@ -376,8 +383,8 @@ pub(crate) mod tests {
         let r = build_registry(&[m], &ApprovalConfig::default(), &BTreeMap::new());
         assert!(r.problems.is_empty());
         let names: Vec<&str> = r.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, [KNOWLEDGE_TOOL, "files__files_search"]);
-        let t = &r.tools[1];
+        assert_eq!(names, ["files__files_search"], "no module ships knowledge");
+        let t = &r.tools[0];
         assert_eq!(
             t.input_schema,
             json!({"type": "object", "properties": {"q": {"type": "string"}}})
@@ -414,9 +421,9 @@ pub(crate) mod tests {
             },
         );
         let r = build_registry(&[m], &ApprovalConfig::default(), &o);
-        assert_eq!(r.tools.len(), 2);
+        assert_eq!(r.tools.len(), 1);
         assert!(
-            r.tools[1]
+            r.tools[0]
                 .description
                 .starts_with("Operator words.\n\nEffects:")
         );
@@ -435,7 +442,7 @@ pub(crate) mod tests {
         let r = build_registry(&[a], &ApprovalConfig::default(), &BTreeMap::new());
         assert_eq!(
             r.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-            [KNOWLEDGE_TOOL, "m__ok"]
+            ["m__ok"]
         );
         assert_eq!(r.problems.len(), 1);
         assert!(
@@ -451,6 +458,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_knowledge_tool_is_listed_only_when_some_module_ships_knowledge() {
+        let plain = module("files", &json!([cap("files.search", &json!({}))]));
+        let r = build_registry(
+            std::slice::from_ref(&plain),
+            &ApprovalConfig::default(),
+            &BTreeMap::new(),
+        );
+        assert!(r.tools.iter().all(|t| t.name != KNOWLEDGE_TOOL));
+        let mut d = (*plain.descriptor).clone();
+        d.knowledge = serde_json::from_value(json!({"overlays": [
+            {"id": "guide", "path": "guide.md", "sha256": "0".repeat(64)}
+        ]}))
+        .unwrap();
+        let guided = ModuleEntry {
+            descriptor: Arc::new(d),
+            dir: None,
+        };
+        let r = build_registry(&[guided], &ApprovalConfig::default(), &BTreeMap::new());
+        assert_eq!(r.tools[0].name, KNOWLEDGE_TOOL);
+        assert_eq!(
+            r.tools[0].input_schema["properties"]["module"]["enum"],
+            json!(["files"])
+        );
+    }
+
+    #[test]
     fn ask_is_offered_and_deny_is_not() {
         let m = module("net", &json!([cap("net.get", &json!({"network": true}))]));
         let r = build_registry(
@@ -458,13 +491,13 @@ pub(crate) mod tests {
             &ApprovalConfig::default(),
             &BTreeMap::new(),
         );
-        let t = &r.tools[1];
+        let t = &r.tools[0];
         assert_eq!(t.approval.verdict, Verdict::Ask);
         assert!(t.is_offered());
         let deny: ApprovalConfig =
             toml::from_str("[[rules]]\neffect = \"network\"\ndecision = \"deny\"\n").unwrap();
         let r = build_registry(&[m], &deny, &BTreeMap::new());
-        assert!(!r.tools[1].is_offered());
+        assert!(!r.tools[0].is_offered());
     }
 
     /// Records each call it is given and answers with the input.
@@ -580,7 +613,7 @@ pub(crate) mod tests {
         };
         assert_eq!(
             names(&|| plain.list_tools()),
-            [KNOWLEDGE_TOOL, "web__web_get", "web__web_cached"]
+            ["web__web_get", "web__web_cached"]
         );
         assert!(plain.approval_rule("web__web_get").is_some());
         assert!(plain.approval_rule("web__web_cached").is_none());

@@ -21,17 +21,128 @@
 //! Anything else (stale, foreign, corrupt, unreadable) is a miss: the component
 //! is recompiled and the entry rewritten, never trusted and never a crash.
 //! Writes are atomic: a temporary file in the same directory, fsync, rename.
+//!
+//! A miss costs seconds for a large component, so a compile is announced
+//! ([`CompileAnnouncement`]), naming the module rather than the snapshot or
+//! staging path it is compiled from: to the call's notification sink as
+//! `progress` (which an MCP client that asked for progress receives), and to
+//! the process's [`CompileWatcher`] (the CLI's status line on a terminal),
+//! or else as one log line.
 
 use std::fs::OpenOptions;
 use std::hash::{Hash, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
+use modproto::{Notification, ProgressParams};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use crate::atomic_file::write_atomically;
+use crate::runner::NotificationSink;
+
+/// Who shows a person that a component is being compiled: one per process
+/// (the terminal is the process's), set once by the CLI.
+pub trait CompileWatcher: Send + Sync + 'static {
+    /// `module` started compiling (`bytes` of component).
+    fn started(&self, module: &str, bytes: usize);
+    /// `module` finished compiling after `elapsed`; `compiled` is false
+    /// when the compile failed (the error is reported by the caller).
+    fn finished(&self, module: &str, elapsed: Duration, compiled: bool);
+}
+
+static WATCHER: OnceLock<Box<dyn CompileWatcher>> = OnceLock::new();
+
+/// Show every compile of this process through `watcher` instead of a log
+/// line. Only the first call takes effect.
+pub fn watch_compiles(watcher: impl CompileWatcher) {
+    let _ = WATCHER.set(Box::new(watcher));
+}
+
+/// One compile, announced at its start and its end.
+#[derive(Debug)]
+pub(super) struct CompileAnnouncement {
+    module: String,
+    started: Instant,
+    notifications: Option<NotificationSink>,
+}
+
+impl CompileAnnouncement {
+    /// Announce that the component at `path` (`bytes` long) is compiled now.
+    pub(super) fn start(
+        path: &Path,
+        bytes: usize,
+        notifications: Option<&NotificationSink>,
+    ) -> CompileAnnouncement {
+        let module = module_name(path);
+        match WATCHER.get() {
+            Some(watcher) => watcher.started(&module, bytes),
+            None => tracing::info!(
+                "compiling module {module} ({:.1} MB) for this host; later runs load it from the cache",
+                bytes as f64 / 1e6
+            ),
+        }
+        let announcement = CompileAnnouncement {
+            module,
+            started: Instant::now(),
+            notifications: notifications.cloned(),
+        };
+        announcement.progress(format!(
+            "compiling module {} for this host (first run; later runs load it from the cache)",
+            announcement.module
+        ));
+        announcement
+    }
+
+    /// The compile ended, `compiled` or failed.
+    pub(super) fn finish(self, compiled: bool) {
+        let elapsed = self.started.elapsed();
+        if let Some(watcher) = WATCHER.get() {
+            watcher.finished(&self.module, elapsed, compiled);
+        }
+    }
+
+    /// One `progress` at 0 with no total: the module's own reports follow
+    /// and must still count as increasing (MCP drops any that do not), so
+    /// the compile says only that it started.
+    fn progress(&self, message: String) {
+        let Some(sink) = &self.notifications else {
+            return;
+        };
+        let params = ProgressParams {
+            request_id: String::new(),
+            progress: 0.0,
+            total: None,
+            message: Some(message),
+        };
+        if let Ok(params) = serde_json::to_value(params) {
+            let _ = sink.send(Notification::new(modproto::METHOD_PROGRESS, Some(params)));
+        }
+    }
+}
+
+/// The module a component file belongs to, as the operator names it: its
+/// folder under `modules/` when it is installed there, else the file's stem
+/// (a snapshot or install staging copy keeps the entry's file name).
+pub(super) fn module_name(path: &Path) -> String {
+    let folder = path.parent();
+    let in_modules = folder
+        .and_then(Path::parent)
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "modules");
+    let folder_name = folder
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| in_modules && !n.starts_with('.'));
+    folder_name.unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| path.display().to_string())
+    })
+}
 
 /// The first bytes of every entry; bump the version when the layout changes.
 const MAGIC: &[u8; 16] = b"modhost-cwasm-v1";
@@ -326,5 +437,31 @@ mod tests {
         let file = home.path().join("file");
         std::fs::write(&file, b"").unwrap();
         assert!(prepare_private_dir(&file).is_err());
+    }
+}
+
+#[cfg(test)]
+mod announcement_tests {
+    use super::module_name;
+    use std::path::Path;
+
+    #[test]
+    fn a_compile_names_the_module_never_a_snapshot_or_staging_path() {
+        assert_eq!(
+            module_name(Path::new("/h/modules/files/files.wasm")),
+            "files"
+        );
+        assert_eq!(
+            module_name(Path::new("/h/modules/notes/main.wasm")),
+            "notes"
+        );
+        assert_eq!(
+            module_name(Path::new("/h/cache/snapshots/ab12cd/files.wasm")),
+            "files"
+        );
+        assert_eq!(
+            module_name(Path::new("/h/modules/.install-x1y2/files.wasm")),
+            "files"
+        );
     }
 }
