@@ -36,7 +36,7 @@ pub struct AddOutput {
     pub count: usize,
 }
 
-pub fn run(ctx: &mut Ctx, input: AddInput) -> Result<AddOutput, ModError> {
+pub fn run(ctx: &mut Ctx, input: &AddInput) -> Result<AddOutput, ModError> {
     let text = input.text.trim_end().to_owned();
     if text.trim().is_empty() {
         return Err(ModError::invalid_input("text is empty"));

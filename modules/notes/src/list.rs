@@ -21,7 +21,7 @@ pub struct ListInput {
     pub limit: Option<usize>,
 }
 
-pub fn run(ctx: &mut Ctx, input: ListInput) -> Result<Selection, ModError> {
+pub fn run(ctx: &mut Ctx, input: &ListInput) -> Result<Selection, ModError> {
     let tag = input
         .tag
         .as_deref()

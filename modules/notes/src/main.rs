@@ -41,7 +41,7 @@ fn module() -> Module {
             "the notebook (notes.jsonl, an append-only log)",
         )
         .capability(
-            Capability::new("notes.add", add::run)
+            Capability::new("notes.add", |ctx, input| add::run(ctx, &input))
                 .title("Add a note")
                 .description(add::DESCRIPTION)
                 .effects(writes_state())
@@ -51,7 +51,7 @@ fn module() -> Module {
                 ),
         )
         .capability(
-            Capability::new("notes.list", list::run)
+            Capability::new("notes.list", |ctx, input| list::run(ctx, &input))
                 .title("List notes")
                 .description(list::DESCRIPTION)
                 .effects(reads(&[STATE], Cost::Trivial))
@@ -59,14 +59,14 @@ fn module() -> Module {
                 .example("the notes tagged todo", json!({"tag": "todo"})),
         )
         .capability(
-            Capability::new("notes.search", search::run)
+            Capability::new("notes.search", |ctx, input| search::run(ctx, &input))
                 .title("Search notes")
                 .description(search::DESCRIPTION)
                 .effects(reads(&[STATE], Cost::Trivial))
                 .example("notes mentioning deploy", json!({"query": "deploy"})),
         )
         .capability(
-            Capability::new("notes.remove", remove::run)
+            Capability::new("notes.remove", |ctx, input| remove::run(ctx, &input))
                 .title("Remove a note")
                 .description(remove::DESCRIPTION)
                 .effects(writes_state()),

@@ -25,7 +25,7 @@ pub struct RemoveOutput {
     pub count: usize,
 }
 
-pub fn run(ctx: &mut Ctx, input: RemoveInput) -> Result<RemoveOutput, ModError> {
+pub fn run(ctx: &mut Ctx, input: &RemoveInput) -> Result<RemoveOutput, ModError> {
     let notebook = notebook::load(ctx)?;
     let Some(removed) = notebook.notes.iter().find(|n| n.id == input.id).cloned() else {
         return Err(

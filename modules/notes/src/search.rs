@@ -25,7 +25,7 @@ pub struct SearchInput {
     pub limit: Option<usize>,
 }
 
-pub fn run(ctx: &mut Ctx, input: SearchInput) -> Result<Selection, ModError> {
+pub fn run(ctx: &mut Ctx, input: &SearchInput) -> Result<Selection, ModError> {
     let query = input.query.to_lowercase();
     if query.trim().is_empty() {
         return Err(ModError::invalid_input("query is empty"));
