@@ -654,3 +654,103 @@ impl Home {
         target
     }
 }
+
+/// The binaries of `modules/<package>`, built natively (`cargo build -p
+/// <package> --bins`) once per test process per package, like
+/// [`binaries`]: its path.
+pub fn module_binary(package: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, path)) = built.iter().find(|(p, _)| p == package) {
+        return path.clone();
+    }
+    let modhost = &binaries().modhost;
+    let profile_dir = modhost.parent().expect("modhost's folder");
+    let release = profile_dir.file_name() == Some(OsStr::new("release"));
+    let mut args = vec!["build", "--quiet", "-p", package, "--bins"];
+    if release {
+        args.push("--release");
+    }
+    cargo(&args);
+    let path = profile_dir.join(package);
+    assert!(path.is_file(), "cargo built, but {} is not there", path.display());
+    built.push((package.to_owned(), path.clone()));
+    path
+}
+
+/// The component of `modules/<package>`, built for `wasm32-wasip2` with the
+/// components' profile once per test process per package: its path.
+pub fn module_component(package: &str) -> PathBuf {
+    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, path)) = built.iter().find(|(p, _)| p == package) {
+        return path.clone();
+    }
+    let target_dir = cargo(&[
+        "build",
+        "--quiet",
+        "--target",
+        "wasm32-wasip2",
+        "--profile",
+        COMPONENT_PROFILE,
+        "-p",
+        package,
+        "--bins",
+    ]);
+    let path = target_dir
+        .join("wasm32-wasip2")
+        .join(COMPONENT_PROFILE)
+        .join(format!("{package}.wasm"));
+    assert!(path.is_file(), "cargo built, but {} is not there", path.display());
+    built.push((package.to_owned(), path.clone()));
+    path
+}
+
+/// Run `$CARGO <args>` in the workspace root into this test's target
+/// directory (returned); fails the test with cargo's stderr.
+fn cargo(args: &[&str]) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe of the test binary");
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| exe.ancestors().nth(3).map(Path::to_path_buf))
+        .expect("a target directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace root");
+    let output = Command::new(&cargo)
+        .current_dir(workspace_root)
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {cargo:?} {args:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "`cargo {}` failed ({}); for a wasm32-wasip2 build, `rustup target add wasm32-wasip2`. cargo said:\n{}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    target_dir
+}
+
+impl Home {
+    /// Install the native build of `modules/<package>` as module `<package>`
+    /// in its own folder, pinned.
+    pub fn install_module(&self, package: &str) -> PathBuf {
+        self.install_binary(&module_binary(package), package, Layout::Folder)
+    }
+
+    /// Install the component build of `modules/<package>` as module
+    /// `<package>`, pinned.
+    pub fn install_module_component(&self, package: &str) -> PathBuf {
+        let target = self.modules().join(package).join(format!("{package}.wasm"));
+        std::fs::create_dir_all(target.parent().expect("module parent")).expect("module dir");
+        let source = module_component(package);
+        std::fs::copy(&source, &target)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", source.display(), target.display()));
+        self.run(&["pin", package]).expect_code(0);
+        target
+    }
+}
