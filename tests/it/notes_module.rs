@@ -33,22 +33,46 @@ fn notes_of(output: &Value) -> Vec<(u64, String)> {
         .as_array()
         .unwrap_or_else(|| panic!("no notes array: {output:#}"))
         .iter()
-        .map(|n| (n["id"].as_u64().unwrap_or(0), n["text"].as_str().unwrap_or_default().to_owned()))
+        .map(|n| {
+            (
+                n["id"].as_u64().unwrap_or(0),
+                n["text"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
         .collect()
 }
 
 fn pairs(items: &[(u64, &str)]) -> Vec<(u64, String)> {
-    items.iter().map(|(id, text)| (*id, (*text).to_owned())).collect()
+    items
+        .iter()
+        .map(|(id, text)| (*id, (*text).to_owned()))
+        .collect()
 }
 
 #[test]
 fn add_list_search_and_remove_persist_between_calls() {
     let home = notes_home(false);
-    let first = call(&home, "notes.add", &json!({"text": "Buy milk", "tags": ["Home"]}));
+    let first = call(
+        &home,
+        "notes.add",
+        &json!({"text": "Buy milk", "tags": ["Home"]}),
+    );
     assert_eq!(first["output"]["note"]["id"], 1, "{first:#}");
-    assert_eq!(first["output"]["note"]["tags"], json!(["home"]), "{first:#}");
-    call(&home, "notes.add", &json!({"text": "Deploy on Friday", "tags": ["work", "todo"]}));
-    call(&home, "notes.add", &json!({"text": "Call the plumber", "tags": ["home", "todo"]}));
+    assert_eq!(
+        first["output"]["note"]["tags"],
+        json!(["home"]),
+        "{first:#}"
+    );
+    call(
+        &home,
+        "notes.add",
+        &json!({"text": "Deploy on Friday", "tags": ["work", "todo"]}),
+    );
+    call(
+        &home,
+        "notes.add",
+        &json!({"text": "Call the plumber", "tags": ["home", "todo"]}),
+    );
 
     let todo = call(&home, "notes.list", &json!({"tag": "todo"}));
     assert_eq!(
@@ -61,21 +85,41 @@ fn add_list_search_and_remove_persist_between_calls() {
     assert_eq!(limited["output"]["truncated"], true, "{limited:#}");
 
     let found = call(&home, "notes.search", &json!({"query": "MILK"}));
-    assert_eq!(notes_of(&found["output"]), pairs(&[(1, "Buy milk")]), "{found:#}");
-    let found = call(&home, "notes.search", &json!({"query": "the", "tag": "home"}));
-    assert_eq!(notes_of(&found["output"]), pairs(&[(3, "Call the plumber")]), "{found:#}");
+    assert_eq!(
+        notes_of(&found["output"]),
+        pairs(&[(1, "Buy milk")]),
+        "{found:#}"
+    );
+    let found = call(
+        &home,
+        "notes.search",
+        &json!({"query": "the", "tag": "home"}),
+    );
+    assert_eq!(
+        notes_of(&found["output"]),
+        pairs(&[(3, "Call the plumber")]),
+        "{found:#}"
+    );
 
     let removed = call(&home, "notes.remove", &json!({"id": 2}));
     assert_eq!(removed["output"]["count"], 2, "{removed:#}");
-    let error = home.invoke("notes", "notes.remove", &json!({"id": 2}), &[]).invoke_error();
+    let error = home
+        .invoke("notes", "notes.remove", &json!({"id": 2}), &[])
+        .invoke_error();
     assert_eq!(error["kind"], "not_found", "{error:#}");
     let all = call(&home, "notes.list", &json!({}));
-    assert_eq!(notes_of(&all["output"]), pairs(&[(3, "Call the plumber"), (1, "Buy milk")]));
+    assert_eq!(
+        notes_of(&all["output"]),
+        pairs(&[(3, "Call the plumber"), (1, "Buy milk")])
+    );
 
     // A note added after a removal gets a new id, never a reused one.
     let next = call(&home, "notes.add", &json!({"text": "Water the plants"}));
     assert_eq!(next["output"]["note"]["id"], 4, "{next:#}");
-    assert!(log_path(&home).is_file(), "the notebook is in the module's state root");
+    assert!(
+        log_path(&home).is_file(),
+        "the notebook is in the module's state root"
+    );
 }
 
 #[test]
@@ -87,11 +131,15 @@ fn bad_input_is_refused_and_writes_nothing() {
         json!({"text": "x".repeat(16 * 1024 + 1)}),
         json!({"text": 5}),
     ] {
-        let kind = home.invoke("notes", "notes.add", &input, &[]).refused_kind();
+        let kind = home
+            .invoke("notes", "notes.add", &input, &[])
+            .refused_kind();
         assert_eq!(kind, "invalid_input", "{input}");
     }
     assert!(
-        std::fs::read(log_path(&home)).unwrap_or_default().is_empty(),
+        std::fs::read(log_path(&home))
+            .unwrap_or_default()
+            .is_empty(),
         "a refused add wrote to the notebook"
     );
 }
@@ -102,8 +150,16 @@ fn bad_input_is_refused_and_writes_nothing() {
 #[test]
 fn a_write_cut_short_by_a_crash_loses_no_earlier_note() {
     let home = notes_home(false);
-    call(&home, "notes.add", &json!({"text": "first", "tags": ["keep"]}));
-    call(&home, "notes.add", &json!({"text": "second", "tags": ["keep"]}));
+    call(
+        &home,
+        "notes.add",
+        &json!({"text": "first", "tags": ["keep"]}),
+    );
+    call(
+        &home,
+        "notes.add",
+        &json!({"text": "second", "tags": ["keep"]}),
+    );
     let log = log_path(&home);
     let before = std::fs::read(&log).expect("the log");
     let mut torn = before.clone();
@@ -111,14 +167,24 @@ fn a_write_cut_short_by_a_crash_loses_no_earlier_note() {
     std::fs::write(&log, &torn).expect("tear the log");
 
     let listed = call(&home, "notes.list", &json!({}));
-    assert_eq!(notes_of(&listed["output"]), pairs(&[(2, "second"), (1, "first")]), "{listed:#}");
+    assert_eq!(
+        notes_of(&listed["output"]),
+        pairs(&[(2, "second"), (1, "first")]),
+        "{listed:#}"
+    );
     let warnings = strings(&listed["warnings"]);
     assert!(
-        warnings.iter().any(|w| w.contains("1 unreadable line") && w.contains("intact")),
+        warnings
+            .iter()
+            .any(|w| w.contains("1 unreadable line") && w.contains("intact")),
         "the skipped fragment is reported: {listed:#}"
     );
 
-    let third = call(&home, "notes.add", &json!({"text": "third", "tags": ["keep"]}));
+    let third = call(
+        &home,
+        "notes.add",
+        &json!({"text": "third", "tags": ["keep"]}),
+    );
     assert_eq!(third["output"]["note"]["id"], 3, "{third:#}");
     let listed = call(&home, "notes.list", &json!({"tag": "keep"}));
     assert_eq!(
@@ -127,7 +193,10 @@ fn a_write_cut_short_by_a_crash_loses_no_earlier_note() {
         "{listed:#}"
     );
     let after = std::fs::read(&log).expect("the log");
-    assert!(after.starts_with(&torn), "nothing written before was rewritten");
+    assert!(
+        after.starts_with(&torn),
+        "nothing written before was rewritten"
+    );
 }
 
 /// What an invoke printed, minus what differs between calls (timings, the
@@ -163,8 +232,14 @@ fn notes_gives_identical_outputs_native_and_as_a_component() {
     assert_eq!(wasm.entry("notes")["transport"], "component");
     let requests = [
         ("notes.list", json!({})),
-        ("notes.add", json!({"text": "Buy milk", "tags": ["home", "Todo"]})),
-        ("notes.add", json!({"text": "Deploy\non Friday", "tags": ["work"]})),
+        (
+            "notes.add",
+            json!({"text": "Buy milk", "tags": ["home", "Todo"]}),
+        ),
+        (
+            "notes.add",
+            json!({"text": "Deploy\non Friday", "tags": ["work"]}),
+        ),
         ("notes.add", json!({"text": "x", "tags": ["bad tag"]})),
         ("notes.list", json!({"tag": "todo"})),
         ("notes.search", json!({"query": "friday"})),
@@ -176,7 +251,10 @@ fn notes_gives_identical_outputs_native_and_as_a_component() {
     for (capability, input) in &requests {
         let expected = outcome(&native, capability, input);
         let got = outcome(&wasm, capability, input);
-        assert_eq!(got, expected, "{capability} {input}: component and native differ");
+        assert_eq!(
+            got, expected,
+            "{capability} {input}: component and native differ"
+        );
         successes += usize::from(expected.get("output").is_some());
     }
     assert!(successes >= 6, "too few requests succeeded natively");
@@ -224,7 +302,11 @@ fn the_built_binary_installs_and_serves_over_mcp() {
     home.run(&["install", &module_binary("notes").to_string_lossy()])
         .expect_code(0);
     assert_eq!(home.entry("notes")["status"], "enabled");
-    call(&home, "notes.add", &json!({"text": "from the CLI", "tags": ["cli"]}));
+    call(
+        &home,
+        "notes.add",
+        &json!({"text": "from the CLI", "tags": ["cli"]}),
+    );
 
     let mut server = McpStdio::start(&home, Some(&home.workspace()), |_| {});
     let names = server.tool_names();
@@ -240,10 +322,16 @@ fn the_built_binary_installs_and_serves_over_mcp() {
         &json!({"name": tool("add"), "arguments": {"text": "from MCP", "tags": ["mcp"]}}),
     );
     assert_ne!(added["isError"], json!(true), "{added:#}");
-    let listed = server.result("tools/call", &json!({"name": tool("list"), "arguments": {}}));
+    let listed = server.result(
+        "tools/call",
+        &json!({"name": tool("list"), "arguments": {}}),
+    );
     assert_ne!(listed["isError"], json!(true), "{listed:#}");
     let text = listed.to_string();
-    assert!(text.contains("from MCP") && text.contains("from the CLI"), "{listed:#}");
+    assert!(
+        text.contains("from MCP") && text.contains("from the CLI"),
+        "{listed:#}"
+    );
     server.finish();
     home.assert_no_module_processes();
 }

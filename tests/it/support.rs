@@ -659,49 +659,58 @@ impl Home {
 /// <package> --bins`) once per test process per package, like
 /// [`binaries`]: its path.
 pub fn module_binary(package: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, path)) = built.iter().find(|(p, _)| p == package) {
-        return path.clone();
-    }
-    let modhost = &binaries().modhost;
-    let profile_dir = modhost.parent().expect("modhost's folder");
-    let release = profile_dir.file_name() == Some(OsStr::new("release"));
-    let mut args = vec!["build", "--quiet", "-p", package, "--bins"];
-    if release {
-        args.push("--release");
-    }
-    cargo(&args);
-    let path = profile_dir.join(package);
-    assert!(path.is_file(), "cargo built, but {} is not there", path.display());
-    built.push((package.to_owned(), path.clone()));
-    path
+    static BUILT: BuiltOnce = BuiltOnce::new(Vec::new());
+    built_once(&BUILT, package, || {
+        let profile_dir = binaries().modhost.parent().expect("modhost's folder");
+        let mut args = vec!["build", "--quiet", "-p", package, "--bins"];
+        if profile_dir.file_name() == Some(OsStr::new("release")) {
+            args.push("--release");
+        }
+        cargo(&args);
+        profile_dir.join(package)
+    })
 }
 
 /// The component of `modules/<package>`, built for `wasm32-wasip2` with the
 /// components' profile once per test process per package: its path.
 pub fn module_component(package: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    static BUILT: BuiltOnce = BuiltOnce::new(Vec::new());
+    built_once(&BUILT, package, || {
+        let target_dir = cargo(&[
+            "build",
+            "--quiet",
+            "--target",
+            "wasm32-wasip2",
+            "--profile",
+            COMPONENT_PROFILE,
+            "-p",
+            package,
+            "--bins",
+        ]);
+        target_dir
+            .join("wasm32-wasip2")
+            .join(COMPONENT_PROFILE)
+            .join(format!("{package}.wasm"))
+    })
+}
+
+/// What was built, by package.
+type BuiltOnce = std::sync::Mutex<Vec<(String, PathBuf)>>;
+
+/// `build`'s path for `package`, run the first time only; the file must exist.
+fn built_once(built: &BuiltOnce, package: &str, build: impl FnOnce() -> PathBuf) -> PathBuf {
+    let mut built = built
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, path)) = built.iter().find(|(p, _)| p == package) {
         return path.clone();
     }
-    let target_dir = cargo(&[
-        "build",
-        "--quiet",
-        "--target",
-        "wasm32-wasip2",
-        "--profile",
-        COMPONENT_PROFILE,
-        "-p",
-        package,
-        "--bins",
-    ]);
-    let path = target_dir
-        .join("wasm32-wasip2")
-        .join(COMPONENT_PROFILE)
-        .join(format!("{package}.wasm"));
-    assert!(path.is_file(), "cargo built, but {} is not there", path.display());
+    let path = build();
+    assert!(
+        path.is_file(),
+        "cargo built, but {} is not there",
+        path.display()
+    );
     built.push((package.to_owned(), path.clone()));
     path
 }
