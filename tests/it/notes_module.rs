@@ -199,6 +199,33 @@ fn a_write_cut_short_by_a_crash_loses_no_earlier_note() {
     );
 }
 
+/// Adds racing each other (an MCP client's parallel tool calls) all land,
+/// each with its own id: the log is appended to, never read-modified-replaced.
+#[test]
+fn concurrent_adds_lose_no_note() {
+    let home = notes_home(false);
+    let ids: Vec<u64> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..8)
+            .map(|n| {
+                let home = &home;
+                scope.spawn(move || {
+                    let added = call(home, "notes.add", &json!({"text": format!("note {n}")}));
+                    added["output"]["note"]["id"].as_u64().unwrap_or(0)
+                })
+            })
+            .collect();
+        calls
+            .into_iter()
+            .map(|c| c.join().expect("a call"))
+            .collect()
+    });
+    let mut sorted = ids.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, (1..=8).collect::<Vec<u64>>(), "ids {ids:?}");
+    let listed = call(&home, "notes.list", &json!({}));
+    assert_eq!(listed["output"]["total"], 8, "{listed:#}");
+}
+
 /// What an invoke printed, minus what differs between calls (timings, the
 /// request id, the creation time) and the host's notes on confinement.
 fn outcome(home: &Home, capability: &str, input: &Value) -> Value {

@@ -309,3 +309,25 @@ fn the_capabilities_read_a_real_repository() {
         ("T", "one")
     );
 }
+
+#[test]
+fn a_workspace_that_is_not_a_repository_is_named_with_the_remedy() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Git::open(&git_binary(), dir.path())
+        .and_then(|git| {
+            crate::status::run(
+                &git,
+                &crate::status::StatusInput {
+                    path: None,
+                    untracked: true,
+                },
+            )
+        })
+        .unwrap_err();
+    assert_eq!(err.kind(), "not_found", "{err}");
+    assert!(err.message().contains("not a git repository"), "{err}");
+    assert!(
+        err.remedy().unwrap_or_default().contains("--workspace"),
+        "{err}"
+    );
+}
