@@ -88,6 +88,7 @@ impl Git {
     /// Git `binary` over `workspace`, with the repository's filter drivers
     /// found and neutralized.
     pub fn open(binary: &Path, workspace: &Path) -> Result<Git, ModError> {
+        refuse_linked_git_dir(workspace)?;
         let mut git = Git {
             binary: binary.to_owned(),
             workspace: workspace.to_owned(),
@@ -210,6 +211,26 @@ impl Git {
             .arg(format!("--work-tree={}", self.workspace.display()));
         command
     }
+}
+
+/// A `.git` *file* (a linked worktree or a submodule) names a git folder
+/// elsewhere, outside the one root this module is granted: git could not
+/// read it, and would say only "not a git repository". Say why instead.
+fn refuse_linked_git_dir(workspace: &Path) -> Result<(), ModError> {
+    let dot_git = workspace.join(".git");
+    if !dot_git.is_file() {
+        return Ok(());
+    }
+    let pointer = std::fs::read_to_string(&dot_git).unwrap_or_default();
+    let target = pointer
+        .trim()
+        .strip_prefix("gitdir:")
+        .unwrap_or("elsewhere")
+        .trim();
+    Err(ModError::failed(format!(
+        "workspace:.git is a link to the git folder {target} (a linked worktree or a submodule), outside the workspace this module may read"
+    ))
+    .with_remedy("run the host with --workspace set to the main checkout, the folder whose .git is a folder"))
 }
 
 /// A failed run as an error a caller can act on.

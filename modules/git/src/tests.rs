@@ -331,3 +331,16 @@ fn a_workspace_that_is_not_a_repository_is_named_with_the_remedy() {
         "{err}"
     );
 }
+
+#[test]
+fn a_linked_worktree_is_refused_with_why() {
+    let (dir, ws, _marker) = repo();
+    let linked = dir.path().join("linked");
+    ok(&ws, &["worktree", "add", "-q", linked.to_str().unwrap()]);
+    let err = Git::open(&git_binary(), &linked).unwrap_err();
+    assert!(err.message().contains("linked worktree"), "{err}");
+    assert!(
+        err.remedy().unwrap_or_default().contains("main checkout"),
+        "{err}"
+    );
+}
