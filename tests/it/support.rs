@@ -651,46 +651,57 @@ impl Home {
     }
 }
 
-/// Build the binaries of workspace package `package` (a module of
-/// `modules/`) once per test process, into the target directory `modhost`
-/// was built in; the path of its binary named like the package.
+/// The binaries of `modules/<package>`, built natively (`cargo build -p
+/// <package> --bins`) once per test process per package, like
+/// [`binaries`]: its path.
 pub fn module_binary(package: &str) -> PathBuf {
-    static BUILT: std::sync::Mutex<Vec<(String, PathBuf)>> = std::sync::Mutex::new(Vec::new());
-    let mut built = BUILT
+    static BUILT: BuiltOnce = BuiltOnce::new(Vec::new());
+    built_once(&BUILT, package, || {
+        let profile_dir = binaries().modhost.parent().expect("modhost's folder");
+        let mut args = vec!["build", "--quiet", "-p", package, "--bins"];
+        if profile_dir.file_name() == Some(OsStr::new("release")) {
+            args.push("--release");
+        }
+        cargo(&args);
+        profile_dir.join(package)
+    })
+}
+
+/// The component of `modules/<package>`, built for `wasm32-wasip2` with the
+/// components' profile once per test process per package: its path.
+pub fn module_component(package: &str) -> PathBuf {
+    static BUILT: BuiltOnce = BuiltOnce::new(Vec::new());
+    built_once(&BUILT, package, || {
+        let target_dir = cargo(&[
+            "build",
+            "--quiet",
+            "--target",
+            "wasm32-wasip2",
+            "--profile",
+            COMPONENT_PROFILE,
+            "-p",
+            package,
+            "--bins",
+        ]);
+        target_dir
+            .join("wasm32-wasip2")
+            .join(COMPONENT_PROFILE)
+            .join(format!("{package}.wasm"))
+    })
+}
+
+/// What was built, by package.
+type BuiltOnce = std::sync::Mutex<Vec<(String, PathBuf)>>;
+
+/// `build`'s path for `package`, run the first time only; the file must exist.
+fn built_once(built: &BuiltOnce, package: &str, build: impl FnOnce() -> PathBuf) -> PathBuf {
+    let mut built = built
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, path)) = built.iter().find(|(name, _)| name == package) {
+    if let Some((_, path)) = built.iter().find(|(p, _)| p == package) {
         return path.clone();
     }
-    let profile_dir = binaries()
-        .modhost
-        .parent()
-        .expect("modhost lives in <target>/<profile>")
-        .to_path_buf();
-    let target_dir = profile_dir.parent().expect("a target directory");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("tests/ lives in the workspace root");
-    let mut command = Command::new(&cargo);
-    command
-        .current_dir(workspace_root)
-        .args(["build", "--quiet", "-p", package, "--bins"])
-        .env("CARGO_TARGET_DIR", target_dir)
-        .stdin(Stdio::null());
-    if profile_dir.file_name() == Some(OsStr::new("release")) {
-        command.arg("--release");
-    }
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("could not run {cargo:?} to build {package}: {e}"));
-    assert!(
-        output.status.success(),
-        "`cargo build -p {package} --bins` failed ({}):\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let path = profile_dir.join(package);
+    let path = build();
     assert!(
         path.is_file(),
         "cargo built, but {} is not there",
@@ -698,6 +709,55 @@ pub fn module_binary(package: &str) -> PathBuf {
     );
     built.push((package.to_owned(), path.clone()));
     path
+}
+
+/// Run `$CARGO <args>` in the workspace root into this test's target
+/// directory (returned); fails the test with cargo's stderr.
+fn cargo(args: &[&str]) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe of the test binary");
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .or_else(|| exe.ancestors().nth(3).map(Path::to_path_buf))
+        .expect("a target directory");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ lives in the workspace root");
+    let output = Command::new(&cargo)
+        .current_dir(workspace_root)
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("could not run {cargo:?} {args:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "`cargo {}` failed ({}); for a wasm32-wasip2 build, `rustup target add wasm32-wasip2`. cargo said:\n{}",
+        args.join(" "),
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    target_dir
+}
+
+impl Home {
+    /// Install the native build of `modules/<package>` as module `<package>`
+    /// in its own folder, pinned.
+    pub fn install_module(&self, package: &str) -> PathBuf {
+        self.install_binary(&module_binary(package), package, Layout::Folder)
+    }
+
+    /// Install the component build of `modules/<package>` as module
+    /// `<package>`, pinned.
+    pub fn install_module_component(&self, package: &str) -> PathBuf {
+        let target = self.modules().join(package).join(format!("{package}.wasm"));
+        std::fs::create_dir_all(target.parent().expect("module parent")).expect("module dir");
+        let source = module_component(package);
+        std::fs::copy(&source, &target)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", source.display(), target.display()));
+        self.run(&["pin", package]).expect_code(0);
+        target
+    }
 }
 
 impl Run {
