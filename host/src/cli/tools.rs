@@ -24,8 +24,8 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");
     }
-    let offered = toolbox
-        .tools()
+    let tools = toolbox.tools();
+    let offered = tools
         .iter()
         .filter(|t| t.approval.verdict != Verdict::Deny);
     super::print_json(&export::export(offered, args.format))?;

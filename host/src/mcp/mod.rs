@@ -76,6 +76,12 @@ pub trait Backend: Send + Sync + 'static {
         let _ = workspace;
         self.call_tool(name, arguments, progress)
     }
+
+    /// Changes whenever the tool list may have changed (install, remove,
+    /// enable, disable, pin, unpin, config edits). `None`: it never changes.
+    fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        None
+    }
 }
 
 /// The host's tools as an MCP backend.
@@ -118,6 +124,10 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         self.toolbox
             .call_in(name, arguments, approver, progress, workspace)
             .await
+    }
+
+    fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.toolbox.changes()
     }
 }
 
