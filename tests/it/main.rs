@@ -21,6 +21,7 @@ mod hostile;
 mod install;
 mod interpreters;
 mod mcp;
+mod mcp_clients;
 mod mcp_live;
 mod mcp_robustness;
 mod mcp_stdio;
