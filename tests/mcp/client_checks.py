@@ -291,6 +291,8 @@ async def legacy_session() -> None:
         ) as client:
             version = client.protocol_version
             check(version in HANDSHAKE_REVISIONS, f"initialize negotiated {version}")
+            tools = client.server_capabilities.tools
+            check(bool(tools and tools.list_changed), "the server declares tools.listChanged")
             await checks(Driver(client.session, client), observed, roots=True, list_changed=True)
         return
     from mcp import ClientSession
@@ -327,6 +329,28 @@ async def discover_session() -> None:
         version = client.protocol_version
         check(version == "2026-07-28", f"server/discover reached 2026-07-28 (got {version})")
         await checks(Driver(client.session, client), observed, roots=False, list_changed=False)
+        await modern_list_changed(client)
+
+
+async def modern_list_changed(client: Any) -> None:
+    """2026-07-28's own mechanism: a `subscriptions/listen` stream carries
+    the tools-list change after `modhost disable` in another process."""
+    try:
+        async with client.listen(tools_list_changed=True) as subscription:
+            disabled = modhost("disable", "files")
+            check(disabled.returncode == 0, "modhost disable files in another process")
+            told = False
+            with anyio.move_on_after(TOLD_WITHIN):
+                async for _event in subscription:
+                    told = True
+                    break
+            check(told, "subscriptions/listen carries the tools-list change after modhost disable")
+    except Exception as e:  # not offered: a failed check, not a crash
+        check(False, f"subscriptions/listen for tools-list changes ({type(e).__name__}: {e})")
+    finally:
+        modhost("enable", "files")
+    names = [t.name for t in (await client.list_tools()).tools]
+    check("files__files_search" in names, "after modhost enable the files tools are back")
 
 
 def main() -> int:
