@@ -635,7 +635,10 @@ impl Host {
 /// contract standing, `.disabled`, its pin, a broken describe), before
 /// anything about the call is looked at; else its descriptor. A long-running
 /// host also tells a client with it why a tool it listed before is gone.
-pub(crate) fn standing_refusal(module: &InstalledModule) -> Result<&std::sync::Arc<modproto::Descriptor>, InvokeError> {
+#[allow(clippy::result_large_err)] // the pipeline's own error, as `invoke_module` returns it
+pub(crate) fn standing_refusal(
+    module: &InstalledModule,
+) -> Result<&std::sync::Arc<modproto::Descriptor>, InvokeError> {
     // The contract standing was decided at discovery; a refused module
     // says why in its own terms rather than as merely "broken".
     match &module.contract {

@@ -42,10 +42,7 @@ fn run_ok(home: &Home, args: &[&str]) {
 }
 
 fn call(server: &mut McpStdio, name: &str, arguments: &Value) -> Value {
-    server.request(
-        "tools/call",
-        &json!({"name": name, "arguments": arguments}),
-    )
+    server.request("tools/call", &json!({"name": name, "arguments": arguments}))
 }
 
 /// The text of a refused call, whether refused as an `isError` result or a
@@ -73,7 +70,10 @@ fn a_module_disabled_by_another_process_leaves_the_list_and_its_calls_are_refuse
     let home = home_with_files_and_echo();
     let mut server = start(&home);
     let names = server.tool_names();
-    assert!(names.contains(&"files__files_search".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"files__files_search".to_owned()),
+        "{names:?}"
+    );
     let search = json!({"pattern": "needle"});
     let ran = call(&mut server, "files__files_search", &search);
     assert_eq!(ran["result"]["isError"], json!(false), "{ran}");
@@ -97,7 +97,10 @@ fn a_module_disabled_by_another_process_leaves_the_list_and_its_calls_are_refuse
 
     run_ok(&home, &["enable", "files"]);
     let names = server.tool_names();
-    assert!(names.contains(&"files__files_search".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"files__files_search".to_owned()),
+        "{names:?}"
+    );
     let ran = call(&mut server, "files__files_search", &search);
     assert_eq!(ran["result"]["isError"], json!(false), "{ran}");
     server.finish();
@@ -176,7 +179,10 @@ fn a_config_edit_denying_a_tool_takes_effect_and_a_broken_config_refuses_every_c
     );
     let refused = refusal_text(&call(&mut server, "files__files_search", &search));
     assert!(refused.contains("no searching"), "{refused}");
-    assert!(!refused.contains("notes.txt"), "the denied tool ran: {refused}");
+    assert!(
+        !refused.contains("notes.txt"),
+        "the denied tool ran: {refused}"
+    );
 
     // Half-way through an edit: the old (looser) policy must not go on.
     home.write_config("[[approval.rules]\nthis is not toml\n");

@@ -25,9 +25,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {problem}");
     }
     let tools = toolbox.tools();
-    let offered = tools
-        .iter()
-        .filter(|t| t.approval.verdict != Verdict::Deny);
+    let offered = tools.iter().filter(|t| t.approval.verdict != Verdict::Deny);
     super::print_json(&export::export(offered, args.format))?;
     Ok(ExitCode::SUCCESS)
 }

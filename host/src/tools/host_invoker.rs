@@ -218,10 +218,7 @@ fn why_withdrawn(host: &Host, discovered: &[InstalledModule], tool: &ToolDef) ->
     let Some(module) = discovered.iter().find(|m| m.id == tool.module) else {
         return live::Why::Failed(InvokeFailure {
             kind: "unknown_module".into(),
-            message: format!(
-                "module {:?} was removed while this server ran",
-                tool.module
-            ),
+            message: format!("module {:?} was removed while this server ran", tool.module),
             remedy: Some("`modhost list` shows the installed modules; list the tools again".into()),
             problems: Vec::new(),
             stderr_tail: String::new(),

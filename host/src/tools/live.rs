@@ -402,5 +402,4 @@ mod tests {
         );
         assert!(!changes.has_changed().unwrap());
     }
-
 }
