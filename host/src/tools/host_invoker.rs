@@ -307,3 +307,75 @@ impl live::ToolSource<HostInvoker> for HostSource {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::HostOptions;
+    use crate::test_modules;
+    use serde_json::json;
+
+    fn names(toolbox: &Toolbox<HostInvoker>) -> Vec<String> {
+        toolbox.tools().iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// The library side of `modhost mcp` following the operator: each change
+    /// shows in the next list, bumps the watch the server announces from,
+    /// and a call of a tool that went away is refused with why.
+    #[tokio::test]
+    async fn a_live_toolbox_follows_disable_install_and_config_edits_and_signals_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        std::fs::write(home.join("config.toml"), "pins = \"off\"\n").unwrap();
+        test_modules::install(home, "alpha", false);
+        let host = Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap();
+        let toolbox = open_live_toolbox(&host).await.unwrap();
+        let mut changes = toolbox.changes().expect("a live toolbox signals");
+        assert!(names(&toolbox).contains(&"alpha__alpha_run".to_owned()));
+        assert!(!changes.has_changed().unwrap());
+
+        std::fs::write(home.join("modules/alpha/.disabled"), "").unwrap();
+        assert!(!names(&toolbox).contains(&"alpha__alpha_run".to_owned()));
+        assert!(changes.has_changed().unwrap(), "disable is signalled");
+        changes.mark_unchanged();
+        let refused = toolbox
+            .call("alpha__alpha_run", json!({"msg": "x"}), None, None)
+            .await
+            .unwrap();
+        assert!(refused.is_error);
+        assert!(
+            refused.text.contains("modhost enable alpha"),
+            "{}",
+            refused.text
+        );
+
+        test_modules::install(home, "beta", false);
+        assert!(names(&toolbox).contains(&"beta__beta_run".to_owned()));
+        assert!(changes.has_changed().unwrap(), "an install is signalled");
+        changes.mark_unchanged();
+        let ran = toolbox
+            .call("beta__beta_run", json!({"msg": "x"}), None, None)
+            .await
+            .unwrap();
+        assert!(!ran.is_error, "{}", ran.text);
+
+        std::fs::write(
+            home.join("config.toml"),
+            "pins = \"off\"\n[[approval.rules]]\nname = \"no beta\"\ncapability = \"beta.run\"\ndecision = \"deny\"\n",
+        )
+        .unwrap();
+        let err = toolbox
+            .call("beta__beta_run", json!({"msg": "x"}), None, None)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "beta__beta_run is denied by rule \"no beta\""
+        );
+        assert!(changes.has_changed().unwrap(), "a policy edit is signalled");
+    }
+}
