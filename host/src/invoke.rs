@@ -450,7 +450,8 @@ impl Host {
             return Err(InvokeError::Changed {
                 id: module.id.clone(),
                 refusal: format!(
-                    "{problem}; refused (a long-running caller must be restarted to see the change)"
+                    "{problem}; refused until the files are restored, or reviewed and pinned again (`modhost pin {id}`), which `modhost mcp` picks up while it runs",
+                    id = module.id
                 ),
             });
         }

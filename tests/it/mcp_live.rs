@@ -250,3 +250,31 @@ fn expect_list_changed(server: &McpStdio) {
     );
     assert!(started.elapsed() < TOLD_WITHIN);
 }
+
+#[test]
+fn a_module_changed_under_a_running_server_is_refused_until_pinned_again_then_runs() {
+    let home = home_with_files_and_echo();
+    let mut server = start(&home);
+    let ran = call(&mut server, "echo__echo_list_state", &json!({}));
+    assert_eq!(ran["result"]["isError"], json!(false), "{ran}");
+
+    // Someone rewrites the module's file in place: not the approved bytes.
+    let entry = home.module_path("echo", Layout::Folder);
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&entry)
+        .expect("open module");
+    std::io::Write::write_all(&mut file, b"\nchanged\n").expect("append");
+    drop(file);
+    let refused = refusal_text(&call(&mut server, "echo__echo_list_state", &json!({})));
+    assert!(
+        refused.contains("changed") && refused.contains("modhost pin echo"),
+        "{refused}"
+    );
+
+    // The operator reviews and pins the new bytes: the running server runs them.
+    run_ok(&home, &["pin", "echo"]);
+    let ran = call(&mut server, "echo__echo_list_state", &json!({}));
+    assert_eq!(ran["result"]["isError"], json!(false), "{ran}");
+    server.finish();
+}
