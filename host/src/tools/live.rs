@@ -286,6 +286,12 @@ impl<I: Invoker> Live<I> {
                     Fingerprint::of(&next.watched)
                 };
                 let changed = next.loaded.registry.tools != previous.registry.tools;
+                // The operator sees a new problem (a name clash) as at start.
+                for problem in &next.loaded.registry.problems {
+                    if !previous.registry.problems.contains(problem) {
+                        eprintln!("warning: {problem}");
+                    }
+                }
                 *current = Current {
                     loaded: Arc::new(next.loaded),
                     settled: seen.settled_at(checked_at),
