@@ -32,7 +32,10 @@ const SCRIPT_WATCHDOG: Duration = Duration::from_secs(300);
 /// Found only in the client's root: a search that finds it searched there.
 const ROOT_MARKER: &str = "rootonly-7f3a";
 
-/// A module in POSIX sh that reports two progress steps, then answers.
+/// A module in POSIX sh that reports two progress steps, then answers a
+/// little later (a builtin loop: it may run no other program), so the
+/// answer is not read in the same chunk as the reports: the TypeScript SDK
+/// drops a report it handles after the response.
 const SLOW_SCRIPT: &str = r#"#!/bin/sh
 IFS= read -r line
 id=${line#*\"id\":}
@@ -46,6 +49,8 @@ case $line in
   rid=${rid%%\"*}
   printf '%s\n' '{"jsonrpc":"2.0","method":"progress","params":{"request_id":"'"$rid"'","progress":1,"total":2,"message":"one"}}'
   printf '%s\n' '{"jsonrpc":"2.0","method":"progress","params":{"request_id":"'"$rid"'","progress":2,"total":2,"message":"two"}}'
+  i=0
+  while [ "$i" -lt 50000 ]; do i=$((i + 1)); done
   printf '%s\n' '{"jsonrpc":"2.0","id":'"$id"',"result":{"output":{"counted":2}}}'
   ;;
 esac
