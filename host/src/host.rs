@@ -235,6 +235,22 @@ impl Host {
         &self.config
     }
 
+    /// This host with `config.toml` read again, as a long-running server
+    /// sees an operator's edit (`tools::live`). Engines, compiled schemas
+    /// and the pins watch are shared; what the engines were built with
+    /// (`limits.memory_limit_bytes`, `warm_processes`) keeps its start-up
+    /// value.
+    pub fn with_current_config(&self) -> Result<Host, HostError> {
+        let config = Config::load(&self.layout.config_path())?;
+        if config.pins != crate::pins::PinsMode::Off {
+            crate::pins::Pins::load(self.layout.root())?;
+        }
+        Ok(Host {
+            config,
+            ..self.clone()
+        })
+    }
+
     /// The engines every call of this host runs on (the wasm engine is
     /// created on first use).
     pub fn engines(&self) -> &Engines {

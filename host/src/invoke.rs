@@ -442,54 +442,7 @@ impl Host {
         request: InvokeRequest,
     ) -> Result<InvokeOutcome, InvokeError> {
         let started = Instant::now();
-        // The contract standing was decided at discovery; a refused module
-        // says why in its own terms rather than as merely "broken".
-        match &module.contract {
-            ContractStanding::VersionRefused(pin) => {
-                return Err(InvokeError::ContractRefused {
-                    id: module.id.clone(),
-                    reason: pin.reason.clone(),
-                    remedy: pin.remedy.clone(),
-                });
-            }
-            ContractStanding::Nonconforming { verdict, .. } => {
-                return Err(InvokeError::Nonconforming {
-                    id: module.id.clone(),
-                    findings: verdict.errors().map(|f| f.to_string()).collect(),
-                });
-            }
-            _ => {}
-        }
-        let descriptor = match (&module.status, &module.descriptor) {
-            (ModuleStatus::Disabled, _) => {
-                return Err(InvokeError::ModuleDisabled {
-                    id: module.id.clone(),
-                });
-            }
-            (ModuleStatus::Enabled, Some(descriptor)) => descriptor,
-            (ModuleStatus::Unpinned | ModuleStatus::Changed, _) => {
-                let refusal = module
-                    .pin
-                    .as_ref()
-                    .and_then(|p| p.refusal(&module.id))
-                    .unwrap_or_else(|| format!("module {} is not pinned", module.id));
-                let id = module.id.clone();
-                return Err(if module.status == ModuleStatus::Changed {
-                    InvokeError::Changed { id, refusal }
-                } else {
-                    InvokeError::Unpinned { id, refusal }
-                });
-            }
-            _ => {
-                return Err(InvokeError::ModuleBroken {
-                    id: module.id.clone(),
-                    reason: module.error.as_ref().map_or_else(
-                        || "it did not describe itself".into(),
-                        |e| e.message.clone(),
-                    ),
-                });
-            }
-        };
+        let descriptor = standing_refusal(module)?;
         // Disabled since discovery: `modhost disable` while a long-running
         // host (`modhost mcp`) serves the module. The operator's switch
         // takes effect on the next call, not at the next restart (one
@@ -531,7 +484,8 @@ impl Host {
             return Err(InvokeError::Changed {
                 id: module.id.clone(),
                 refusal: format!(
-                    "{problem}; refused (a long-running caller must be restarted to see the change)"
+                    "{problem}; refused until the files are restored, or reviewed and pinned again (`modhost pin {id}`), which `modhost mcp` picks up while it runs",
+                    id = module.id
                 ),
             });
         }
@@ -721,6 +675,60 @@ impl Host {
             stderr_tail: exchange.stderr_tail,
             elapsed: started.elapsed(),
         })
+    }
+}
+
+/// Why `module`, as discovery found it, may not be called at all (its
+/// contract standing, `.disabled`, its pin, a broken describe), before
+/// anything about the call is looked at; else its descriptor. A long-running
+/// host also tells a client with it why a tool it listed before is gone.
+#[allow(clippy::result_large_err)] // the pipeline's own error, as `invoke_module` returns it
+pub(crate) fn standing_refusal(
+    module: &InstalledModule,
+) -> Result<&std::sync::Arc<modproto::Descriptor>, InvokeError> {
+    // The contract standing was decided at discovery; a refused module
+    // says why in its own terms rather than as merely "broken".
+    match &module.contract {
+        ContractStanding::VersionRefused(pin) => {
+            return Err(InvokeError::ContractRefused {
+                id: module.id.clone(),
+                reason: pin.reason.clone(),
+                remedy: pin.remedy.clone(),
+            });
+        }
+        ContractStanding::Nonconforming { verdict, .. } => {
+            return Err(InvokeError::Nonconforming {
+                id: module.id.clone(),
+                findings: verdict.errors().map(|f| f.to_string()).collect(),
+            });
+        }
+        _ => {}
+    }
+    match (&module.status, &module.descriptor) {
+        (ModuleStatus::Disabled, _) => Err(InvokeError::ModuleDisabled {
+            id: module.id.clone(),
+        }),
+        (ModuleStatus::Enabled, Some(descriptor)) => Ok(descriptor),
+        (ModuleStatus::Unpinned | ModuleStatus::Changed, _) => {
+            let refusal = module
+                .pin
+                .as_ref()
+                .and_then(|p| p.refusal(&module.id))
+                .unwrap_or_else(|| format!("module {} is not pinned", module.id));
+            let id = module.id.clone();
+            Err(if module.status == ModuleStatus::Changed {
+                InvokeError::Changed { id, refusal }
+            } else {
+                InvokeError::Unpinned { id, refusal }
+            })
+        }
+        _ => Err(InvokeError::ModuleBroken {
+            id: module.id.clone(),
+            reason: module.error.as_ref().map_or_else(
+                || "it did not describe itself".into(),
+                |e| e.message.clone(),
+            ),
+        }),
     }
 }
 

@@ -1,11 +1,11 @@
 //! `modhost mcp` driven by a real MCP client that no one here wrote: the
-//! Python `mcp` package (1.x), through `tests/mcp/test_mcp_client.py`
-//! (initialize, list, call, a schema error, a cancel, stdin EOF with a call
-//! running).
+//! Python `mcp` package (1.x, the venv `tests/setup` makes),
+//! through `tests/mcp/test_mcp_client.py` (initialize, list, call, a schema
+//! error, a cancel, stdin EOF with a call running). The other clients and
+//! checks are in `mcp_clients.rs`.
 //!
-//! This test never skips: a machine without `python3` or the `mcp` package
-//! fails it with the command that installs what is missing (`.ci/run`
-//! installs it). The script leaves no process behind; it is given generous
+//! This test never skips: a machine without the venv fails it with the
+//! command that installs it (`.ci/run` runs it). The script leaves no process behind; it is given generous
 //! timeouts because the suite runs on small, loaded machines.
 
 use std::path::Path;
@@ -14,20 +14,26 @@ use std::time::{Duration, Instant};
 
 use crate::support::{Fixture, binaries};
 
-const INSTALL: &str = "python3 -m pip install 'mcp>=1,<2'";
+/// What installs the MCP clients the suite drives.
+pub(crate) const INSTALL: &str = "tests/setup";
+
+/// The interpreter of the Python `mcp` 1.x venv.
+pub(crate) fn python() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/.venv-mcp1/bin/python")
+}
 
 /// The whole script may take this long before the test calls it hung.
 const SCRIPT_WATCHDOG: Duration = Duration::from_secs(240);
 
 #[test]
 fn the_python_mcp_client_drives_modhost_mcp() {
-    let probe = Command::new("python3")
+    let probe = Command::new(python())
         .args(["-c", "import mcp, anyio"])
         .stdin(Stdio::null())
         .output();
     match probe {
         Err(e) => panic!(
-            "python3 is needed for the MCP client test and could not be run ({e}); install Python 3, then: {INSTALL}"
+            "the Python mcp 1.x venv is needed for the MCP client test and could not be run ({e}); install it with: {INSTALL}"
         ),
         Ok(out) if !out.status.success() => panic!(
             "the Python `mcp` package is needed for the MCP client test; install it with: {INSTALL}\n{}",
@@ -39,7 +45,7 @@ fn the_python_mcp_client_drives_modhost_mcp() {
     let bins = binaries();
     let out_dir = tempfile::tempdir().expect("temp dir for output");
     let log = out_dir.path().join("log");
-    let mut child = Command::new("python3")
+    let mut child = Command::new(python())
         .arg(&script)
         .env("MODHOST_BIN", &bins.modhost)
         .env("FILES_BIN", &bins.files)

@@ -6,8 +6,8 @@
 //! client must list the files tools and list the configured workspace, so a
 //! snippet that forgets the home or the workspace fails here.
 //!
-//! Never skips: a machine without `python3` or `mcp` fails with the command
-//! that installs it (the README's test command installs it).
+//! Never skips: a machine without the Python `mcp` 1.x venv fails with the
+//! command that installs it (`tests/setup`, part of the README's test command).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::support::{Home, binaries};
 
-const INSTALL: &str = "python3 -m pip install 'mcp>=1,<2'";
+use crate::mcp::{INSTALL, python};
 
 /// Start the server a spec describes, list its tools, list the workspace.
 const CLIENT: &str = r#"
@@ -152,7 +152,7 @@ fn drive(spec: &ServerSpec) -> Value {
         std::env::var("PATH").unwrap_or_default()
     );
     let request = json!({"command": spec.command, "args": spec.args, "env": spec.env});
-    let output = Command::new("python3")
+    let output = Command::new(python())
         .args(["-c", CLIENT, &request.to_string()])
         .env("PATH", path)
         .env_remove("MODHOST_HOME")
@@ -161,7 +161,7 @@ fn drive(spec: &ServerSpec) -> Value {
         .stdin(Stdio::null())
         .output()
         .unwrap_or_else(|e| {
-            panic!("python3 could not be run ({e}); install Python 3, then: {INSTALL}")
+            panic!("the Python mcp 1.x venv could not be run ({e}); install it with: {INSTALL}")
         });
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

@@ -15,7 +15,7 @@ Paths come from the environment; each defaults to $CARGO_TARGET_DIR/debug/<name>
     HANG_BIN      the `fixture_hang` test fixture (a module that never answers)
 
 Exits 0 when every check passes, 1 otherwise (each failure is printed).
-Requires: pip install 'mcp>=1,<2'
+Requires: the venv tests/mcp/setup-clients makes (tests/mcp/.venv-mcp1).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     // A server calls the same tools over and over: each call's process is
     // started ahead, while the client is busy elsewhere.
     let host = host.keep_warm();
-    let toolbox = modhost::tools::open_toolbox(&host).await?;
+    // Follows the operator's changes while it serves (`tools::live`).
+    let toolbox = modhost::tools::open_live_toolbox(&host).await?;
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");
     }

@@ -44,7 +44,8 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {problem}");
     }
     // The same predicate as `modhost mcp`'s tools/list: the two agree.
-    let offered = toolbox.tools().iter().filter(|t| t.is_offered());
+    let tools = toolbox.tools();
+    let offered = tools.iter().filter(|t| t.is_offered());
     let exported = export::export(offered, format, args.strict);
     for omission in &exported.left_out {
         eprintln!(

@@ -195,6 +195,10 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
             .call_in(name, arguments, Some(ApprovedBy::User), progress, workspace)
             .await
     }
+
+    fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.toolbox.changes()
+    }
 }
 
 /// Serve `backend` on this process's stdin and stdout until stdin closes.

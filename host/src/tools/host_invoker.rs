@@ -1,18 +1,24 @@
 //! The tool adapter wired to a real [`Host`]: discovery in, invocations out.
 //!
-//! A long-running caller (the MCP server) discovers once, at start, and
-//! invokes the modules it found ([`Host::invoke_module`]) rather than
-//! re-reading `modules/` on every call: the tool list it announced is the one
-//! it serves.
+//! A long-running caller (the MCP server) invokes the modules a discovery
+//! found ([`Host::invoke_module`]) rather than re-reading `modules/` on every
+//! call: the tool list it announced is the one it serves, until a watched
+//! file says the operator changed something ([`open_live_toolbox`],
+//! [`super::live`]), and then it discovers again.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use modproto::contract::{self, Decision};
 use modproto::{InvokeResult, Notification, ProgressParams};
 use tokio::sync::mpsc;
 
-use super::{InvokeCall, InvokeFailure, Invoker, ModuleEntry, Progress, ProgressSink, Toolbox};
+use super::{
+    InvokeCall, InvokeFailure, Invoker, Loaded, ModuleEntry, Progress, ProgressSink, ToolDef,
+    Toolbox, live,
+};
+use crate::approval::Refusal;
 use crate::discovery::InstalledModule;
 use crate::host::Host;
 use crate::invoke::{InvokeError, InvokeRequest};
@@ -40,7 +46,9 @@ impl Invoker for HostInvoker {
             return Err(InvokeFailure {
                 kind: "unknown_module".into(),
                 message: format!("module {:?} is no longer installed", call.module),
-                remedy: Some("restart the server to pick up module changes".into()),
+                remedy: Some(
+                    "`modhost list` shows the installed modules; list the tools again".into(),
+                ),
                 problems: Vec::new(),
                 stderr_tail: String::new(),
             });
@@ -104,7 +112,7 @@ fn relay(notification: &Notification, sink: Option<&ProgressSink>) {
     });
 }
 
-fn failure(e: &InvokeError) -> InvokeFailure {
+pub(crate) fn failure(e: &InvokeError) -> InvokeFailure {
     InvokeFailure {
         kind: e.kind().to_owned(),
         message: e.to_string(),
@@ -140,6 +148,34 @@ pub fn tool_modules(discovered: &[InstalledModule]) -> Vec<ModuleEntry> {
 /// and build the toolbox. An override naming nothing is an error here, at
 /// startup, rather than silently ignored.
 pub async fn open_toolbox(host: &Host) -> Result<Toolbox<HostInvoker>, OverrideError> {
+    let (loaded, _) = load(host, None).await?;
+    Ok(Toolbox {
+        live: Arc::new(live::Live::fixed(loaded)),
+    })
+}
+
+/// [`open_toolbox`] for a long-running server: the toolbox follows the
+/// operator's changes to the home (modules installed, removed, enabled,
+/// disabled, pinned, unpinned, `config.toml` edited) while it runs, and
+/// [`Toolbox::changes`] says when its list changed.
+pub async fn open_live_toolbox(host: &Host) -> Result<Toolbox<HostInvoker>, OverrideError> {
+    let (loaded, discovered) = load(host, None).await?;
+    let first = live::Reloaded {
+        loaded,
+        watched: watched_paths(host, &discovered),
+    };
+    let source = HostSource { host: host.clone() };
+    Ok(Toolbox {
+        live: live::Live::following(first, Box::new(source)),
+    })
+}
+
+/// Discover, check the overrides, build the tools; with `previous`, say why
+/// each tool it had and this load lacks is gone.
+async fn load(
+    host: &Host,
+    previous: Option<&Loaded<HostInvoker>>,
+) -> Result<(Loaded<HostInvoker>, Vec<InstalledModule>), OverrideError> {
     let discovered = host.discover().await;
     let config = host.config();
     overrides::validate_overrides(
@@ -147,12 +183,199 @@ pub async fn open_toolbox(host: &Host) -> Result<Toolbox<HostInvoker>, OverrideE
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
     let modules = tool_modules(&discovered);
-    Ok(Toolbox::new(
+    let mut loaded = Loaded::new(
         modules,
         &config.approval,
         &config.capabilities,
-        HostInvoker::new(host.clone(), discovered),
+        HostInvoker::new(host.clone(), discovered.clone()),
         host.layout().clone(),
         host.workspace().map(std::path::Path::to_path_buf),
-    ))
+    );
+    if let Some(previous) = previous {
+        let gone = previous
+            .registry
+            .tools
+            .iter()
+            .chain(previous.withdrawn.values().map(|w| &w.tool))
+            .filter(|t| loaded.get(&t.name).is_none());
+        loaded.withdrawn = gone
+            .map(|tool| {
+                let why = why_withdrawn(host, &discovered, tool);
+                let withdrawn = live::Withdrawn {
+                    tool: tool.clone(),
+                    why,
+                };
+                (tool.name.clone(), withdrawn)
+            })
+            .collect();
+    }
+    Ok((loaded, discovered))
+}
+
+/// Why `tool`, offered before, is not offered now. Decided from the new
+/// discovery and configuration alone: nothing is run.
+fn why_withdrawn(host: &Host, discovered: &[InstalledModule], tool: &ToolDef) -> live::Why {
+    let Some(module) = discovered.iter().find(|m| m.id == tool.module) else {
+        return live::Why::Failed(InvokeFailure {
+            kind: "unknown_module".into(),
+            message: format!("module {:?} was removed while this server ran", tool.module),
+            remedy: Some("`modhost list` shows the installed modules; list the tools again".into()),
+            problems: Vec::new(),
+            stderr_tail: String::new(),
+        });
+    };
+    let descriptor = match crate::invoke::standing_refusal(module) {
+        Ok(descriptor) => descriptor,
+        Err(e) => return live::Why::Failed(failure(&e)),
+    };
+    let capability = descriptor
+        .capabilities
+        .iter()
+        .find(|c| c.id == tool.capability);
+    let config = host.config();
+    if let Some(capability) = capability
+        && let Err(refusal @ Refusal::Disabled { .. }) = super::gate(
+            &config.approval,
+            &config.capabilities,
+            descriptor,
+            capability,
+            None,
+        )
+    {
+        return live::Why::Refused(refusal);
+    }
+    live::Why::Failed(InvokeFailure {
+        kind: modproto::ErrorKind::NOT_FOUND.into(),
+        message: match capability {
+            None => format!(
+                "module {} no longer has capability {}",
+                tool.module, tool.capability
+            ),
+            Some(_) => format!("{} is no longer offered", tool.name),
+        },
+        remedy: Some("list the tools again; `modhost tools` says why one is left out".into()),
+        problems: Vec::new(),
+        stderr_tail: String::new(),
+    })
+}
+
+/// The few paths whose identity changes with every operator change that
+/// can change the tool list (see [`super::live`]).
+fn watched_paths(host: &Host, discovered: &[InstalledModule]) -> Vec<PathBuf> {
+    let layout = host.layout();
+    let mut paths = vec![
+        layout.config_path(),
+        layout.pins_path(),
+        layout.modules_dir(),
+    ];
+    paths.extend(discovered.iter().filter_map(|m| m.folder.clone()));
+    paths
+}
+
+/// The host as a [`live::ToolSource`]: `config.toml` read again, then
+/// discovery, on a thread and runtime of its own.
+struct HostSource {
+    host: Host,
+}
+
+impl live::ToolSource<HostInvoker> for HostSource {
+    fn load(&self, previous: &Loaded<HostInvoker>) -> Result<live::Reloaded<HostInvoker>, String> {
+        let reason = |e: &dyn std::fmt::Display| {
+            format!(
+                "the modules or config.toml changed and cannot be loaded again: {e}; every call is refused until this is fixed"
+            )
+        };
+        let host = self.host.with_current_config().map_err(|e| reason(&e))?;
+        let loaded = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|e| reason(&e))?;
+                    runtime
+                        .block_on(load(&host, Some(previous)))
+                        .map_err(|e| reason(&e))
+                })
+                .join()
+                .unwrap_or_else(|_| Err(reason(&"discovery panicked")))
+        })?;
+        let (loaded, discovered) = loaded;
+        Ok(live::Reloaded {
+            loaded,
+            watched: watched_paths(&host, &discovered),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::HostOptions;
+    use crate::test_modules;
+    use serde_json::json;
+
+    fn names(toolbox: &Toolbox<HostInvoker>) -> Vec<String> {
+        toolbox.tools().iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// The library side of `modhost mcp` following the operator: each change
+    /// shows in the next list, bumps the watch the server announces from,
+    /// and a call of a tool that went away is refused with why.
+    #[tokio::test]
+    async fn a_live_toolbox_follows_disable_install_and_config_edits_and_signals_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        std::fs::write(home.join("config.toml"), "pins = \"off\"\n").unwrap();
+        test_modules::install(home, "alpha", false);
+        let host = Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap();
+        let toolbox = open_live_toolbox(&host).await.unwrap();
+        let mut changes = toolbox.changes().expect("a live toolbox signals");
+        assert!(names(&toolbox).contains(&"alpha__alpha_run".to_owned()));
+        assert!(!changes.has_changed().unwrap());
+
+        std::fs::write(home.join("modules/alpha/.disabled"), "").unwrap();
+        assert!(!names(&toolbox).contains(&"alpha__alpha_run".to_owned()));
+        assert!(changes.has_changed().unwrap(), "disable is signalled");
+        changes.mark_unchanged();
+        let refused = toolbox
+            .call("alpha__alpha_run", json!({"msg": "x"}), None, None)
+            .await
+            .unwrap();
+        assert!(refused.is_error);
+        assert!(
+            refused.text.contains("modhost enable alpha"),
+            "{}",
+            refused.text
+        );
+
+        test_modules::install(home, "beta", false);
+        assert!(names(&toolbox).contains(&"beta__beta_run".to_owned()));
+        assert!(changes.has_changed().unwrap(), "an install is signalled");
+        changes.mark_unchanged();
+        let ran = toolbox
+            .call("beta__beta_run", json!({"msg": "x"}), None, None)
+            .await
+            .unwrap();
+        assert!(!ran.is_error, "{}", ran.text);
+
+        std::fs::write(
+            home.join("config.toml"),
+            "pins = \"off\"\n[[approval.rules]]\nname = \"no beta\"\ncapability = \"beta.run\"\ndecision = \"deny\"\n",
+        )
+        .unwrap();
+        let err = toolbox
+            .call("beta__beta_run", json!({"msg": "x"}), None, None)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "beta__beta_run is denied by rule \"no beta\""
+        );
+        assert!(changes.has_changed().unwrap(), "a policy edit is signalled");
+    }
 }

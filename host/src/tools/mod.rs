@@ -38,6 +38,7 @@ pub mod execute;
 pub mod export;
 pub mod host_invoker;
 pub mod knowledge_tool;
+pub mod live;
 pub mod spill;
 pub mod target;
 
@@ -45,7 +46,7 @@ pub use execute::{
     InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
     ToolOutcome,
 };
-pub use host_invoker::{HostInvoker, open_toolbox, tool_modules};
+pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox, tool_modules};
 pub use knowledge_tool::KNOWLEDGE_TOOL;
 
 /// One agent tool: what every export format is rendered from.
@@ -241,18 +242,28 @@ pub enum CallError {
     Refused(#[from] Refusal),
 }
 
-/// Registered tools plus what executing them needs.
+/// Registered tools plus what executing them needs: a fixed set
+/// ([`Toolbox::new`]), or the host's, following the operator's changes while
+/// it runs ([`open_live_toolbox`], see [`live`]).
 #[derive(Debug)]
 pub struct Toolbox<I> {
-    registry: Registry,
-    index: HashMap<String, usize>,
-    modules: BTreeMap<String, ModuleEntry>,
-    invoker: I,
-    home: HomeLayout,
-    workspace: Option<PathBuf>,
+    live: Arc<live::Live<I>>,
+}
+
+/// The tools of a toolbox at one moment (a reload does not change a list
+/// already taken).
+#[derive(Debug)]
+pub struct Tools<I>(Arc<Loaded<I>>);
+
+impl<I> std::ops::Deref for Tools<I> {
+    type Target = [ToolDef];
+    fn deref(&self) -> &[ToolDef] {
+        &self.0.registry.tools
+    }
 }
 
 impl<I: Invoker> Toolbox<I> {
+    /// A toolbox of exactly these modules, never reloaded.
     pub fn new(
         modules: Vec<ModuleEntry>,
         approval: &ApprovalConfig,
@@ -261,44 +272,34 @@ impl<I: Invoker> Toolbox<I> {
         home: HomeLayout,
         workspace: Option<PathBuf>,
     ) -> Self {
-        let registry = build_registry(&modules, approval, overrides);
-        let index = registry
-            .tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
-        let modules = modules
-            .into_iter()
-            .map(|m| (m.descriptor.id.clone(), m))
-            .collect();
+        let loaded = Loaded::new(modules, approval, overrides, invoker, home, workspace);
         Toolbox {
-            registry,
-            index,
-            modules,
-            invoker,
-            home,
-            workspace,
+            live: Arc::new(live::Live::fixed(loaded)),
         }
     }
 
     /// Every registered tool, whatever its approval verdict.
-    pub fn tools(&self) -> &[ToolDef] {
-        &self.registry.tools
+    pub fn tools(&self) -> Tools<I> {
+        Tools(self.live.current())
     }
 
     /// Tools left out at registration, one line each.
-    pub fn problems(&self) -> &[String] {
-        &self.registry.problems
+    pub fn problems(&self) -> Vec<String> {
+        self.live.current().registry.problems.clone()
     }
 
     /// The home whose modules these tools run.
-    pub fn home(&self) -> &HomeLayout {
-        &self.home
+    pub fn home(&self) -> HomeLayout {
+        self.live.current().home.clone()
     }
 
-    pub fn get(&self, name: &str) -> Option<&ToolDef> {
-        self.index.get(name).map(|&i| &self.registry.tools[i])
+    pub fn get(&self, name: &str) -> Option<ToolDef> {
+        self.live.current().get(name).cloned()
+    }
+
+    /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
+    pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.live.changes()
     }
 
     /// Run tool `name`. `approver` is who can answer an `ask` for this call,
@@ -323,9 +324,79 @@ impl<I: Invoker> Toolbox<I> {
         progress: Option<ProgressSink>,
         workspace: Option<&Path>,
     ) -> Result<ToolOutcome, CallError> {
-        let tool = self
-            .get(name)
-            .ok_or_else(|| CallError::UnknownTool(name.to_owned()))?;
+        let loaded = match live::Live::current_for_call(&self.live).await {
+            Ok(loaded) => loaded,
+            Err(unreadable) => return Ok(ToolOutcome::failure(unreadable)),
+        };
+        loaded
+            .call_in(name, input, approver, progress, workspace)
+            .await
+    }
+}
+
+/// One load of a toolbox: the registry and what executing its tools needs.
+#[derive(Debug)]
+pub(crate) struct Loaded<I> {
+    registry: Registry,
+    index: HashMap<String, usize>,
+    modules: BTreeMap<String, ModuleEntry>,
+    invoker: I,
+    home: HomeLayout,
+    workspace: Option<PathBuf>,
+    /// Tools an earlier load offered that are gone now, with why: a client
+    /// that calls one is told the reason, not "no such tool".
+    withdrawn: HashMap<String, live::Withdrawn>,
+}
+
+impl<I: Invoker> Loaded<I> {
+    pub(crate) fn new(
+        modules: Vec<ModuleEntry>,
+        approval: &ApprovalConfig,
+        overrides: &BTreeMap<String, CapabilityOverride>,
+        invoker: I,
+        home: HomeLayout,
+        workspace: Option<PathBuf>,
+    ) -> Self {
+        let registry = build_registry(&modules, approval, overrides);
+        let index = registry
+            .tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
+        let modules = modules
+            .into_iter()
+            .map(|m| (m.descriptor.id.clone(), m))
+            .collect();
+        Loaded {
+            registry,
+            index,
+            modules,
+            invoker,
+            home,
+            workspace,
+            withdrawn: HashMap::new(),
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&ToolDef> {
+        self.index.get(name).map(|&i| &self.registry.tools[i])
+    }
+
+    async fn call_in(
+        &self,
+        name: &str,
+        input: Value,
+        approver: Option<ApprovedBy>,
+        progress: Option<ProgressSink>,
+        workspace: Option<&Path>,
+    ) -> Result<ToolOutcome, CallError> {
+        let Some(tool) = self.get(name) else {
+            return match self.withdrawn.get(name) {
+                Some(withdrawn) => withdrawn.answer(),
+                None => Err(CallError::UnknownTool(name.to_owned())),
+            };
+        };
         let record = approval::authorize(&tool.approval, &tool.name, approver)?;
         if tool.name == KNOWLEDGE_TOOL && tool.module == "modhost" {
             return Ok(knowledge_tool::run(&self.modules, &input));
@@ -564,7 +635,7 @@ pub(crate) mod tests {
             CallError::Refused(Refusal::NeedsApproval { .. })
         ));
         assert!(
-            tb.invoker.calls.lock().unwrap().is_empty(),
+            tb.live.current().invoker.calls.lock().unwrap().is_empty(),
             "nothing refused reached the module"
         );
         let out = tb
@@ -581,7 +652,8 @@ pub(crate) mod tests {
             .await
             .unwrap();
         {
-            let calls = tb.invoker.calls.lock().unwrap();
+            let loaded = tb.live.current();
+            let calls = loaded.invoker.calls.lock().unwrap();
             assert_eq!(calls[0].capability, "web.get");
             let approval = calls[0].approval.as_ref().expect("a record");
             assert_eq!(approval.by, "client");
@@ -630,7 +702,7 @@ pub(crate) mod tests {
             .expect("approved by the user");
         assert!(!approved.is_error);
         assert_eq!(
-            plain.toolbox.invoker.calls.lock().unwrap()[0]
+            plain.toolbox.live.current().invoker.calls.lock().unwrap()[0]
                 .approval
                 .as_ref()
                 .map(|a| a.by.as_str()),
