@@ -147,6 +147,16 @@ pub async fn open_toolbox(host: &Host) -> Result<Toolbox<HostInvoker>, OverrideE
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
     let modules = tool_modules(&discovered);
+    host.engines().load_components_ahead(
+        discovered
+            .iter()
+            .filter(|m| {
+                m.transport == crate::runner::Transport::Component
+                    && m.status == crate::discovery::ModuleStatus::Enabled
+            })
+            .map(|m| m.program.clone())
+            .collect(),
+    );
     Ok(Toolbox::new(
         modules,
         &config.approval,
