@@ -6,7 +6,7 @@
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Content};
+use rmcp::model::CallToolResult;
 use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -28,10 +28,7 @@ impl Echo {
     /// Return the message unchanged.
     #[tool]
     async fn echo(&self, Parameters(EchoInput { message }): Parameters<EchoInput>) -> CallToolResult {
-        let output = json!({ "message": message });
-        let mut result = CallToolResult::success(vec![Content::text(output.to_string())]);
-        result.structured_content = Some(output);
-        result
+        CallToolResult::structured(json!({ "message": message }))
     }
 }
 
