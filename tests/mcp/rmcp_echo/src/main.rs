@@ -27,7 +27,10 @@ struct Echo {
 impl Echo {
     /// Return the message unchanged.
     #[tool]
-    async fn echo(&self, Parameters(EchoInput { message }): Parameters<EchoInput>) -> CallToolResult {
+    async fn echo(
+        &self,
+        Parameters(EchoInput { message }): Parameters<EchoInput>,
+    ) -> CallToolResult {
         CallToolResult::structured(json!({ "message": message }))
     }
 }
