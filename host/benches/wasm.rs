@@ -126,6 +126,7 @@ fn main() {
         grants: &[],
         executables: &[],
         network: false,
+        start_ahead: false,
     };
     let mut host = Vec::with_capacity(CALLS);
     runtime.block_on(async {

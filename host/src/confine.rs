@@ -556,80 +556,6 @@ fn count_user_processes() -> u64 {
 }
 
 #[cfg(target_os = "linux")]
-mod ruleset {
-    //! Building the landlock ruleset in the parent.
-
-    use std::os::fd::OwnedFd;
-
-    use landlock::{
-        ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, Scope,
-    };
-
-    use super::{ConfineError, ConfinementSupport, PathAccess, PathRule};
-
-    /// The filesystem rights the host asks the kernel to handle: everything
-    /// the crate knows; the crate drops what the running kernel lacks.
-    fn handled_fs() -> BitFlags<AccessFs> {
-        AccessFs::from_all(ABI::V9)
-    }
-
-    fn rights(access: PathAccess) -> BitFlags<AccessFs> {
-        let read = AccessFs::ReadFile | AccessFs::ReadDir;
-        match access {
-            PathAccess::Read => read,
-            PathAccess::ReadExecute => read | AccessFs::Execute,
-            // No execute, and never a device node: a module that could
-            // `mknod` a character or block device in its state root would
-            // reach the kernel log or the raw disk through it.
-            PathAccess::ReadWrite => {
-                handled_fs() & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock)
-            }
-        }
-    }
-
-    pub(super) fn build(
-        rules: &[PathRule],
-        network: bool,
-        support: &ConfinementSupport,
-    ) -> Result<OwnedFd, ConfineError> {
-        let error = |message: String| ConfineError::Ruleset { message };
-        let mut ruleset = Ruleset::default()
-            .handle_access(handled_fs())
-            .map_err(|e| error(e.to_string()))?;
-        if !network && support.landlock_tcp() {
-            // Handled with no port rule: every TCP bind and connect is denied.
-            ruleset = ruleset
-                .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-                .map_err(|e| error(e.to_string()))?;
-        }
-        if support.landlock_scopes() {
-            ruleset = ruleset
-                .scope(Scope::AbstractUnixSocket | Scope::Signal)
-                .map_err(|e| error(e.to_string()))?;
-        }
-        let mut created = ruleset.create().map_err(|e| error(e.to_string()))?;
-        for rule in rules {
-            // A path that does not exist (a system folder this distribution
-            // lacks, a state root not yet created) simply grants nothing.
-            let Ok(fd) = PathFd::new(&rule.path) else {
-                continue;
-            };
-            let is_dir = std::fs::metadata(&rule.path).is_ok_and(|m| m.is_dir());
-            let mut access = rights(rule.access);
-            if !is_dir {
-                access &= AccessFs::from_file(ABI::V9);
-            }
-            created = created
-                .add_rule(PathBeneath::new(fd, access))
-                .map_err(|e| error(format!("{}: {e}", rule.path.display())))?;
-        }
-        let fd: Option<OwnedFd> = created.into();
-        fd.ok_or_else(|| error("the kernel did not create a ruleset".into()))
-    }
-}
-
-#[cfg(target_os = "linux")]
 pub mod capabilities;
 #[cfg(target_os = "linux")]
 mod child;
@@ -637,6 +563,8 @@ mod child;
 mod errno;
 #[cfg(target_os = "linux")]
 pub mod pids;
+#[cfg(target_os = "linux")]
+mod ruleset;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
 

@@ -1,24 +1,32 @@
 //! Checking a call's input against its capability's schema, cheaply.
 //!
-//! The derived input schema usually says no more than the Rust type does
-//! (types, required fields, no unknown fields, enum variants), and typed
-//! deserialization already enforces exactly that. Compiling a JSON Schema
-//! validator, on the other hand, costs milliseconds the first time in a
-//! process (the validator library checks every schema against its
-//! meta-schema, which it must compile first), and a module process serves
-//! one call; inside a WebAssembly component that start-up is paid on every
-//! call. So:
+//! The host validates every input against the declared schema before the
+//! call reaches the module (PROTOCOL.md), so the module's own check is a
+//! second line, not the gate. By default the SDK checks by type: typed
+//! deserialization enforces what the derived schema usually says (types,
+//! required fields, no unknown fields, enum variants) and reports the first
+//! problem. No JSON Schema validator is linked: one is about sixty crates,
+//! megabytes of every module binary and component, and milliseconds of
+//! start-up per call (a validator checks every schema against its
+//! meta-schema, which it must compile first; inside a component that
+//! start-up is paid on every call).
+//!
+//! A module that wants the schema itself enforced in-process enables the
+//! `validate` cargo feature. Then:
 //!
 //! - a schema that asserts nothing beyond its type ([`asserts_beyond_type`])
-//!   is checked by deserialization alone, and compiled only when
+//!   is still checked by deserialization alone, and compiled only when
 //!   deserialization fails, to list every problem as the host would;
 //! - any other schema (a pattern, a length, a range narrower than the
 //!   integer type, unique items, ...) is compiled before the request is read
 //!   and checked before deserialization.
 
+#[cfg(feature = "validate")]
 use std::cell::OnceCell;
 
-use modproto::{Descriptor, ErrorKind};
+use modproto::Descriptor;
+#[cfg(feature = "validate")]
+use modproto::ErrorKind;
 use serde_json::Value;
 
 use crate::ModError;
@@ -30,30 +38,22 @@ pub(crate) struct InputChecks {
 
 pub(crate) struct InputCheck {
     capability: String,
+    #[cfg(feature = "validate")]
     schema: Value,
+    #[cfg(feature = "validate")]
     asserts_beyond_type: bool,
+    #[cfg(feature = "validate")]
     compiled: OnceCell<Result<jsonschema::Validator, String>>,
 }
 
 impl InputChecks {
-    /// The checks of `descriptor`'s capabilities; those that need a compiled
-    /// schema are compiled now.
+    /// The checks of `descriptor`'s capabilities; with `validate`, those
+    /// that need a compiled schema are compiled now.
     pub(crate) fn prepare(descriptor: &Descriptor) -> InputChecks {
         let checks = descriptor
             .capabilities
             .iter()
-            .map(|c| {
-                let check = InputCheck {
-                    capability: c.id.clone(),
-                    asserts_beyond_type: asserts_beyond_type(&c.input_schema),
-                    schema: c.input_schema.clone(),
-                    compiled: OnceCell::new(),
-                };
-                if check.asserts_beyond_type {
-                    check.validator();
-                }
-                check
-            })
+            .map(|c| InputCheck::new(&c.id, &c.input_schema))
             .collect();
         InputChecks { checks }
     }
@@ -63,7 +63,47 @@ impl InputChecks {
     }
 }
 
+#[cfg(not(feature = "validate"))]
 impl InputCheck {
+    fn new(capability: &str, _schema: &Value) -> InputCheck {
+        InputCheck {
+            capability: capability.to_owned(),
+        }
+    }
+
+    /// Whether the schema must be checked before deserialization: never
+    /// without `validate` (the host has checked it).
+    pub(crate) fn asserts_beyond_type(&self) -> bool {
+        false
+    }
+
+    /// Without a validator there is nothing to list beyond the problem
+    /// deserialization found.
+    #[allow(
+        clippy::unused_self,
+        clippy::unnecessary_wraps,
+        reason = "the same signature as the validating build's"
+    )]
+    pub(crate) fn problems(&self, _input: &Value) -> Result<Vec<String>, ModError> {
+        Ok(Vec::new())
+    }
+}
+
+#[cfg(feature = "validate")]
+impl InputCheck {
+    fn new(capability: &str, schema: &Value) -> InputCheck {
+        let check = InputCheck {
+            capability: capability.to_owned(),
+            asserts_beyond_type: asserts_beyond_type(schema),
+            schema: schema.clone(),
+            compiled: OnceCell::new(),
+        };
+        if check.asserts_beyond_type {
+            check.validator();
+        }
+        check
+    }
+
     /// Whether the schema must be checked before deserialization (it says
     /// more than the type).
     pub(crate) fn asserts_beyond_type(&self) -> bool {
@@ -106,6 +146,7 @@ impl InputCheck {
 /// annotations, and the bounds an integer `format` implies (`uint8` is
 /// 0..=255, which deserializing a `u8` enforces). Unknown keywords count as
 /// assertions: when in doubt, the schema is compiled.
+#[cfg(feature = "validate")]
 pub fn asserts_beyond_type(schema: &Value) -> bool {
     let map = match schema {
         Value::Bool(_) => return false,
@@ -131,6 +172,7 @@ pub fn asserts_beyond_type(schema: &Value) -> bool {
 
 /// Whether `value` is the `minimum`/`maximum` that the integer `format`
 /// (as schemars names Rust's integer types) implies anyway.
+#[cfg(feature = "validate")]
 fn is_integer_format_bound(format: Option<&str>, keyword: &str, value: &Value) -> bool {
     let (min, max): (i128, i128) = match format {
         Some("int8") => (i8::MIN.into(), i8::MAX.into()),
@@ -151,7 +193,7 @@ fn is_integer_format_bound(format: Option<&str>, keyword: &str, value: &Value) -
     value == Some(bound)
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "validate"))]
 mod tests {
     use schemars::JsonSchema;
     use serde::Deserialize;

@@ -241,6 +241,7 @@ fn problems_of(response: &Value) -> Vec<&str> {
         .collect()
 }
 
+#[cfg(feature = "validate")]
 #[test]
 fn invalid_input_lists_every_problem() {
     let response = invoke("demo.echo", &json!({"text": 5, "times": 99, "extra": true}));
@@ -261,6 +262,7 @@ fn invalid_input_lists_every_problem() {
     assert_eq!(problems_of(&response).len(), 2, "{response}");
 }
 
+#[cfg(feature = "validate")]
 #[test]
 fn a_schema_constraint_the_type_cannot_carry_is_enforced() {
     // `times: u32` deserializes 99; the declared range (1..=10) refuses it.
@@ -275,6 +277,7 @@ fn a_schema_constraint_the_type_cannot_carry_is_enforced() {
     assert!(problems[0].starts_with("input/times:"), "{problems:?}");
 }
 
+#[cfg(feature = "validate")]
 #[test]
 fn a_plain_typed_input_is_checked_by_its_type_and_still_lists_every_problem() {
     let ok = invoke("demo.plain", &json!({"name": "x", "loud": true}));
@@ -297,6 +300,36 @@ fn a_plain_typed_input_is_checked_by_its_type_and_still_lists_every_problem() {
         "{problems:?}"
     );
     assert!(problems.iter().any(|p| p.contains("extra")), "{problems:?}");
+}
+
+/// Without the `validate` feature (the default) no validator is linked:
+/// the type is the check. Input of the wrong shape still never reaches the
+/// handler, and the answer names the problem.
+#[cfg(not(feature = "validate"))]
+#[test]
+fn invalid_input_is_refused_by_its_type() {
+    for input in [
+        json!({"name": 1, "loud": true}),
+        json!({"name": "x", "loud": "yes"}),
+        json!({"name": "x", "loud": true, "extra": 0}),
+        json!({}),
+    ] {
+        let response = invoke("demo.plain", &input);
+        assert_eq!(
+            error_kind(&response),
+            (-32602, "invalid_input"),
+            "{input}: {response}"
+        );
+        let problems = problems_of(&response);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(response.get("result").is_none(), "{response}");
+    }
+    let response = invoke("demo.echo", &json!({"text": 5, "times": 2}));
+    assert_eq!(
+        error_kind(&response),
+        (-32602, "invalid_input"),
+        "{response}"
+    );
 }
 
 #[test]

@@ -558,3 +558,42 @@ async fn device_nodes_namespaces_and_chroot_are_refused() {
     assert!(out.contains("made-fifo"), "a FIFO stays allowed: {out}");
     assert!(!state.path().join("kmsg").exists());
 }
+
+/// The attack on a cached ruleset (`ruleset.rs`): a granted folder is
+/// replaced between two calls with the same grants (renamed away, a new one
+/// made at its path). A ruleset bound to the old inode would still grant the
+/// old folder where it went, and deny the new one at the granted path.
+#[tokio::test]
+async fn a_replaced_grant_is_the_new_folder_not_the_old_one() {
+    require_landlock(1, "a_replaced_grant_is_the_new_folder_not_the_old_one");
+    let dir = tempfile::tempdir().unwrap();
+    let granted = dir.path().join("granted");
+    let moved = dir.path().join("moved-away");
+    std::fs::create_dir(&granted).unwrap();
+    std::fs::write(granted.join("f.txt"), "old-content").unwrap();
+    let grants = [grant("data", &granted, Access::Read)];
+    let cat = |path: &Path| format!("cat {}/f.txt", path.display());
+
+    let (ok, out) = sh(&cat(&granted), &grants, false).await;
+    assert!(ok && out.contains("old-content"), "{out}");
+    // The same call again (the cached ruleset) still reads it.
+    let (ok, out) = sh(&cat(&granted), &grants, false).await;
+    assert!(ok && out.contains("old-content"), "{out}");
+
+    std::fs::rename(&granted, &moved).unwrap();
+    std::fs::create_dir(&granted).unwrap();
+    std::fs::write(granted.join("f.txt"), "new-content").unwrap();
+
+    let (ok, out) = sh(&cat(&granted), &grants, false).await;
+    assert!(
+        ok && out.contains("new-content"),
+        "the folder now at the granted path must be readable: {out}"
+    );
+    let (ok, out) = sh(&cat(&moved), &grants, false).await;
+    assert!(
+        !ok,
+        "the replaced folder is still granted where it went: {out}"
+    );
+    assert!(!out.contains("old-content"), "{out}");
+    assert!(out.contains("Permission denied"), "{out}");
+}

@@ -123,6 +123,32 @@ impl Engines {
         }
     }
 
+    /// For engines that keep processes warm (a long-running host): set up
+    /// the wasm engine and load `components` (compiled code from the
+    /// host's cache, or compiled now) on a background thread, so the first
+    /// call of each does not pay for it. Only code is loaded; nothing is
+    /// instantiated or run before its call. A no-op for other engines.
+    pub fn load_components_ahead(&self, components: Vec<PathBuf>) {
+        #[cfg(feature = "wasm")]
+        if self.warm.is_some() && !components.is_empty() {
+            let engines = self.clone();
+            let loading = std::thread::Builder::new()
+                .name("modhost-load-ahead".into())
+                .spawn(move || {
+                    let Ok(engine) = engines.wasm() else { return };
+                    for component in components {
+                        // A failure here is reported by the call itself.
+                        let _ = engine.load(&component);
+                    }
+                });
+            if let Err(e) = loading {
+                tracing::debug!("not loading components ahead: {e}");
+            }
+        }
+        #[cfg(not(feature = "wasm"))]
+        let _ = components;
+    }
+
     /// Kill and reap every process started ahead (a no-op for engines that
     /// keep none).
     pub async fn shutdown(&self) {

@@ -156,6 +156,12 @@ impl WasmEngine {
     pub fn new(cache_dir: &Path, memory_limit_bytes: u64) -> Result<WasmEngine, WasmError> {
         let mut config = Config::new();
         config.epoch_interruption(true);
+        // Every call ends in `proc_exit` (the SDK's `serve` exits), which
+        // wasmtime returns as an error; with backtraces on, each such exit
+        // walked and symbolicated the guest's stack (a measurable share of
+        // a component call). A trap's message and the guest's stderr (a
+        // Rust panic's text) still say what happened.
+        config.wasm_backtrace_max_frames(None);
         let engine = Engine::new(&config).map_err(|e| WasmError::Engine {
             message: error_chain(&e),
         })?;

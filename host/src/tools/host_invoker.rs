@@ -183,6 +183,16 @@ async fn load(
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
     let modules = tool_modules(&discovered);
+    host.engines().load_components_ahead(
+        discovered
+            .iter()
+            .filter(|m| {
+                m.transport == crate::runner::Transport::Component
+                    && m.status == crate::discovery::ModuleStatus::Enabled
+            })
+            .map(|m| m.program.clone())
+            .collect(),
+    );
     let mut loaded = Loaded::new(
         modules,
         &config.approval,

@@ -4,13 +4,38 @@
 //! files (a NUL byte in the first 8 KiB) are skipped, and a matched line is
 //! cut at [`MAX_LINE_CHARS`] characters so one minified file cannot flood
 //! the answer. Stops at `max_results` or at the deadline, and says so.
+//!
+//! Design decisions:
+//!
+//! - **ripgrep's engine.** Lines are found by `grep-searcher` with a
+//!   `grep-regex` matcher (literal prefilters, a search over the whole buffer
+//!   rather than a regex per line), over `ignore`'s parallel walker natively;
+//!   a component has no threads, so it walks the same tree sequentially.
+//! - **The same answer whatever the threads did.** Matches are kept by path
+//!   in the order of a walk sorted by file name (a `BTreeMap` of relative
+//!   paths: component-wise order is exactly that), so the result is the first
+//!   `max_results` matches of that walk, and `truncated` says a further one
+//!   exists. Only what can still be in the answer is held: once more than
+//!   `max_results` matches are kept, files after the last one needed are
+//!   dropped and no longer searched, and each file stops after
+//!   `max_results + 1` matches.
+//! - **Bounded by the deadline.** Every worker checks it before each file;
+//!   past it the walk stops and the answer is `truncated`.
+//! - File contents are read through the sdk's confined [`Root`], never
+//!   through the walker's paths.
 
-use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Instant;
 
+use grep_matcher::LineTerminator;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::sinks::Lossy;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
+use ignore::WalkState;
 use modsdk::{EntryKind, ModError, Root};
-use regex::{Regex, RegexBuilder};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -70,83 +95,166 @@ pub struct Match {
 }
 
 pub fn run(root: &Root, input: &SearchInput, deadline: Instant) -> Result<SearchOutput, ModError> {
-    let regex = RegexBuilder::new(&input.pattern)
+    let matcher = RegexMatcherBuilder::new()
         .case_insensitive(input.case_insensitive)
-        .build()
+        // Lines are matched without their ending, `\r\n` included.
+        .line_terminator(Some(b'\n'))
+        .crlf(true)
+        .build(&input.pattern)
         .map_err(|e| ModError::invalid_input(format!("pattern {:?}: {e}", input.pattern)))?;
     let sub = walk::subdirectory(root, input.path.as_deref())?;
     let max_results = input.max_results.clamp(1, MAX_RESULTS_CAP);
-    let mut output = SearchOutput {
-        matches: Vec::new(),
-        truncated: false,
-    };
-    for entry in walk::walk(root, &sub, None, input.glob.as_deref())? {
+    let found = Mutex::new(Found::new(max_results + 1));
+    let visit = |entry: Result<ignore::DirEntry, ignore::Error>, searcher: &mut Searcher| {
+        if Instant::now() >= deadline {
+            lock(&found).out_of_time = true;
+            return WalkState::Quit;
+        }
         // An unreadable directory is not a reason to fail the whole search.
-        let Ok(entry) = entry else { continue };
+        let Ok(entry) = entry else {
+            return WalkState::Continue;
+        };
         let Some(rel) = walk::relative(root.path(), entry.path()) else {
-            continue;
+            return WalkState::Continue;
         };
         if !matches!(
             walk::kind_through_root(root, &rel, entry.file_type()),
             Some((EntryKind::File, _))
-        ) {
-            continue;
+        ) || !lock(&found).may_hold(&rel)
+        {
+            return WalkState::Continue;
         }
-        if Instant::now() >= deadline {
-            output.truncated = true;
-            break;
+        let matches = search_file(root, &rel, &matcher, searcher, max_results + 1);
+        lock(&found).add(rel, matches);
+        WalkState::Continue
+    };
+    let mut walker = walk::builder(root, &sub, None, input.glob.as_deref())?;
+    if cfg!(target_os = "wasi") {
+        let mut searcher = searcher();
+        for entry in walker.build() {
+            if visit(entry, &mut searcher) == WalkState::Quit {
+                break;
+            }
         }
-        if search_file(root, &rel, &regex, max_results, &mut output) {
-            break;
-        }
+    } else {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+        walker.threads(threads).build_parallel().run(|| {
+            let visit = &visit;
+            let mut searcher = searcher();
+            Box::new(move |entry| visit(entry, &mut searcher))
+        });
     }
-    Ok(output)
+    let found = found
+        .into_inner()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    Ok(found.into_output(max_results))
 }
 
-/// Append the matches in one file; true when the search must stop.
+fn lock(found: &Mutex<Found>) -> std::sync::MutexGuard<'_, Found> {
+    found
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The searcher each worker reuses: line numbers on, binary files decided
+/// by [`search_file`]'s own probe (as before: a NUL in the first 8 KiB).
+fn searcher() -> Searcher {
+    SearcherBuilder::new()
+        // As the matcher's: lines end at `\n`, a `\r` before it is no part of the line.
+        .line_terminator(LineTerminator::crlf())
+        .line_number(true)
+        .binary_detection(BinaryDetection::none())
+        .build()
+}
+
+/// The matches kept so far, by path in sorted-walk order.
+struct Found {
+    by_path: BTreeMap<PathBuf, Vec<Match>>,
+    count: usize,
+    /// `max_results + 1`: enough to answer and to know there is more.
+    keep: usize,
+    out_of_time: bool,
+}
+
+impl Found {
+    fn new(keep: usize) -> Found {
+        Found {
+            by_path: BTreeMap::new(),
+            count: 0,
+            keep,
+            out_of_time: false,
+        }
+    }
+
+    /// Whether matches in `rel` could still be part of the answer.
+    fn may_hold(&self, rel: &Path) -> bool {
+        self.count < self.keep
+            || self
+                .by_path
+                .last_key_value()
+                .is_some_and(|(last, _)| rel < last.as_path())
+    }
+
+    fn add(&mut self, rel: PathBuf, matches: Vec<Match>) {
+        if matches.is_empty() {
+            return;
+        }
+        self.count += matches.len();
+        self.by_path.insert(rel, matches);
+        // Drop the last files while the others hold enough without them.
+        while let Some(entry) = self.by_path.last_entry() {
+            if self.count - entry.get().len() < self.keep {
+                break;
+            }
+            self.count -= entry.remove().len();
+        }
+    }
+
+    fn into_output(self, max_results: usize) -> SearchOutput {
+        let truncated = self.out_of_time || self.count > max_results;
+        let mut matches: Vec<Match> = self.by_path.into_values().flatten().collect();
+        matches.truncate(max_results);
+        SearchOutput { matches, truncated }
+    }
+}
+
+/// The first `keep` matching lines of one text file (none for a binary
+/// file, or one that vanished or cannot be opened since the walk saw it).
 fn search_file(
     root: &Root,
     rel: &Path,
-    regex: &Regex,
-    max_results: usize,
-    output: &mut SearchOutput,
-) -> bool {
-    // A file that vanished or cannot be opened since the walk saw it is skipped.
-    let Ok(file) = root.open_file(rel) else {
-        return false;
+    matcher: &RegexMatcher,
+    searcher: &mut Searcher,
+    keep: usize,
+) -> Vec<Match> {
+    let Ok(mut file) = root.open_file(rel) else {
+        return Vec::new();
     };
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
-    let Ok(head) = reader.fill_buf() else {
-        return false;
-    };
-    if head[..head.len().min(BINARY_PROBE_BYTES)].contains(&0) {
-        return false;
+    let mut head = Vec::with_capacity(BINARY_PROBE_BYTES);
+    if (&mut file)
+        .take(BINARY_PROBE_BYTES as u64)
+        .read_to_end(&mut head)
+        .is_err()
+        || head.contains(&0)
+    {
+        return Vec::new();
     }
     let path = walk::to_slash(rel);
-    let mut line = Vec::new();
-    let mut number = 0u64;
-    loop {
-        line.clear();
-        match reader.by_ref().read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return false,
-            Ok(_) => {}
-        }
-        number += 1;
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end_matches(['\n', '\r']);
-        if !regex.is_match(text) {
-            continue;
-        }
-        if output.matches.len() == max_results {
-            output.truncated = true;
-            return true;
-        }
-        output.matches.push(Match {
-            path: path.clone(),
-            line: number,
-            text: cut(text, MAX_LINE_CHARS),
-        });
-    }
+    let mut matches = Vec::new();
+    // A read error ends the file with the matches found so far, as before.
+    let _ = searcher.search_reader(
+        matcher,
+        std::io::Cursor::new(head).chain(file),
+        Lossy(|number, line| {
+            matches.push(Match {
+                path: path.clone(),
+                line: number,
+                text: cut(line.trim_end_matches(['\n', '\r']), MAX_LINE_CHARS),
+            });
+            Ok(matches.len() < keep)
+        }),
+    );
+    matches
 }
 
 /// At most `max` characters, cut on a char boundary, marked when cut.
@@ -248,6 +356,64 @@ mod tests {
         assert!(out.truncated);
         let out = search(&root, serde_json::json!({"pattern": "x", "max_results": 3})).unwrap();
         assert!(!out.truncated);
+    }
+
+    /// However the workers interleave, the answer is the first
+    /// `max_results` matches of the walk sorted by file name, and
+    /// `truncated` says whether one more exists.
+    #[test]
+    fn matches_come_in_sorted_walk_order_and_the_cut_is_deterministic() {
+        let names: Vec<String> = (0..40)
+            .map(|i| format!("d{}/sub{}/f{:02}.txt", i % 3, i % 2, i))
+            .chain(["a.txt".into(), "d1.txt".into(), "d1/z.txt".into()])
+            .collect();
+        let files: Vec<(&str, &str)> = names
+            .iter()
+            .map(|n| (n.as_str(), "needle\nhay\nneedle\n"))
+            .collect();
+        let (_dir, root) = workspace(&files);
+        let mut sorted: Vec<std::path::PathBuf> =
+            names.iter().map(std::path::PathBuf::from).collect();
+        sorted.sort();
+        let expected: Vec<(String, u64)> = sorted
+            .iter()
+            .flat_map(|p| [(walk::to_slash(p), 1), (walk::to_slash(p), 3)])
+            .collect();
+        assert_eq!(expected[0].0, "a.txt");
+        assert_eq!(
+            expected[2].0, "d0/sub0/f00.txt",
+            "a folder's files before its later siblings"
+        );
+        let all = search(
+            &root,
+            serde_json::json!({"pattern": "needle", "max_results": 1000}),
+        )
+        .unwrap();
+        assert_eq!(found(&all), expected);
+        assert!(!all.truncated);
+        for max in [1, 7, 40, 85, 86] {
+            for _ in 0..5 {
+                let out = search(
+                    &root,
+                    serde_json::json!({"pattern": "needle", "max_results": max}),
+                )
+                .unwrap();
+                assert_eq!(
+                    found(&out),
+                    expected[..max.min(expected.len())],
+                    "max {max}"
+                );
+                assert_eq!(out.truncated, max < expected.len(), "max {max}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_line_ends_before_its_carriage_return() {
+        let (_dir, root) = workspace(&[("a.txt", "end\r\nnot the end here\r\n")]);
+        let out = search(&root, serde_json::json!({"pattern": "end$"})).unwrap();
+        assert_eq!(found(&out), [("a.txt".to_owned(), 1)]);
+        assert_eq!(out.matches[0].text, "end");
     }
 
     #[test]

@@ -25,14 +25,26 @@ pub fn subdirectory(root: &Root, path: Option<&str>) -> Result<PathBuf, ModError
     Ok(rel)
 }
 
-/// A walk from the root, limited to `sub` (a directory or a single file).
-/// `max_depth` counts from `sub`.
+/// A walk from the root, limited to `sub` (a directory or a single file),
+/// in file-name order. `max_depth` counts from `sub`.
 pub fn walk(
     root: &Root,
     sub: &Path,
     max_depth: Option<usize>,
     glob: Option<&str>,
 ) -> Result<ignore::Walk, ModError> {
+    let mut builder = builder(root, sub, max_depth, glob)?;
+    Ok(builder.sort_by_file_name(std::cmp::Ord::cmp).build())
+}
+
+/// The walk of [`walk`], unsorted, to build sequentially or in parallel
+/// (`files.search` orders its own results).
+pub fn builder(
+    root: &Root,
+    sub: &Path,
+    max_depth: Option<usize>,
+    glob: Option<&str>,
+) -> Result<WalkBuilder, ModError> {
     let base = root.path().to_owned();
     let sub_depth = if sub == Path::new(".") {
         0
@@ -46,8 +58,7 @@ pub fn walk(
         .git_global(false)
         .require_git(false)
         .follow_links(false)
-        .max_depth(max_depth.map(|d| d + sub_depth))
-        .sort_by_file_name(std::cmp::Ord::cmp);
+        .max_depth(max_depth.map(|d| d + sub_depth));
     if let Some(glob) = glob {
         let mut overrides = OverrideBuilder::new(&base);
         overrides
@@ -69,7 +80,7 @@ pub fn walk(
         };
         sub == Path::new(".") || rel.starts_with(&sub) || sub.starts_with(&rel)
     });
-    Ok(builder.build())
+    Ok(builder)
 }
 
 /// `entry` relative to the root, if it lies beneath it.

@@ -1,0 +1,218 @@
+//! Building the landlock ruleset in the parent, once per set of rules.
+//!
+//! A call's ruleset is some thirty rules (system folders, `/etc` files, the
+//! module, its grants), each an `open`, an `fstat` and a
+//! `landlock_add_rule`: about a tenth of a millisecond per cold call, the
+//! same every time a capability is called with the same grants. A ruleset
+//! is a kernel object that may be applied by any number of processes, so
+//! it is built once per set of rules and each call gets a duplicate of its
+//! descriptor.
+//!
+//! Design decisions:
+//!
+//! - **Never stale.** A landlock rule binds the inode its path named when the
+//!   rule was added, not the path. So the cache remembers, for every rule,
+//!   the identity of what it bound (device, inode, type, and birth time where
+//!   the filesystem has one, else change time), taken from the very
+//!   descriptor the rule was built from, and a call reuses the ruleset only
+//!   when every path `stat`s to that same identity now (a path that did not
+//!   exist must still not exist). A granted folder replaced (renamed over,
+//!   deleted and recreated) gets a new ruleset naming the new inode, and the
+//!   old inode, wherever it went, is no longer granted.
+//! - **Bounded.** At most [`MAX_RULESETS`] rulesets are kept; beyond, the
+//!   cache is emptied and refilled by the calls that follow.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::Mutex;
+
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope,
+};
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, StatxFlags};
+
+use super::{ConfineError, ConfinementSupport, PathAccess, PathRule};
+
+/// The most rulesets kept (each is one descriptor).
+const MAX_RULESETS: usize = 64;
+
+/// What a rule's path named when its rule was added; `None`: nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    kind: u32,
+    /// Birth time when the filesystem records one, else change time.
+    born: (i64, u32),
+}
+
+/// The rules of a call and what decides the ruleset besides them.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    rules: Vec<(std::path::PathBuf, u8)>,
+    deny_tcp: bool,
+    scopes: bool,
+}
+
+struct Cached {
+    identities: Vec<Option<Identity>>,
+    ruleset: OwnedFd,
+}
+
+static CACHE: Mutex<Option<HashMap<Key, Cached>>> = Mutex::new(None);
+
+/// The filesystem rights the host asks the kernel to handle: everything
+/// the crate knows; the crate drops what the running kernel lacks.
+fn handled_fs() -> BitFlags<AccessFs> {
+    AccessFs::from_all(ABI::V9)
+}
+
+fn rights(access: PathAccess) -> BitFlags<AccessFs> {
+    let read = AccessFs::ReadFile | AccessFs::ReadDir;
+    match access {
+        PathAccess::Read => read,
+        PathAccess::ReadExecute => read | AccessFs::Execute,
+        // No execute, and never a device node: a module that could
+        // `mknod` a character or block device in its state root would
+        // reach the kernel log or the raw disk through it.
+        PathAccess::ReadWrite => {
+            handled_fs() & !(AccessFs::Execute | AccessFs::MakeChar | AccessFs::MakeBlock)
+        }
+    }
+}
+
+/// A descriptor of the ruleset for `rules`: a duplicate of the cached one
+/// when every path still names what its rule bound, else a new one.
+pub(super) fn build(
+    rules: &[PathRule],
+    network: bool,
+    support: &ConfinementSupport,
+) -> Result<OwnedFd, ConfineError> {
+    let error = |message: String| ConfineError::Ruleset { message };
+    let key = Key {
+        rules: rules
+            .iter()
+            .map(|r| (r.path.clone(), r.access as u8))
+            .collect(),
+        deny_tcp: !network && support.landlock_tcp(),
+        scopes: support.landlock_scopes(),
+    };
+    {
+        let cache = lock();
+        if let Some(cached) = cache.as_ref().and_then(|c| c.get(&key))
+            && rules
+                .iter()
+                .zip(&cached.identities)
+                .all(|(rule, known)| identity_at(&rule.path) == *known)
+        {
+            return cached
+                .ruleset
+                .try_clone()
+                .map_err(|e| error(format!("duplicating the ruleset: {e}")));
+        }
+    }
+    let (ruleset, identities) = create(rules, &key)?;
+    let copy = ruleset
+        .try_clone()
+        .map_err(|e| error(format!("duplicating the ruleset: {e}")))?;
+    let mut cache = lock();
+    let map = cache.get_or_insert_with(HashMap::new);
+    if map.len() >= MAX_RULESETS {
+        map.clear();
+    }
+    map.insert(
+        key,
+        Cached {
+            identities,
+            ruleset,
+        },
+    );
+    Ok(copy)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<HashMap<Key, Cached>>> {
+    CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A new ruleset and the identity each rule bound.
+fn create(rules: &[PathRule], key: &Key) -> Result<(OwnedFd, Vec<Option<Identity>>), ConfineError> {
+    let error = |message: String| ConfineError::Ruleset { message };
+    let mut ruleset = Ruleset::default()
+        .handle_access(handled_fs())
+        .map_err(|e| error(e.to_string()))?;
+    if key.deny_tcp {
+        // Handled with no port rule: every TCP bind and connect is denied.
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| error(e.to_string()))?;
+    }
+    if key.scopes {
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(|e| error(e.to_string()))?;
+    }
+    let mut created = ruleset.create().map_err(|e| error(e.to_string()))?;
+    let mut identities = Vec::with_capacity(rules.len());
+    for rule in rules {
+        // A path that does not exist (a system folder this distribution
+        // lacks, a state root not yet created) simply grants nothing.
+        let Ok(fd) = rustix::fs::open(&rule.path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        else {
+            identities.push(None);
+            continue;
+        };
+        let Some(identity) = identity_of(&fd) else {
+            identities.push(None);
+            continue;
+        };
+        let mut access = rights(rule.access);
+        if FileType::from_raw_mode(identity.kind) != FileType::Directory {
+            access &= AccessFs::from_file(ABI::V9);
+        }
+        identities.push(Some(identity));
+        created = created
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| error(format!("{}: {e}", rule.path.display())))?;
+    }
+    let fd: Option<OwnedFd> = created.into();
+    let fd = fd.ok_or_else(|| error("the kernel did not create a ruleset".into()))?;
+    Ok((fd, identities))
+}
+
+fn identity_of(fd: impl AsFd) -> Option<Identity> {
+    statx_identity(fd, "", AtFlags::EMPTY_PATH)
+}
+
+/// What `path` names now, following links as the rule's `open` did.
+fn identity_at(path: &Path) -> Option<Identity> {
+    statx_identity(CWD, path, AtFlags::empty())
+}
+
+fn statx_identity(
+    dir: impl AsFd,
+    path: impl rustix::path::Arg,
+    flags: AtFlags,
+) -> Option<Identity> {
+    let stx = rustix::fs::statx(
+        dir,
+        path,
+        flags,
+        StatxFlags::TYPE | StatxFlags::INO | StatxFlags::BTIME | StatxFlags::CTIME,
+    )
+    .ok()?;
+    let born = if StatxFlags::from_bits_retain(stx.stx_mask).contains(StatxFlags::BTIME) {
+        stx.stx_btime
+    } else {
+        stx.stx_ctime
+    };
+    Some(Identity {
+        dev: (u64::from(stx.stx_dev_major) << 32) | u64::from(stx.stx_dev_minor),
+        ino: stx.stx_ino,
+        kind: u32::from(stx.stx_mode) & libc::S_IFMT,
+        born: (born.tv_sec, born.tv_nsec),
+    })
+}
