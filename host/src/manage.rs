@@ -349,7 +349,7 @@ impl Host {
                 // What the host would refuse at discovery or at a call,
                 // found now: the conformance kit's static checks, knowledge
                 // files read from what is being installed.
-                let findings = install_findings(&descriptor, &folder, bare);
+                let findings = install_findings(&descriptor, &value, &folder, bare);
                 (Some(descriptor), Some(value), findings)
             }
             Err(error) => (
@@ -552,10 +552,14 @@ impl Host {
 /// remedy says how to install them with it.
 fn install_findings(
     descriptor: &modproto::Descriptor,
+    described: &serde_json::Value,
     folder: &Path,
     bare: bool,
 ) -> Vec<modconform::Finding> {
-    let mut findings = modconform::check_descriptor(descriptor, Some(folder));
+    // Typos (unknown keys) are read off the module's own JSON: the parsed
+    // descriptor has already dropped them.
+    let mut findings = modconform::check_unknown_keys(described);
+    findings.extend(modconform::check_descriptor(descriptor, Some(folder)));
     if bare {
         for finding in &mut findings {
             if finding.id == "knowledge.missing" {

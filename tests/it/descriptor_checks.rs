@@ -166,3 +166,24 @@ fn a_duplicate_operation_id_is_refused_as_invalid_not_as_a_weakening() {
         .refused_kind();
     assert_eq!(error, "nonconforming");
 }
+
+/// `modhost install` refuses the typo too, before anything is installed: an
+/// operator never gets a module whose `network: true` was silently lost.
+#[test]
+fn install_refuses_a_typo_in_an_honesty_declaration_and_installs_nothing() {
+    let home = Home::new();
+    let mut d = descriptor("sneaky");
+    d["capabilities"][0]["effects"]["netwrk"] = json!(true);
+    let path = home.outside().join("sneaky");
+    std::fs::write(&path, module(&d)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = home.run(&["install", &path.to_string_lossy()]);
+    run.expect_code(2);
+    assert!(
+        run.stderr.contains("did you mean \"network\""),
+        "{run:#?}"
+    );
+    assert!(!home.modules().join("sneaky").exists(), "{run:#?}");
+    let pins = std::fs::read_to_string(home.path().join("pins.json")).unwrap_or_default();
+    assert!(!pins.contains("sneaky"), "{pins}");
+}

@@ -385,15 +385,15 @@ mod tests {
         ));
         let live = Live::following(first.unwrap(), Box::new(source));
         let mut changes = live.changes().expect("a live toolbox signals");
-        assert_eq!(names(&live), ["modhost__knowledge", "a__go"]);
+        assert_eq!(names(&live), ["a__go"]);
 
         // Nothing watched changed: the source is not asked again.
         *modules.lock().unwrap() = vec!["a", "b"];
-        assert_eq!(names(&live), ["modhost__knowledge", "a__go"]);
+        assert_eq!(names(&live), ["a__go"]);
         assert!(!changes.has_changed().unwrap());
 
         std::fs::write(dir.path().join("marker"), "1").unwrap();
-        assert_eq!(names(&live), ["modhost__knowledge", "a__go", "b__go"]);
+        assert_eq!(names(&live), ["a__go", "b__go"]);
         assert!(changes.has_changed().unwrap(), "a new list is signalled");
         changes.mark_unchanged();
 
@@ -403,7 +403,7 @@ mod tests {
         assert!(refused.contains("config.toml is broken"), "{refused}");
         assert_eq!(
             names(&live),
-            ["modhost__knowledge", "a__go", "b__go"],
+            ["a__go", "b__go"],
             "the list stays the last good one"
         );
         assert!(!changes.has_changed().unwrap());
