@@ -241,7 +241,7 @@ fn options_in_revisions_and_paths_never_reach_git() {
                     .any(|v| v.as_array().is_some_and(Vec::is_empty));
                 assert!(empty, "{capability} {input}: {output:#}");
             } else {
-                let kind = run.refused_kind();
+                let kind = run.unsuccessful_kind();
                 assert!(
                     ["invalid_input", "not_found", "path_escape"].contains(&kind.as_str()),
                     "{capability} {input}: {kind}: {run:#?}"

@@ -133,7 +133,7 @@ fn bad_input_is_refused_and_writes_nothing() {
     ] {
         let kind = home
             .invoke("notes", "notes.add", &input, &[])
-            .refused_kind();
+            .unsuccessful_kind();
         assert_eq!(kind, "invalid_input", "{input}");
     }
     assert!(

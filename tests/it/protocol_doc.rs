@@ -132,7 +132,7 @@ fn the_documents_python_module_passes_conformance_and_answers_invoke() {
     // Input that does not fit never reaches the module: the host refuses it.
     let refused = home
         .invoke("notes", "notes.add", &json!({"text": 5}), &[])
-        .invoke_error();
+        .refusal_error();
     assert_eq!(refused["kind"], "invalid_input", "{refused:#}");
     let second = home
         .invoke("notes", "notes.add", &json!({"text": "call mum"}), &[])
@@ -262,7 +262,7 @@ fn the_documents_exchanges_are_what_the_host_writes_and_accepts() {
     // The invalid input of the document never reaches the module.
     let mut bad = input.clone();
     bad["text"] = json!(5);
-    let error = home.invoke(&id, capability, &bad, &[]).invoke_error();
+    let error = home.invoke(&id, capability, &bad, &[]).refusal_error();
     assert_eq!(error["kind"], validation_error["error"]["data"]["kind"]);
     let requests = std::fs::read_to_string(state.join("requests.jsonl")).unwrap();
     assert_eq!(

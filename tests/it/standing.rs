@@ -82,7 +82,7 @@ fn a_module_that_cannot_be_called_says_why_whatever_the_capability_is_called() {
 
     assert_refused_as(&home, "crashy", "module_broken", "broken");
     assert_refused_as(&home, "newer", "contract_refused", "contract");
-    assert_refused_as(&home, "weak", "nonconforming", "weaken");
+    assert_refused_as(&home, "weak", "nonconforming", "do not conform");
     assert_refused_as(&home, "off", "module_disabled", "disabled");
     assert_refused_as(&home, "fresh", "unpinned", "not pinned");
     assert_refused_as(&home, "edited", "changed", "changed");

@@ -193,6 +193,23 @@ impl Run {
     #[track_caller]
     pub fn refused_kind(&self) -> String {
         self.expect_code(2);
+        self.error_kind()
+    }
+
+    /// For `invoke --json` that did not succeed, whether the host refused
+    /// (exit 2) or the module ran and failed (exit 1): the error's kind. For
+    /// input a module checks beyond its schema, where either side may say no.
+    #[track_caller]
+    pub fn unsuccessful_kind(&self) -> String {
+        assert!(
+            self.code == 1 || self.code == 2,
+            "expected exit 1 or 2: {self:#?}"
+        );
+        self.error_kind()
+    }
+
+    #[track_caller]
+    fn error_kind(&self) -> String {
         let json = self.json();
         json["error"]["kind"]
             .as_str()

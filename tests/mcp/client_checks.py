@@ -178,8 +178,9 @@ class Driver:
 
 async def checks(driver: Driver, observed: Observed, *, roots: bool, list_changed: bool) -> None:
     names = await driver.list_names()
-    for name in ("files__files_search", "files__files_list", "hang__hang_run", "slow__slow_count", "modhost__knowledge"):
+    for name in ("files__files_search", "files__files_list", "hang__hang_run", "slow__slow_count"):
         check(name in names, f"tools/list offers {name}")
+    check("modhost__knowledge" not in names, "no module ships knowledge, so modhost__knowledge is not offered")
     check("net__net_fetch" in names, "tools/list offers the ask tool net__net_fetch to a client that can be asked")
 
     found = await driver.call("files__files_list", {})
