@@ -70,7 +70,8 @@ pub struct GrantedRoot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
     /// How: `rule` (an allow rule matched), `flag` (`--approve`), `prompt` (an
-    /// interactive yes), `client` (an MCP client that was delegated approval).
+    /// interactive yes), `client` (an MCP client that was delegated approval),
+    /// `user` (the user's yes to this one call, asked through the MCP client).
     pub by: String,
     /// The rule or default that applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
