@@ -127,3 +127,99 @@ fn an_mcp_client_sees_a_failed_call_not_a_host_refusal() {
     }
     server.finish();
 }
+
+/// Uses of a vocabulary word that are not an error kind: status labels that
+/// share the word, a field name, a reserved id, a file extension. Matched by
+/// the line's text, so the list survives code moving between files.
+const NOT_A_KIND: &[&str] = &[
+    r#"PinStanding::Unpinned => "unpinned""#,
+    r#"PinStanding::Changed(_) => "changed""#,
+    r#"ModuleStatus::Disabled => "disabled""#,
+    r#"ModuleStatus::Unpinned => "unpinned""#,
+    r#"ModuleStatus::Changed => "changed""#,
+    r#"("changed", Some(change))"#,
+    r#"json!({"module": args.module, "unpinned": removed})"#,
+    r#""disabled": count(ModuleStatus::Disabled)"#,
+    r#"m["disabled"]"#,
+    r#".field("memory_limit","#,
+    r#""sha256" | "disabled") => false"#,
+    // RESERVED_IDS: a module may not be called `host`.
+    r#""host","#,
+];
+
+/// Every error-kind word is written once, in `modproto/src/error_kind.rs`:
+/// no code of the host, the SDK, the conformance kit or modproto spells a
+/// kind as a string literal, so a kind cannot drift from the enum or be
+/// matched as a string. Test code (a `tests*.rs`/`*_tests.rs`/`test_*.rs`
+/// file, or a file's trailing `#[cfg(test)] mod`) and comments are not
+/// looked at (the trailing module is taken to run to the end of the file);
+/// `NOT_A_KIND` lists the lines that use a word for something
+/// else.
+#[test]
+fn no_error_kind_is_spelled_outside_its_enum() {
+    use modproto::{HostErrorKind, ModuleErrorKind};
+    let words: Vec<String> = ModuleErrorKind::ALL
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .chain(HostErrorKind::ALL.iter().map(|k| k.as_str().to_owned()))
+        .collect();
+    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the repository")
+        .to_owned();
+    let mut found = Vec::new();
+    let mut files = 0;
+    for crate_src in ["host/src", "sdk/src", "conformance/src", "modproto/src"] {
+        let mut stack = vec![repository.join(crate_src)];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).expect("read a source folder") {
+                let path = entry.expect("a folder entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                let name = path.file_name().unwrap_or_default().to_string_lossy();
+                let is_test_file = name.starts_with("test")
+                    || name.ends_with("_tests.rs")
+                    || name == "proptests.rs";
+                if !name.ends_with(".rs") || is_test_file || name == "error_kind.rs" {
+                    continue;
+                }
+                files += 1;
+                let text = std::fs::read_to_string(&path).expect("read a source file");
+                let lines: Vec<&str> = text.lines().collect();
+                for (index, line) in lines.iter().enumerate() {
+                    let code = line.trim_start();
+                    let next = lines.get(index + 1).map_or("", |l| l.trim_start());
+                    if code.starts_with("#[cfg(test)]")
+                        && next.contains("mod ")
+                        && next.trim_end().ends_with('{')
+                    {
+                        break;
+                    }
+                    if code.starts_with("//") || NOT_A_KIND.iter().any(|ok| line.contains(ok)) {
+                        continue;
+                    }
+                    for word in &words {
+                        if line.contains(&format!("\"{word}\"")) {
+                            found.push(format!(
+                                "{}:{}: {word:?} in `{}`",
+                                path.strip_prefix(&repository).unwrap_or(&path).display(),
+                                index + 1,
+                                line.trim()
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(files > 50, "only {files} source files found: wrong folder?");
+    assert!(
+        found.is_empty(),
+        "error kinds spelled as strings outside modproto/src/error_kind.rs (use \
+         ModuleErrorKind/HostErrorKind; a line that uses the word for something else goes in \
+         NOT_A_KIND):\n{}",
+        found.join("\n")
+    );
+}
