@@ -449,4 +449,19 @@ mod tests {
             ErrorKind::Module(own)
         );
     }
+
+    #[test]
+    fn protocol_md_names_every_kind() {
+        let doc = include_str!("../PROTOCOL.md");
+        let words = ModuleErrorKind::ALL
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .chain(HostErrorKind::ALL.iter().map(|k| k.as_str().to_owned()));
+        for word in words {
+            assert!(
+                doc.contains(&format!("`{word}`")),
+                "PROTOCOL.md does not name the error kind {word:?}"
+            );
+        }
+    }
 }
