@@ -754,13 +754,15 @@ pub(crate) mod tests {
 
     #[test]
     fn an_error_in_the_hosts_words_is_refused_as_the_host_refuses_it() {
-        let raw = |kind: &str| RawCall {
+        let raw = |kind: &str| {
+            RawCall {
             stdout: format!(
                 r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":-32000,"message":"m","data":{{"kind":"{kind}"}}}}}}"#
             )
             .into_bytes(),
             exited: true,
             ..RawCall::default()
+        }
         };
         for kind in ["approval_required", "unpinned", "timeout"] {
             let refused = read_response(&raw(kind), None).unwrap_err();

@@ -22,8 +22,8 @@
 use std::sync::Arc;
 
 use modconform::{Finding, Verdict, check_host_conformance};
-use modproto::{Descriptor, HostErrorKind};
 use modproto::contract::{self, Decision, Pin, V2Accepted};
+use modproto::{Descriptor, HostErrorKind};
 use serde::Serialize;
 
 use crate::discovery::ModuleError;

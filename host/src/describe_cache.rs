@@ -338,7 +338,11 @@ mod tests {
         let (tree, digest) = module_tree::walk_and_digest(&module).unwrap();
         let mut cache = DescribeCache::load(&layout);
         cache.record_digest(&module, &tree.state, &digest);
-        cache.remember_failure(&module, &modproto::HostErrorKind::Timeout.into(), "did not answer");
+        cache.remember_failure(
+            &module,
+            &modproto::HostErrorKind::Timeout.into(),
+            "did not answer",
+        );
         cache.save(None);
 
         let cache = DescribeCache::load(&layout);

@@ -400,7 +400,11 @@ pub fn apply_pins(layout: &HomeLayout, modules: &mut Vec<InstalledModule>, mode:
         return;
     }
     for module in modules.iter_mut() {
-        if module.error.as_ref().is_some_and(|e| e.kind == HostErrorKind::Missing) {
+        if module
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == HostErrorKind::Missing)
+        {
             continue;
         }
         let standing = match &pins {

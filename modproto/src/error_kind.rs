@@ -444,10 +444,7 @@ mod tests {
         let own = ModuleErrorKind::from_wire("rate_limited").unwrap();
         assert!(matches!(own, ModuleErrorKind::Own(_)));
         assert_eq!(serde_json::to_value(&own).unwrap(), "rate_limited");
-        assert_eq!(
-            ErrorKind::from_wire("rate_limited"),
-            ErrorKind::Module(own)
-        );
+        assert_eq!(ErrorKind::from_wire("rate_limited"), ErrorKind::Module(own));
     }
 
     #[test]

@@ -122,8 +122,9 @@ impl ModError {
             .remedy
             .clone()
             .unwrap_or_else(|| default_remedy(&self.kind).to_owned());
-        RpcError::new(self.code(), self.message.clone())
-            .with_data(ErrorData::new(self.kind.clone(), remedy).with_problems(self.problems.clone()))
+        RpcError::new(self.code(), self.message.clone()).with_data(
+            ErrorData::new(self.kind.clone(), remedy).with_problems(self.problems.clone()),
+        )
     }
 
     fn from_io(err: &io::Error) -> Self {

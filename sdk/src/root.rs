@@ -597,6 +597,9 @@ mod tests {
         assert!(root.is_file());
         assert_eq!(root.read_to_string(".").unwrap(), "line\n");
         assert_eq!(root.read_to_string("").unwrap(), "line\n");
-        assert_eq!(root.read("other").unwrap_err().kind(), &ModuleErrorKind::NotFound);
+        assert_eq!(
+            root.read("other").unwrap_err().kind(),
+            &ModuleErrorKind::NotFound
+        );
     }
 }

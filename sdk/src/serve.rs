@@ -36,8 +36,8 @@ use std::time::Instant;
 
 use modproto::jsonrpc::decode_error_response;
 use modproto::{
-    ErrorCode, ErrorData, Id, ModuleErrorKind, InvokeParams, InvokeResult, Message, Request, Response,
-    RpcError,
+    ErrorCode, ErrorData, Id, InvokeParams, InvokeResult, Message, ModuleErrorKind, Request,
+    Response, RpcError,
 };
 use serde_json::Value;
 
@@ -178,7 +178,10 @@ impl Module {
             .with_remedy(format!("call one of: {}", known.join(", "))));
         };
         let check = checks.get(&declaration.id).ok_or_else(|| {
-            ModError::new(ModuleErrorKind::Internal, "the capability has no input check")
+            ModError::new(
+                ModuleErrorKind::Internal,
+                "the capability has no input check",
+            )
         })?;
         if check.asserts_beyond_type() {
             let problems = check.problems(&params.input)?;
