@@ -280,10 +280,20 @@ fn read_response(raw: &RawCall, expected_id: Option<&Id>) -> Result<Response, St
         }
         transcript.line(line)?;
     }
-    transcript
+    let response = transcript
         .finish()
         .map(|answer| answer.response)
-        .ok_or_else(|| "no response on stdout".to_owned())
+        .ok_or_else(|| "no response on stdout".to_owned())?;
+    // As the host reads it: an error naming a kind only the host decides
+    // is not a valid response (`bad_response`).
+    if let Err(error) = &response.outcome
+        && let Some(Err(claimed)) = error.kind().map(modproto::ErrorKind::as_module)
+    {
+        return Err(format!(
+            "answered error {error}, but {claimed}; the host reports it as bad_response"
+        ));
+    }
+    Ok(response)
 }
 
 /// The stderr tail a finding quotes: all of it, up to the host's bound of
@@ -740,6 +750,26 @@ pub(crate) mod tests {
         let dup = r#"{"jsonrpc":"2.0","id":1,"result":1,"result":2}"#;
         let dup = read_response(&raw(dup), None).unwrap_err();
         assert!(dup.contains("duplicate key"), "{dup}");
+    }
+
+    #[test]
+    fn an_error_in_the_hosts_words_is_refused_as_the_host_refuses_it() {
+        let raw = |kind: &str| {
+            RawCall {
+            stdout: format!(
+                r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":-32000,"message":"m","data":{{"kind":"{kind}"}}}}}}"#
+            )
+            .into_bytes(),
+            exited: true,
+            ..RawCall::default()
+        }
+        };
+        for kind in ["approval_required", "unpinned", "timeout"] {
+            let refused = read_response(&raw(kind), None).unwrap_err();
+            assert!(refused.contains("bad_response"), "{kind}: {refused}");
+        }
+        // A module's own kind is an answer like any other.
+        assert!(read_response(&raw("rate_limited"), None).is_ok());
     }
 
     #[test]

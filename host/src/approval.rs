@@ -309,11 +309,14 @@ impl Refusal {
     }
 
     /// Machine-readable: `denied`, `approval_required` or `disabled`.
-    pub fn kind(&self) -> &'static str {
+    /// `denied` is the shared word (a module says it of an access its grant
+    /// forbids); a refusal reaches its caller as a refusal, never as a
+    /// failed call, so the two are not confused.
+    pub fn kind(&self) -> modproto::ErrorKind {
         match self {
-            Refusal::Denied { .. } => modproto::ErrorKind::DENIED,
-            Refusal::NeedsApproval { .. } => "approval_required",
-            Refusal::Disabled { .. } => "disabled",
+            Refusal::Denied { .. } => modproto::ModuleErrorKind::Denied.into(),
+            Refusal::NeedsApproval { .. } => modproto::HostErrorKind::ApprovalRequired.into(),
+            Refusal::Disabled { .. } => modproto::HostErrorKind::Disabled.into(),
         }
     }
 

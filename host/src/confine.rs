@@ -137,10 +137,10 @@ pub enum ConfineError {
 
 impl ConfineError {
     /// The machine-readable kind.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> modproto::HostErrorKind {
         match self {
-            ConfineError::Unconfined { .. } => "unconfined",
-            ConfineError::Ruleset { .. } => "spawn_failed",
+            ConfineError::Unconfined { .. } => modproto::HostErrorKind::Unconfined,
+            ConfineError::Ruleset { .. } => modproto::HostErrorKind::SpawnFailed,
         }
     }
 

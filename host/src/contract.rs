@@ -22,16 +22,11 @@
 use std::sync::Arc;
 
 use modconform::{Finding, Verdict, check_host_conformance};
-use modproto::Descriptor;
 use modproto::contract::{self, Decision, Pin, V2Accepted};
+use modproto::{Descriptor, HostErrorKind};
 use serde::Serialize;
 
 use crate::discovery::ModuleError;
-
-/// Error kind of a module whose contract version the host refuses.
-pub const CONTRACT_REFUSED: &str = "contract_refused";
-/// Error kind of a contract-2 module whose capabilities weaken its operations.
-pub const NONCONFORMING: &str = "nonconforming";
 
 /// Which contract governs a module, and whether the host accepts it.
 #[derive(Debug, Clone)]
@@ -107,14 +102,14 @@ impl ContractStanding {
     pub fn refusal(&self) -> Option<ModuleError> {
         match self {
             ContractStanding::VersionRefused(pin) => Some(ModuleError {
-                kind: CONTRACT_REFUSED.into(),
+                kind: HostErrorKind::ContractRefused.into(),
                 message: format!(
                     "refused by the contract pin: {}; remedy: {}",
                     pin.reason, pin.remedy
                 ),
             }),
             ContractStanding::Nonconforming { verdict, .. } => Some(ModuleError {
-                kind: NONCONFORMING.into(),
+                kind: HostErrorKind::Nonconforming.into(),
                 message: format!(
                     "refused: {}; no capability was registered",
                     refusal_cause(verdict)
@@ -151,7 +146,7 @@ impl ContractStanding {
             },
             ContractStanding::V1(pin) => from_pin(pin),
             ContractStanding::VersionRefused(pin) => ContractReport {
-                refusal: Some(CONTRACT_REFUSED),
+                refusal: Some(HostErrorKind::ContractRefused),
                 ..from_pin(pin)
             },
             ContractStanding::V2 { accepted, verdict } => {
@@ -167,7 +162,7 @@ impl ContractStanding {
                 let mut report = from_pin(accepted.pin());
                 report.reason = format!("{}, but {}", report.reason, refusal_cause(verdict));
                 report.remedy = "the module author must fix every finding (each has its own remedy) and ship a new build; until then the host registers none of its capabilities".into();
-                report.refusal = Some(NONCONFORMING);
+                report.refusal = Some(HostErrorKind::Nonconforming);
                 report.findings = verdict.findings.clone();
                 report
             }
@@ -226,7 +221,7 @@ pub struct ContractReport {
     /// Empty when there is nothing to do.
     pub remedy: String,
     /// `contract_refused` or `nonconforming` when refused.
-    pub refusal: Option<&'static str>,
+    pub refusal: Option<HostErrorKind>,
     /// The no-weakening verdict of a contract-2 module, every finding.
     pub findings: Vec<Finding>,
 }
@@ -265,9 +260,9 @@ mod tests {
         let weak = standing(v2(&[]));
         assert_eq!(weak.label(), "refused");
         assert!(weak.accepted().is_none());
-        assert_eq!(weak.refusal().unwrap().kind, NONCONFORMING);
+        assert_eq!(weak.refusal().unwrap().kind, HostErrorKind::Nonconforming);
         let report = weak.report();
-        assert_eq!(report.refusal, Some(NONCONFORMING));
+        assert_eq!(report.refusal, Some(HostErrorKind::Nonconforming));
         assert!(report.findings.iter().any(|f| f.is_error()), "{report:?}");
 
         let newer = standing(
@@ -275,7 +270,7 @@ mod tests {
         );
         assert_eq!(newer.label(), "refused");
         let error = newer.refusal().unwrap();
-        assert_eq!(error.kind, CONTRACT_REFUSED);
+        assert_eq!(error.kind, HostErrorKind::ContractRefused);
         assert!(error.message.contains("2.9"), "{}", error.message);
 
         assert_eq!(ContractStanding::Unevaluated.label(), "unevaluated");
@@ -288,7 +283,7 @@ mod tests {
         value["operations"].as_array_mut().unwrap().push(op);
         let standing = standing(value);
         let error = standing.refusal().unwrap();
-        assert_eq!(error.kind, NONCONFORMING);
+        assert_eq!(error.kind, HostErrorKind::Nonconforming);
         assert!(
             error.message.contains("operation.duplicate_id"),
             "{}",

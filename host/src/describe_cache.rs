@@ -60,7 +60,7 @@ struct IndexEntry {
 /// A failed describe, as remembered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
-    pub kind: String,
+    pub kind: modproto::ErrorKind,
     pub message: String,
     /// When it failed, in seconds since the Unix epoch.
     pub at: u64,
@@ -159,7 +159,7 @@ impl DescribeCache {
     /// Remember that describing the module at `root` failed just now. Only a
     /// tree the index vouches for (see [`Self::record_digest`]) is
     /// remembered; any other is simply described again next time.
-    pub fn remember_failure(&mut self, root: &Path, kind: &str, message: &str) {
+    pub fn remember_failure(&mut self, root: &Path, kind: &modproto::ErrorKind, message: &str) {
         let Some(entry) = self.index.get_mut(root) else {
             return;
         };
@@ -167,7 +167,7 @@ impl DescribeCache {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         entry.failure = Some(Failure {
-            kind: kind.to_owned(),
+            kind: kind.clone(),
             message: message.to_owned(),
             at,
         });
@@ -338,7 +338,11 @@ mod tests {
         let (tree, digest) = module_tree::walk_and_digest(&module).unwrap();
         let mut cache = DescribeCache::load(&layout);
         cache.record_digest(&module, &tree.state, &digest);
-        cache.remember_failure(&module, "timeout", "did not answer");
+        cache.remember_failure(
+            &module,
+            &modproto::HostErrorKind::Timeout.into(),
+            "did not answer",
+        );
         cache.save(None);
 
         let cache = DescribeCache::load(&layout);

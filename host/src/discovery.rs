@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use modproto::{Descriptor, Request};
+use modproto::{Descriptor, ErrorKind, HostErrorKind, Request};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -108,7 +108,7 @@ pub struct ModuleError {
     /// `bad_response`, ...) or one of `describe_failed`, `bad_descriptor`,
     /// `id_mismatch`, `duplicate_id`, `no_executable`, `ambiguous_executable`,
     /// `missing`, `contract_refused`, `nonconforming` (see [`crate::contract`]).
-    pub kind: String,
+    pub kind: ErrorKind,
     pub message: String,
 }
 
@@ -185,7 +185,7 @@ pub struct ModuleSummary {
     /// The reason a broken module is broken.
     pub error: Option<String>,
     /// Its machine-readable kind.
-    pub error_kind: Option<String>,
+    pub error_kind: Option<ErrorKind>,
     pub digest: Option<String>,
     /// `v1`, `v2`, `refused` or `unevaluated`.
     pub contract: &'static str,
@@ -361,7 +361,7 @@ pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> I
         contract: ContractStanding::Unevaluated,
         pin: Some(PinStanding::Pinned),
         error: Some(ModuleError {
-            kind: "missing".into(),
+            kind: HostErrorKind::Missing.into(),
             message: format!(
                 "pinned{source} but its files are gone from {}; reinstall it, or `modhost remove {}` to forget it",
                 folder.display(),
@@ -400,7 +400,11 @@ pub fn apply_pins(layout: &HomeLayout, modules: &mut Vec<InstalledModule>, mode:
         return;
     }
     for module in modules.iter_mut() {
-        if module.error.as_ref().is_some_and(|e| e.kind == "missing") {
+        if module
+            .error
+            .as_ref()
+            .is_some_and(|e| e.kind == HostErrorKind::Missing)
+        {
             continue;
         }
         let standing = match &pins {
@@ -558,7 +562,7 @@ pub async fn describe(
         Ok(exchange) => match exchange.response.outcome {
             Ok(value) => Ok(value),
             Err(rpc) => Err(ModuleError {
-                kind: "describe_failed".into(),
+                kind: HostErrorKind::DescribeFailed.into(),
                 message: format!("describe was answered with an error: {rpc}"),
             }),
         },
@@ -573,7 +577,7 @@ fn run_error(err: &RunError) -> ModuleError {
         message.push_str(&format!("; stderr: {}", last_line(tail)));
     }
     ModuleError {
-        kind: err.kind().to_owned(),
+        kind: err.kind().into(),
         message,
     }
 }
@@ -585,7 +589,7 @@ fn last_line(text: &str) -> &str {
 /// Parse a describe result into a descriptor.
 pub fn parse_descriptor(value: Value) -> Result<Descriptor, ModuleError> {
     serde_json::from_value(value).map_err(|e| ModuleError {
-        kind: "bad_descriptor".into(),
+        kind: HostErrorKind::BadDescriptor.into(),
         message: format!("the descriptor does not parse: {e}"),
     })
 }
@@ -706,7 +710,7 @@ fn prepare(
             }
             Err(e) => {
                 candidate.error = Some(ModuleError {
-                    kind: "snapshot_failed".into(),
+                    kind: HostErrorKind::SnapshotFailed.into(),
                     message: format!(
                         "could not make the snapshot its calls run from: {e}; check that {} is writable",
                         layout.snapshots_dir().display()
@@ -756,8 +760,8 @@ fn prepare(
 
 fn tree_error(error: &TreeError) -> ModuleError {
     let kind = match error {
-        TreeError::Read { .. } => "unreadable",
-        TreeError::LinkOutside { .. } | TreeError::Special { .. } => "unsafe_file",
+        TreeError::Read { .. } => HostErrorKind::Unreadable,
+        TreeError::LinkOutside { .. } | TreeError::Special { .. } => HostErrorKind::UnsafeFile,
     };
     ModuleError {
         kind: kind.into(),
@@ -856,7 +860,7 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
         }
         (None, None) => {
             module.error = Some(remembered.unwrap_or_else(|| ModuleError {
-                kind: "describe_failed".into(),
+                kind: HostErrorKind::DescribeFailed.into(),
                 message: "the module was not described".into(),
             }));
             return module;
@@ -891,7 +895,7 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
             None => format!("as the file {:?}", module.path.display().to_string()),
         };
         module.error = Some(ModuleError {
-            kind: "id_mismatch".into(),
+            kind: HostErrorKind::IdMismatch.into(),
             message: format!(
                 "the module describes itself as {:?} but is installed {place}; a module is named by its folder: rename it to modules/{} or reinstall it",
                 descriptor.id, descriptor.id
@@ -899,7 +903,7 @@ fn finish(item: Prepared, cache: &DescribeCache) -> InstalledModule {
         });
     } else if !is_module_id(&descriptor.id) {
         module.error = Some(ModuleError {
-            kind: "bad_descriptor".into(),
+            kind: HostErrorKind::BadDescriptor.into(),
             message: format!(
                 "{:?} is not a valid module id (lowercase letters, digits, '-' and '_', starting with a letter)",
                 descriptor.id
@@ -949,7 +953,7 @@ fn check_duplicate_ids(modules: &mut [InstalledModule]) {
         let module = &mut modules[index];
         module.status = ModuleStatus::Broken;
         module.error = Some(ModuleError {
-            kind: "duplicate_id".into(),
+            kind: HostErrorKind::DuplicateId.into(),
             message: format!(
                 "the id {:?} is claimed by several modules ({}); remove all but one",
                 module.id,
@@ -1036,7 +1040,7 @@ fn scan_folder(name: String, folder: PathBuf) -> Candidate {
                 (
                     None,
                     Some(ModuleError {
-                        kind: "no_executable".into(),
+                        kind: HostErrorKind::NoExecutable.into(),
                         message: format!(
                             "{} holds no executable or .wasm component; reinstall the module or remove the folder",
                             folder.display()
@@ -1051,7 +1055,7 @@ fn scan_folder(name: String, folder: PathBuf) -> Candidate {
                 (
                     None,
                     Some(ModuleError {
-                        kind: "ambiguous_executable".into(),
+                        kind: HostErrorKind::AmbiguousExecutable.into(),
                         message: format!(
                             "{} holds several executables ({}); name the module's executable {name:?}",
                             folder.display(),
@@ -1074,7 +1078,7 @@ fn scan_folder(name: String, folder: PathBuf) -> Candidate {
                 None => (
                     None,
                     Some(ModuleError {
-                        kind: "no_executable".into(),
+                        kind: HostErrorKind::NoExecutable.into(),
                         message: format!(
                             "{} cannot be listed and has no file named {name:?}: {e}",
                             folder.display()
@@ -1273,7 +1277,7 @@ mod discover_tests {
                 .iter()
                 .find(|m| m.id == id)
                 .unwrap_or_else(|| panic!("{id} not listed"));
-            m.error.as_ref().map(|e| e.kind.clone())
+            m.error.as_ref().map(|e| e.kind.to_string())
         };
         assert_eq!(kind("good"), None);
         assert_eq!(kind("crash").as_deref(), Some("crashed"));

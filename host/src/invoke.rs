@@ -13,7 +13,10 @@
 //!    does not resolve is left out and becomes a host warning;
 //! 4. run the one call over the module's transport ([`crate::runner::run`]);
 //! 5. check the answer: a module error becomes [`InvokeError::Module`] with
-//!    the module's kind and remedy; a result must parse, its `output` must
+//!    the module's kind and remedy, unless its kind is one only the host
+//!    decides (`approval_required`, `unpinned`, `timeout`, ...): that answer
+//!    is not valid, [`InvokeError::ClaimedHostKind`] (`bad_response`), so no
+//!    caller reads the module's words as the host's decision; a result must parse, its `output` must
 //!    validate against `output_schema` when declared (else `invalid_output`,
 //!    and the output is not passed on), and each artifact must lie inside a
 //!    granted root (else dropped with a host warning).
@@ -24,7 +27,8 @@ use std::time::{Duration, Instant};
 
 use modproto::contract::{self, Decision};
 use modproto::{
-    Approval, ErrorCode, ErrorKind, InvokeParams, InvokeResult, Notification, Request, RpcError,
+    Approval, ErrorCode, ErrorKind, HostErrorKind, HostOnlyKind, InvokeParams, InvokeResult,
+    ModuleErrorKind, Notification, Request, RpcError,
 };
 use serde::Serialize;
 
@@ -177,6 +181,15 @@ pub enum InvokeError {
         stderr_tail: String,
         host_diagnosis: Vec<String>,
     },
+    /// The module answered an error with a kind only the host decides: not a
+    /// valid response (`bad_response`), whatever the module meant.
+    #[error("{capability} answered an error of kind {:?}, which only the host decides, so the answer is not valid (the module's message: {message})", .claimed.0.as_str())]
+    ClaimedHostKind {
+        capability: String,
+        claimed: HostOnlyKind,
+        message: String,
+        stderr_tail: String,
+    },
     #[error("{capability} returned a result that does not parse: {problem}")]
     BadResult {
         capability: String,
@@ -196,28 +209,31 @@ fn diagnosis(lines: &[String]) -> String {
 }
 
 impl InvokeError {
-    /// The machine-readable kind ([`ErrorKind`] vocabulary, plus
-    /// `unknown_module`, `module_broken`, `module_disabled`,
-    /// `contract_refused`, `bad_schema`, `host`).
-    pub fn kind(&self) -> &str {
+    /// The machine-readable kind: the module's own for
+    /// [`InvokeError::Module`], else the host's.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            InvokeError::Host(HostError::UnknownModule { .. }) => "unknown_module",
-            InvokeError::Host(HostError::NoWorkspace { .. }) => "no_workspace",
-            InvokeError::Host(_) => "host",
-            InvokeError::ModuleBroken { .. } => "module_broken",
-            InvokeError::ModuleDisabled { .. } => "module_disabled",
-            InvokeError::ContractRefused { .. } => crate::contract::CONTRACT_REFUSED,
-            InvokeError::Nonconforming { .. } => crate::contract::NONCONFORMING,
-            InvokeError::Unpinned { .. } => "unpinned",
-            InvokeError::Changed { .. } => "changed",
-            InvokeError::UnknownCapability { .. } => ErrorKind::UNKNOWN_CAPABILITY,
-            InvokeError::UndeclaredSourceRoot(_) => "undeclared_source_root",
-            InvokeError::InvalidInput { .. } => ErrorKind::INVALID_INPUT,
-            InvokeError::BadSchema { .. } => "bad_schema",
-            InvokeError::Run { source, .. } => source.kind(),
-            InvokeError::Module { error, .. } => module_error_kind(error),
-            InvokeError::BadResult { .. } => ErrorKind::BAD_RESPONSE,
-            InvokeError::InvalidOutput { .. } => ErrorKind::INVALID_OUTPUT,
+            InvokeError::Host(HostError::UnknownModule { .. }) => {
+                HostErrorKind::UnknownModule.into()
+            }
+            InvokeError::Host(HostError::NoWorkspace { .. }) => HostErrorKind::NoWorkspace.into(),
+            InvokeError::Host(_) => HostErrorKind::Host.into(),
+            InvokeError::ModuleBroken { .. } => HostErrorKind::ModuleBroken.into(),
+            InvokeError::ModuleDisabled { .. } => HostErrorKind::ModuleDisabled.into(),
+            InvokeError::ContractRefused { .. } => HostErrorKind::ContractRefused.into(),
+            InvokeError::Nonconforming { .. } => HostErrorKind::Nonconforming.into(),
+            InvokeError::Unpinned { .. } => HostErrorKind::Unpinned.into(),
+            InvokeError::Changed { .. } => HostErrorKind::Changed.into(),
+            InvokeError::UnknownCapability { .. } => ModuleErrorKind::UnknownCapability.into(),
+            InvokeError::UndeclaredSourceRoot(_) => HostErrorKind::UndeclaredSourceRoot.into(),
+            InvokeError::InvalidInput { .. } => ModuleErrorKind::InvalidInput.into(),
+            InvokeError::BadSchema { .. } => HostErrorKind::BadSchema.into(),
+            InvokeError::Run { source, .. } => source.kind().into(),
+            InvokeError::Module { error, .. } => module_error_kind(error).into(),
+            InvokeError::ClaimedHostKind { .. } | InvokeError::BadResult { .. } => {
+                HostErrorKind::BadResponse.into()
+            }
+            InvokeError::InvalidOutput { .. } => HostErrorKind::InvalidOutput.into(),
         }
     }
 
@@ -289,7 +305,9 @@ impl InvokeError {
                 .as_ref()
                 .and_then(|d| d.remedy.clone())
                 .unwrap_or_else(|| "see the message; the module gave no remedy".into()),
-            InvokeError::BadResult { .. } | InvokeError::InvalidOutput { .. } => {
+            InvokeError::ClaimedHostKind { .. }
+            | InvokeError::BadResult { .. }
+            | InvokeError::InvalidOutput { .. } => {
                 "the module broke its contract; report it to its author".into()
             }
         }
@@ -315,6 +333,7 @@ impl InvokeError {
         match self {
             InvokeError::Run { source, .. } => source.stderr_tail(),
             InvokeError::Module { stderr_tail, .. }
+            | InvokeError::ClaimedHostKind { stderr_tail, .. }
             | InvokeError::BadResult { stderr_tail, .. } => stderr_tail,
             _ => "",
         }
@@ -331,6 +350,7 @@ impl InvokeError {
             self,
             InvokeError::Run { .. }
                 | InvokeError::Module { .. }
+                | InvokeError::ClaimedHostKind { .. }
                 | InvokeError::BadResult { .. }
                 | InvokeError::InvalidOutput { .. }
         )
@@ -385,21 +405,37 @@ fn schema_error(capability: &str, side: Side, failure: SchemaFailure) -> InvokeE
     }
 }
 
-/// The kind of a module's error: its own `data.kind`, else one derived from the code.
-fn module_error_kind(error: &RpcError) -> &str {
-    if let Some(kind) = error.kind() {
-        return kind;
+/// The kind of a module's error: its own `data.kind`, else one derived from
+/// the code. An error whose kind only the host decides never becomes
+/// [`InvokeError::Module`] (see [`module_error`]), so this is a module's.
+fn module_error_kind(error: &RpcError) -> ModuleErrorKind {
+    match error.kind().map(ErrorKind::as_module) {
+        Some(Ok(kind)) => kind.clone(),
+        Some(Err(_)) | None => ModuleErrorKind::for_code(ErrorCode::from_code(error.code)),
     }
-    match ErrorCode::from_code(error.code) {
-        ErrorCode::ParseError => ErrorKind::PARSE,
-        ErrorCode::InvalidRequest => ErrorKind::INVALID_REQUEST,
-        ErrorCode::MethodNotFound => ErrorKind::UNKNOWN_METHOD,
-        ErrorCode::InvalidParams => ErrorKind::INVALID_INPUT,
-        ErrorCode::InternalError => ErrorKind::INTERNAL,
-        ErrorCode::RootMissing => ErrorKind::ROOT_MISSING,
-        ErrorCode::Denied => ErrorKind::DENIED,
-        ErrorCode::UnknownCapability => ErrorKind::UNKNOWN_CAPABILITY,
-        ErrorCode::CapabilityFailed | ErrorCode::Other(_) => ErrorKind::FAILED,
+}
+
+/// The module's error answer as the pipeline's error: the module's failure,
+/// or, when it names a kind only the host decides, a bad response.
+fn module_error(
+    capability: &str,
+    error: RpcError,
+    stderr_tail: String,
+    host_diagnosis: Vec<String>,
+) -> InvokeError {
+    if let Some(Err(claimed)) = error.kind().map(ErrorKind::as_module) {
+        return InvokeError::ClaimedHostKind {
+            capability: capability.to_owned(),
+            claimed,
+            message: error.message,
+            stderr_tail,
+        };
+    }
+    InvokeError::Module {
+        capability: capability.to_owned(),
+        error,
+        stderr_tail,
+        host_diagnosis,
     }
 }
 
@@ -641,12 +677,12 @@ impl Host {
         let value = match exchange.response.outcome {
             Ok(value) => value,
             Err(error) => {
-                return Err(InvokeError::Module {
-                    capability: capability.id.clone(),
+                return Err(module_error(
+                    &capability.id,
                     error,
-                    stderr_tail: exchange.stderr_tail,
-                    host_diagnosis: diagnosis,
-                });
+                    exchange.stderr_tail,
+                    diagnosis,
+                ));
             }
         };
         let mut result: InvokeResult =

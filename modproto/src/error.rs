@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::error_kind::ErrorKind;
+
 /// JSON-RPC error codes used by modhost.
 ///
 /// The standard range is JSON-RPC's own. `-32000..=-32099` is the module range:
@@ -70,8 +72,9 @@ impl ErrorCode {
 /// person can do about it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorData {
-    /// Machine-readable kind; see [`ErrorKind`] for the shared vocabulary.
-    pub kind: String,
+    /// Machine-readable kind ([`crate::error_kind`]): a module's
+    /// ([`crate::ModuleErrorKind`]) or the host's ([`crate::HostErrorKind`]).
+    pub kind: ErrorKind,
     /// One sentence a person can act on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remedy: Option<String>,
@@ -84,9 +87,9 @@ pub struct ErrorData {
 }
 
 impl ErrorData {
-    pub fn new(kind: &str, remedy: impl Into<String>) -> Self {
+    pub fn new(kind: impl Into<ErrorKind>, remedy: impl Into<String>) -> Self {
         ErrorData {
-            kind: kind.to_owned(),
+            kind: kind.into(),
             remedy: Some(remedy.into()),
             problems: Vec::new(),
             extra: Map::new(),
@@ -97,42 +100,4 @@ impl ErrorData {
         self.problems = problems;
         self
     }
-}
-
-/// The shared vocabulary of error kinds. A kind is an open string on the
-/// wire; these are the ones modhost itself produces or understands.
-#[derive(Debug)]
-pub struct ErrorKind;
-
-impl ErrorKind {
-    // Protocol-level, from either side.
-    pub const PARSE: &'static str = "parse";
-    pub const INVALID_REQUEST: &'static str = "invalid_request";
-    pub const UNKNOWN_METHOD: &'static str = "unknown_method";
-    pub const INVALID_INPUT: &'static str = "invalid_input";
-    pub const INTERNAL: &'static str = "internal";
-    pub const PANIC: &'static str = "panic";
-    // Module-reported.
-    pub const FAILED: &'static str = "failed";
-    pub const NOT_FOUND: &'static str = "not_found";
-    pub const ROOT_MISSING: &'static str = "root_missing";
-    pub const DENIED: &'static str = "denied";
-    pub const PATH_ESCAPE: &'static str = "path_escape";
-    pub const UNKNOWN_CAPABILITY: &'static str = "unknown_capability";
-    // Host-observed, never sent by a module.
-    pub const TIMEOUT: &'static str = "timeout";
-    pub const OUTPUT_LIMIT: &'static str = "output_limit";
-    pub const MEMORY_LIMIT: &'static str = "memory_limit";
-    pub const CRASHED: &'static str = "crashed";
-    pub const TRAPPED: &'static str = "trapped";
-    pub const BAD_RESPONSE: &'static str = "bad_response";
-    pub const INVALID_OUTPUT: &'static str = "invalid_output";
-    pub const SPAWN_FAILED: &'static str = "spawn_failed";
-    pub const CANCELLED: &'static str = "cancelled";
-    pub const UNCONFINED: &'static str = "unconfined";
-    // Host policy, never sent by a module.
-    pub const UNPINNED: &'static str = "unpinned";
-    pub const CHANGED: &'static str = "changed";
-    pub const CONTRACT_REFUSED: &'static str = "contract_refused";
-    pub const APPROVAL_REQUIRED: &'static str = "approval_required";
 }

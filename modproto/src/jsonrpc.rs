@@ -109,8 +109,8 @@ impl RpcError {
     }
 
     /// The machine-readable kind from `data`, if the sender gave one.
-    pub fn kind(&self) -> Option<&str> {
-        self.data.as_ref().map(|d| d.kind.as_str())
+    pub fn kind(&self) -> Option<&crate::ErrorKind> {
+        self.data.as_ref().map(|d| &d.kind)
     }
 }
 
@@ -315,8 +315,8 @@ pub fn decode_error_response(err: &DecodeError) -> Response {
         Id::Null,
         RpcError::new(err.code(), err.to_string()).with_data(ErrorData::new(
             match err {
-                DecodeError::Parse(_) => crate::ErrorKind::PARSE,
-                DecodeError::Invalid(_) => crate::ErrorKind::INVALID_REQUEST,
+                DecodeError::Parse(_) => crate::ModuleErrorKind::Parse,
+                DecodeError::Invalid(_) => crate::ModuleErrorKind::InvalidRequest,
             },
             "send one JSON-RPC 2.0 object per line",
         )),

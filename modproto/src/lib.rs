@@ -3,7 +3,8 @@
 //! Everything a module and the host say to each other is defined here as plain
 //! data: the JSON-RPC 2.0 envelope ([`jsonrpc`]), what a module says about itself
 //! ([`descriptor`]), one invocation and its result ([`invoke`]), the
-//! module-to-host notifications ([`notify`]), the error vocabulary ([`error`]),
+//! module-to-host notifications ([`notify`]), the error codes ([`error`]) and
+//! kinds ([`error_kind`]: what a module may report, what only the host decides),
 //! the decision of which contract governs a module ([`contract`]), and the
 //! framing rules every reader of a module's stdout applies ([`framing`]: one
 //! response and nothing after it, over JSON whose objects never repeat a key,
@@ -30,6 +31,7 @@
 pub mod contract;
 pub mod descriptor;
 pub mod error;
+pub mod error_kind;
 pub mod framing;
 pub mod invoke;
 pub mod jsonrpc;
@@ -41,7 +43,8 @@ pub use descriptor::{
     Access, BinaryDecl, Capability, Cost, Descriptor, Effects, Example, Knowledge, KnowledgeDoc,
     Operation, RootDecl, RootKind, Semantics,
 };
-pub use error::{ErrorCode, ErrorData, ErrorKind};
+pub use error::{ErrorCode, ErrorData};
+pub use error_kind::{ErrorKind, HostErrorKind, HostOnlyKind, ModuleErrorKind, OwnKind};
 pub use invoke::{Approval, ArtifactRef, GrantedRoot, InvokeParams, InvokeResult, RESERVED_KEYS};
 pub use jsonrpc::{Id, Message, Notification, Request, Response, RpcError};
 pub use notify::{LogParams, ProgressParams};

@@ -99,7 +99,7 @@ fn error_data() -> impl Strategy<Value = ErrorData> {
         ),
     )
         .prop_map(|(kind, remedy, problems, extra)| ErrorData {
-            kind,
+            kind: crate::ErrorKind::from_wire(&kind),
             remedy,
             problems,
             extra: extra.into_iter().collect(),

@@ -169,7 +169,7 @@ fn requests_and_responses_round_trip_through_lines() {
     let err = Response::err(
         Id::Num(1),
         RpcError::new(ErrorCode::InvalidParams, "bad input").with_data(
-            ErrorData::new(ErrorKind::INVALID_INPUT, "fix it")
+            ErrorData::new(ModuleErrorKind::InvalidInput, "fix it")
                 .with_problems(vec!["a".into(), "b".into()]),
         ),
     );

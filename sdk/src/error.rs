@@ -1,29 +1,32 @@
 //! [`ModError`]: a capability's failure as the host will see it.
 //!
-//! A failure is data, not a crash: a kind from the shared vocabulary
-//! ([`modproto::ErrorKind`]), a message that names what failed (with the path
+//! A failure is data, not a crash: a kind a module may report
+//! ([`modproto::ModuleErrorKind`]: the shared vocabulary, or the module's own;
+//! never one only the host decides), a message that names what failed (with the path
 //! when there is one, ripgrep style), and a remedy a person can act on. The
 //! kind decides the JSON-RPC code, so authors never pick numbers.
 
 use std::fmt;
 use std::io;
 
-use modproto::{ErrorCode, ErrorData, ErrorKind, RpcError};
+use modproto::{ErrorCode, ErrorData, ModuleErrorKind, RpcError};
 
 /// A capability failure: kind, message, remedy.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModError {
-    kind: String,
+    kind: ModuleErrorKind,
     message: String,
     remedy: Option<String>,
     problems: Vec<String>,
 }
 
 impl ModError {
-    /// A failure of any kind. Prefer the named constructors.
-    pub fn new(kind: &str, message: impl Into<String>) -> Self {
+    /// A failure of any kind. Prefer the named constructors; a kind of the
+    /// module's own comes from [`ModuleErrorKind::from_wire`], which refuses
+    /// the words only the host may use.
+    pub fn new(kind: ModuleErrorKind, message: impl Into<String>) -> Self {
         ModError {
-            kind: kind.to_owned(),
+            kind,
             message: message.into(),
             remedy: None,
             problems: Vec::new(),
@@ -32,7 +35,7 @@ impl ModError {
 
     /// The input is well-formed but makes no sense (a bad regex, an end before a start).
     pub fn invalid_input(message: impl Into<String>) -> Self {
-        ModError::new(ErrorKind::INVALID_INPUT, message)
+        ModError::new(ModuleErrorKind::InvalidInput, message)
     }
 
     /// The input does not fit the schema; each problem is listed.
@@ -50,28 +53,28 @@ impl ModError {
 
     /// The thing asked for does not exist.
     pub fn not_found(message: impl Into<String>) -> Self {
-        ModError::new(ErrorKind::NOT_FOUND, message)
+        ModError::new(ModuleErrorKind::NotFound, message)
     }
 
     /// The grant forbids this access (a write through a read-only root).
     pub fn denied(message: impl Into<String>) -> Self {
-        ModError::new(ErrorKind::DENIED, message)
+        ModError::new(ModuleErrorKind::Denied, message)
     }
 
     /// A path tried to leave its root (`..`, absolute, or a symlink out).
     pub fn path_escape(message: impl Into<String>) -> Self {
-        ModError::new(ErrorKind::PATH_ESCAPE, message)
+        ModError::new(ModuleErrorKind::PathEscape, message)
             .with_remedy("use a path relative to the root that stays inside it")
     }
 
     /// A root the capability needs was not granted for this call.
     pub fn root_missing(message: impl Into<String>) -> Self {
-        ModError::new(ErrorKind::ROOT_MISSING, message)
+        ModError::new(ModuleErrorKind::RootMissing, message)
     }
 
     /// The capability ran and failed.
     pub fn failed(message: impl Into<String>) -> Self {
-        ModError::new(ErrorKind::FAILED, message)
+        ModError::new(ModuleErrorKind::Failed, message)
     }
 
     /// Replace the remedy.
@@ -92,7 +95,7 @@ impl ModError {
         ModError::from_io(err).context(path)
     }
 
-    pub fn kind(&self) -> &str {
+    pub fn kind(&self) -> &ModuleErrorKind {
         &self.kind
     }
 
@@ -110,14 +113,7 @@ impl ModError {
 
     /// The JSON-RPC code this kind maps to.
     pub fn code(&self) -> ErrorCode {
-        match self.kind.as_str() {
-            ErrorKind::INVALID_INPUT => ErrorCode::InvalidParams,
-            ErrorKind::ROOT_MISSING => ErrorCode::RootMissing,
-            ErrorKind::DENIED | ErrorKind::PATH_ESCAPE => ErrorCode::Denied,
-            ErrorKind::UNKNOWN_CAPABILITY => ErrorCode::UnknownCapability,
-            ErrorKind::PANIC | ErrorKind::INTERNAL => ErrorCode::InternalError,
-            _ => ErrorCode::CapabilityFailed,
-        }
+        self.kind.code()
     }
 
     /// The wire form.
@@ -126,8 +122,9 @@ impl ModError {
             .remedy
             .clone()
             .unwrap_or_else(|| default_remedy(&self.kind).to_owned());
-        RpcError::new(self.code(), self.message.clone())
-            .with_data(ErrorData::new(&self.kind, remedy).with_problems(self.problems.clone()))
+        RpcError::new(self.code(), self.message.clone()).with_data(
+            ErrorData::new(self.kind.clone(), remedy).with_problems(self.problems.clone()),
+        )
     }
 
     fn from_io(err: &io::Error) -> Self {
@@ -169,13 +166,13 @@ fn is_escape_attempt(err: &io::Error) -> bool {
         && err.to_string().contains("outside of the filesystem")
 }
 
-fn default_remedy(kind: &str) -> &'static str {
+fn default_remedy(kind: &ModuleErrorKind) -> &'static str {
     match kind {
-        ErrorKind::NOT_FOUND => "check the name or path and call again",
-        ErrorKind::DENIED => "this call's grant does not allow that access",
-        ErrorKind::PATH_ESCAPE => "use a path relative to the root that stays inside it",
-        ErrorKind::ROOT_MISSING => "the operator must grant the root",
-        ErrorKind::INVALID_INPUT => "fix the input and call again",
+        ModuleErrorKind::NotFound => "check the name or path and call again",
+        ModuleErrorKind::Denied => "this call's grant does not allow that access",
+        ModuleErrorKind::PathEscape => "use a path relative to the root that stays inside it",
+        ModuleErrorKind::RootMissing => "the operator must grant the root",
+        ModuleErrorKind::InvalidInput => "fix the input and call again",
         _ => "see the message; if it persists, report it to the module's author",
     }
 }
@@ -237,14 +234,14 @@ mod tests {
     #[test]
     fn io_errors_are_classified_with_their_path() {
         let err = ModError::io("notes.md", &io::Error::from(io::ErrorKind::NotFound));
-        assert_eq!(err.kind(), ErrorKind::NOT_FOUND);
+        assert_eq!(*err.kind(), ModuleErrorKind::NotFound);
         assert!(err.message().starts_with("notes.md: "), "{}", err.message());
         let escape = io::Error::new(
             io::ErrorKind::PermissionDenied,
             "a path led outside of the filesystem",
         );
-        assert_eq!(ModError::from(escape).kind(), ErrorKind::PATH_ESCAPE);
+        assert_eq!(*ModError::from(escape).kind(), ModuleErrorKind::PathEscape);
         let eacces = io::Error::from_raw_os_error(13);
-        assert_eq!(ModError::from(eacces).kind(), ErrorKind::DENIED);
+        assert_eq!(*ModError::from(eacces).kind(), ModuleErrorKind::Denied);
     }
 }

@@ -26,7 +26,7 @@ use std::cell::OnceCell;
 
 use modproto::Descriptor;
 #[cfg(feature = "validate")]
-use modproto::ErrorKind;
+use modproto::ModuleErrorKind;
 use serde_json::Value;
 
 use crate::ModError;
@@ -114,7 +114,7 @@ impl InputCheck {
     pub(crate) fn problems(&self, input: &Value) -> Result<Vec<String>, ModError> {
         let validator = self.validator().as_ref().map_err(|e| {
             ModError::new(
-                ErrorKind::INTERNAL,
+                ModuleErrorKind::Internal,
                 format!("the declared input schema does not compile: {e}"),
             )
             .with_remedy("this is a bug in the module; report it to its author")

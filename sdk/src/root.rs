@@ -486,7 +486,7 @@ use platform::Handle;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use modproto::ErrorKind;
+    use modproto::ModuleErrorKind;
 
     fn workspace(access: Access) -> (tempfile::TempDir, Root) {
         let dir = tempfile::tempdir().unwrap();
@@ -526,11 +526,11 @@ mod tests {
         let outside = dir.path().parent().unwrap().join("secret.txt");
         for path in ["../secret.txt", "src/../../secret.txt", "src/../src/lib.rs"] {
             let err = root.read(path).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::PATH_ESCAPE, "{path}: {err}");
+            assert_eq!(err.kind(), &ModuleErrorKind::PathEscape, "{path}: {err}");
             assert!(err.message().contains("workspace:"), "{err}");
         }
         let err = root.read(&outside).unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::PATH_ESCAPE, "{err}");
+        assert_eq!(err.kind(), &ModuleErrorKind::PathEscape, "{err}");
     }
 
     #[cfg(unix)]
@@ -546,7 +546,7 @@ mod tests {
 
         for path in ["leak", "leakdir/secret.txt"] {
             let err = root.read(path).unwrap_err();
-            assert_eq!(err.kind(), ErrorKind::PATH_ESCAPE, "{path}: {err}");
+            assert_eq!(err.kind(), &ModuleErrorKind::PathEscape, "{path}: {err}");
         }
         assert_eq!(
             root.symlink_metadata("leak").unwrap().kind,
@@ -559,11 +559,11 @@ mod tests {
     fn writes_through_a_read_grant_are_denied() {
         let (dir, root) = workspace(Access::Read);
         let err = root.write("new.txt", b"x").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::DENIED, "{err}");
+        assert_eq!(err.kind(), &ModuleErrorKind::Denied, "{err}");
         assert!(!dir.path().join("new.txt").exists());
         assert_eq!(
             root.remove_file("src/lib.rs").unwrap_err().kind(),
-            ErrorKind::DENIED
+            &ModuleErrorKind::Denied
         );
         assert!(dir.path().join("src/lib.rs").exists());
     }
@@ -578,7 +578,7 @@ mod tests {
         );
         assert_eq!(
             root.write("../x", b"x").unwrap_err().kind(),
-            ErrorKind::PATH_ESCAPE
+            &ModuleErrorKind::PathEscape
         );
     }
 
@@ -597,6 +597,9 @@ mod tests {
         assert!(root.is_file());
         assert_eq!(root.read_to_string(".").unwrap(), "line\n");
         assert_eq!(root.read_to_string("").unwrap(), "line\n");
-        assert_eq!(root.read("other").unwrap_err().kind(), ErrorKind::NOT_FOUND);
+        assert_eq!(
+            root.read("other").unwrap_err().kind(),
+            &ModuleErrorKind::NotFound
+        );
     }
 }

@@ -36,8 +36,8 @@ use std::time::Instant;
 
 use modproto::jsonrpc::decode_error_response;
 use modproto::{
-    ErrorCode, ErrorData, ErrorKind, Id, InvokeParams, InvokeResult, Message, Request, Response,
-    RpcError,
+    ErrorCode, ErrorData, Id, InvokeParams, InvokeResult, Message, ModuleErrorKind, Request,
+    Response, RpcError,
 };
 use serde_json::Value;
 
@@ -98,7 +98,7 @@ impl Module {
                         "expected a request (with an id), got a notification or a response",
                     )
                     .with_data(ErrorData::new(
-                        ErrorKind::INVALID_REQUEST,
+                        ModuleErrorKind::InvalidRequest,
                         "send one JSON-RPC 2.0 request with \"id\" and \"method\"",
                     )),
                 );
@@ -134,7 +134,7 @@ impl Module {
                 let params = request.params.unwrap_or(Value::Null);
                 let params: InvokeParams = serde_json::from_value(params).map_err(|e| {
                     RpcError::new(ErrorCode::InvalidParams, format!("invoke params: {e}")).with_data(
-                        ErrorData::new(ErrorKind::INVALID_REQUEST, "send the invoke params the protocol defines (protocol, contract_version, request_id, capability, input, roots, deadline_ms, max_output_bytes)"),
+                        ErrorData::new(ModuleErrorKind::InvalidRequest, "send the invoke params the protocol defines (protocol, contract_version, request_id, capability, input, roots, deadline_ms, max_output_bytes)"),
                     )
                 })?;
                 self.invoke(params, checks, started, out)
@@ -145,7 +145,7 @@ impl Module {
                 format!("unknown method {other:?}"),
             )
             .with_data(ErrorData::new(
-                ErrorKind::UNKNOWN_METHOD,
+                ModuleErrorKind::UnknownMethod,
                 "call \"describe\" or \"invoke\"",
             ))),
         }
@@ -169,7 +169,7 @@ impl Module {
                 .map(|c| c.id.as_str())
                 .collect();
             return Err(ModError::new(
-                ErrorKind::UNKNOWN_CAPABILITY,
+                ModuleErrorKind::UnknownCapability,
                 format!(
                     "module `{}` has no capability {:?}",
                     descriptor.id, params.capability
@@ -178,7 +178,10 @@ impl Module {
             .with_remedy(format!("call one of: {}", known.join(", "))));
         };
         let check = checks.get(&declaration.id).ok_or_else(|| {
-            ModError::new(ErrorKind::INTERNAL, "the capability has no input check")
+            ModError::new(
+                ModuleErrorKind::Internal,
+                "the capability has no input check",
+            )
         })?;
         if check.asserts_beyond_type() {
             let problems = check.problems(&params.input)?;
@@ -227,7 +230,7 @@ fn read_request_line(reader: impl BufRead) -> Result<Option<String>, Response> {
     if let Err(e) = limited.read_until(b'\n', &mut bytes) {
         return Err(protocol_error(
             ErrorCode::ParseError,
-            ErrorKind::PARSE,
+            ModuleErrorKind::Parse,
             format!("reading the request: {e}"),
         ));
     }
@@ -237,7 +240,7 @@ fn read_request_line(reader: impl BufRead) -> Result<Option<String>, Response> {
     if bytes.len() as u64 > MAX_REQUEST_BYTES {
         return Err(protocol_error(
             ErrorCode::InvalidRequest,
-            ErrorKind::INVALID_REQUEST,
+            ModuleErrorKind::InvalidRequest,
             format!("the request line is longer than {MAX_REQUEST_BYTES} bytes"),
         ));
     }
@@ -247,13 +250,13 @@ fn read_request_line(reader: impl BufRead) -> Result<Option<String>, Response> {
     String::from_utf8(bytes).map(Some).map_err(|_| {
         protocol_error(
             ErrorCode::ParseError,
-            ErrorKind::PARSE,
+            ModuleErrorKind::Parse,
             "the request line is not UTF-8".to_owned(),
         )
     })
 }
 
-fn protocol_error(code: ErrorCode, kind: &str, message: String) -> Response {
+fn protocol_error(code: ErrorCode, kind: ModuleErrorKind, message: String) -> Response {
     Response::err(
         Id::Null,
         RpcError::new(code, message).with_data(ErrorData::new(
@@ -265,7 +268,7 @@ fn protocol_error(code: ErrorCode, kind: &str, message: String) -> Response {
 
 fn internal(message: String) -> RpcError {
     RpcError::new(ErrorCode::InternalError, message).with_data(ErrorData::new(
-        ErrorKind::INTERNAL,
+        ModuleErrorKind::Internal,
         "this is a bug in the module; report it to its author",
     ))
 }
@@ -307,7 +310,7 @@ fn panic_rpc_error(message: &str, location: Option<String>) -> RpcError {
         format!("the capability panicked{at}: {message}"),
     )
     .with_data(ErrorData::new(
-        ErrorKind::PANIC,
+        ModuleErrorKind::Panic,
         "this is a bug in the module; report it to its author with the input that caused it",
     ))
 }

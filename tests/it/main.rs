@@ -17,6 +17,7 @@ mod descriptor_checks;
 mod descriptor_identity;
 mod discovery;
 mod doctor;
+mod error_kinds;
 mod files_module;
 mod folder_helpers;
 mod git_module;

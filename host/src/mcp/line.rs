@@ -18,7 +18,7 @@
 //!   decoder with arbitrary bytes cut into arbitrary chunks.
 
 use modproto::jsonrpc::decode_error_response;
-use modproto::{ErrorCode, ErrorData, ErrorKind, Id, Message, Response, RpcError};
+use modproto::{ErrorCode, ErrorData, Id, Message, ModuleErrorKind, Response, RpcError};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// The longest line the server accepts from its client: 4 MiB, newline
@@ -140,7 +140,7 @@ pub fn decode(raw: &[u8]) -> Decoded {
                 ),
             )
             .with_data(ErrorData::new(
-                ErrorKind::PARSE,
+                ModuleErrorKind::Parse,
                 "send one JSON-RPC 2.0 object per line, encoded as UTF-8",
             ));
             return Decoded::Invalid(Response::err(Id::Null, error));
@@ -165,7 +165,7 @@ pub fn oversized_response(bytes: usize) -> Response {
         ),
     )
     .with_data(ErrorData::new(
-        ErrorKind::INVALID_REQUEST,
+        ModuleErrorKind::InvalidRequest,
         "send smaller arguments: pass large content as a file path in the workspace instead of inline",
     ));
     Response::err(Id::Null, error)

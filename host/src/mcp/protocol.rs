@@ -153,7 +153,7 @@ pub fn input_required_result(revision: &Revision, requests: &Value, request_stat
 /// version this server speaks.
 pub fn unsupported_version(requested: &str) -> RpcError {
     let mut data = ErrorData::new(
-        "unsupported_protocol_version",
+        modproto::HostErrorKind::UnsupportedProtocolVersion,
         format!(
             "send {} in _meta[\"{META_PROTOCOL_VERSION}\"], or start a session with initialize \
              for one of the handshake versions",
@@ -178,7 +178,7 @@ pub fn unsupported_version(requested: &str) -> RpcError {
 /// that waits for the user's approval from a client whose request did not
 /// declare form elicitation; `remedy` says how to allow the tool instead.
 pub fn missing_elicitation(tool: &str, remedy: &str) -> RpcError {
-    let mut data = ErrorData::new(modproto::ErrorKind::DENIED, remedy);
+    let mut data = ErrorData::new(modproto::ModuleErrorKind::Denied, remedy);
     data.extra.insert(
         "requiredCapabilities".into(),
         json!({"elicitation": {"form": {}}}),

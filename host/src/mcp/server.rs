@@ -531,7 +531,7 @@ impl<B: Backend> Connection<B> {
             if let Err(refused) = redeemed {
                 let error = RpcError::new(ErrorCode::InvalidParams, format!("not run: {refused}"))
                     .with_data(modproto::ErrorData::new(
-                        modproto::ErrorKind::DENIED,
+                        modproto::ModuleErrorKind::Denied,
                         "call the tool again without requestState and inputResponses; the user is asked anew",
                     ));
                 return RoundTrip::Answer(Err(error));
@@ -836,8 +836,8 @@ fn call_error(e: &CallError) -> RpcError {
         CallError::Refused(r) => r.remedy().to_owned(),
     };
     let kind = match e {
-        CallError::UnknownTool(_) => modproto::ErrorKind::NOT_FOUND,
-        CallError::Refused(_) => modproto::ErrorKind::DENIED,
+        CallError::UnknownTool(_) => modproto::ModuleErrorKind::NotFound,
+        CallError::Refused(_) => modproto::ModuleErrorKind::Denied,
     };
     RpcError::new(ErrorCode::InvalidParams, e.to_string())
         .with_data(modproto::ErrorData::new(kind, remedy))

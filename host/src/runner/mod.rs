@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use modproto::{Access, ErrorKind, Notification, Response};
+use modproto::{Access, HostErrorKind, Notification, Response};
 use serde::{Deserialize, Serialize};
 
 use crate::confine::ConfinementMode;
@@ -378,18 +378,19 @@ pub enum RunError {
 }
 
 impl RunError {
-    /// The machine-readable kind ([`ErrorKind`]).
-    pub fn kind(&self) -> &'static str {
+    /// The machine-readable kind: how the call ended, as only the host
+    /// can tell.
+    pub fn kind(&self) -> HostErrorKind {
         match self {
-            RunError::Timeout { .. } => ErrorKind::TIMEOUT,
-            RunError::OutputLimit { .. } => ErrorKind::OUTPUT_LIMIT,
-            RunError::MemoryLimit { .. } => ErrorKind::MEMORY_LIMIT,
-            RunError::Trapped { .. } => ErrorKind::TRAPPED,
-            RunError::Crashed { .. } => ErrorKind::CRASHED,
-            RunError::BadResponse { .. } => ErrorKind::BAD_RESPONSE,
-            RunError::Spawn { .. } => ErrorKind::SPAWN_FAILED,
-            RunError::Unconfined { .. } => "unconfined",
-            RunError::Cancelled => ErrorKind::CANCELLED,
+            RunError::Timeout { .. } => HostErrorKind::Timeout,
+            RunError::OutputLimit { .. } => HostErrorKind::OutputLimit,
+            RunError::MemoryLimit { .. } => HostErrorKind::MemoryLimit,
+            RunError::Trapped { .. } => HostErrorKind::Trapped,
+            RunError::Crashed { .. } => HostErrorKind::Crashed,
+            RunError::BadResponse { .. } => HostErrorKind::BadResponse,
+            RunError::Spawn { .. } => HostErrorKind::SpawnFailed,
+            RunError::Unconfined { .. } => HostErrorKind::Unconfined,
+            RunError::Cancelled => HostErrorKind::Cancelled,
         }
     }
 

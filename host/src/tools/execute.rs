@@ -22,7 +22,10 @@ use std::fmt::Write as _;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 
-use modproto::{Approval, ArtifactRef, Descriptor, ErrorKind, InvokeResult, RootKind};
+use modproto::{
+    Approval, ArtifactRef, Descriptor, ErrorKind, HostErrorKind, InvokeResult, ModuleErrorKind,
+    RootKind,
+};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -67,8 +70,8 @@ pub struct InvokeCall {
 /// Why an invocation produced no result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvokeFailure {
-    /// An [`ErrorKind`] (`invalid_input`, `timeout`, `failed`, ...).
-    pub kind: String,
+    /// `invalid_input`, `timeout`, `failed`, ...: the module's, or the host's.
+    pub kind: ErrorKind,
     pub message: String,
     pub remedy: Option<String>,
     /// Every individual problem (schema violations).
@@ -281,24 +284,30 @@ pub fn failure_text(tool: &ToolDef, failure: &InvokeFailure) -> String {
     text
 }
 
-fn default_remedy(kind: &str) -> &'static str {
+fn default_remedy(kind: &ErrorKind) -> &'static str {
+    use ErrorKind::{Host, Module};
     match kind {
-        ErrorKind::INVALID_INPUT => {
+        Module(ModuleErrorKind::InvalidInput) => {
             "fix the arguments to match the tool's input schema and call again"
         }
-        ErrorKind::TIMEOUT => {
+        Host(HostErrorKind::Timeout) => {
             "narrow the request (a smaller scope or input) or ask the operator to raise [limits] deadline_ms"
         }
-        ErrorKind::OUTPUT_LIMIT => "narrow the request so it produces less output",
-        ErrorKind::ROOT_MISSING => "the operator must configure the root this capability needs",
-        ErrorKind::DENIED | ErrorKind::PATH_ESCAPE => "stay inside the granted roots",
-        ErrorKind::CANCELLED => "",
-        ErrorKind::CRASHED
-        | ErrorKind::BAD_RESPONSE
-        | ErrorKind::TRAPPED
-        | ErrorKind::SPAWN_FAILED
-        | ErrorKind::INTERNAL
-        | ErrorKind::PANIC => {
+        Host(HostErrorKind::OutputLimit) => "narrow the request so it produces less output",
+        Module(ModuleErrorKind::RootMissing) => {
+            "the operator must configure the root this capability needs"
+        }
+        Module(ModuleErrorKind::Denied | ModuleErrorKind::PathEscape) => {
+            "stay inside the granted roots"
+        }
+        Host(HostErrorKind::Cancelled) => "",
+        Host(
+            HostErrorKind::Crashed
+            | HostErrorKind::BadResponse
+            | HostErrorKind::Trapped
+            | HostErrorKind::SpawnFailed,
+        )
+        | Module(ModuleErrorKind::Internal | ModuleErrorKind::Panic) => {
             "this is a fault of the module, not of the call; try another tool or report it to the module's author"
         }
         _ => "read the message above, adjust the call, or try another tool",
@@ -432,7 +441,7 @@ mod tests {
     #[test]
     fn failures_say_what_happened_and_what_to_do() {
         let failure = InvokeFailure {
-            kind: "invalid_input".into(),
+            kind: ModuleErrorKind::InvalidInput.into(),
             message: "the input does not match the schema".into(),
             remedy: None,
             problems: vec!["/q: 5 is not of type \"string\"".into()],
@@ -446,7 +455,7 @@ mod tests {
              What to do: fix the arguments to match the tool's input schema and call again"
         );
         let crashed = InvokeFailure {
-            kind: "crashed".into(),
+            kind: HostErrorKind::Crashed.into(),
             message: "exit 101".into(),
             remedy: Some("reinstall".into()),
             problems: vec![],

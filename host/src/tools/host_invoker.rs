@@ -44,7 +44,7 @@ impl Invoker for HostInvoker {
     async fn invoke(&self, call: InvokeCall) -> Result<InvokeResult, InvokeFailure> {
         let Some(module) = self.modules.get(&call.module) else {
             return Err(InvokeFailure {
-                kind: "unknown_module".into(),
+                kind: modproto::HostErrorKind::UnknownModule.into(),
                 message: format!("module {:?} is no longer installed", call.module),
                 remedy: Some(
                     "`modhost list` shows the installed modules; list the tools again".into(),
@@ -114,7 +114,7 @@ fn relay(notification: &Notification, sink: Option<&ProgressSink>) {
 
 pub(crate) fn failure(e: &InvokeError) -> InvokeFailure {
     InvokeFailure {
-        kind: e.kind().to_owned(),
+        kind: e.kind(),
         message: e.to_string(),
         remedy: Some(e.remedy()),
         problems: e.problems(),
@@ -227,7 +227,7 @@ async fn load(
 fn why_withdrawn(host: &Host, discovered: &[InstalledModule], tool: &ToolDef) -> live::Why {
     let Some(module) = discovered.iter().find(|m| m.id == tool.module) else {
         return live::Why::Failed(InvokeFailure {
-            kind: "unknown_module".into(),
+            kind: modproto::HostErrorKind::UnknownModule.into(),
             message: format!("module {:?} was removed while this server ran", tool.module),
             remedy: Some("`modhost list` shows the installed modules; list the tools again".into()),
             problems: Vec::new(),
@@ -255,7 +255,7 @@ fn why_withdrawn(host: &Host, discovered: &[InstalledModule], tool: &ToolDef) ->
         return live::Why::Refused(refusal);
     }
     live::Why::Failed(InvokeFailure {
-        kind: modproto::ErrorKind::NOT_FOUND.into(),
+        kind: modproto::ModuleErrorKind::NotFound.into(),
         message: match capability {
             None => format!(
                 "module {} no longer has capability {}",

@@ -33,7 +33,7 @@
 
 use std::io::{Read, Seek, SeekFrom, Write};
 
-use modsdk::modproto::ErrorKind;
+use modsdk::modproto::ModuleErrorKind;
 use modsdk::{ModError, Root};
 use serde::{Deserialize, Serialize};
 
@@ -100,7 +100,7 @@ pub fn parse(bytes: &[u8]) -> Contents {
 pub fn read(root: &Root) -> Result<Contents, ModError> {
     let file = match root.open_file(LOG) {
         Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NOT_FOUND => return Ok(Contents::default()),
+        Err(e) if *e.kind() == ModuleErrorKind::NotFound => return Ok(Contents::default()),
         Err(e) => return Err(e),
     };
     let mut bytes = Vec::new();
@@ -137,7 +137,7 @@ pub fn append(root: &Root, record: &Record) -> Result<(), ModError> {
 fn ends_with_newline(root: &Root) -> Result<bool, ModError> {
     let mut file = match root.open_file(LOG) {
         Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NOT_FOUND => return Ok(true),
+        Err(e) if *e.kind() == ModuleErrorKind::NotFound => return Ok(true),
         Err(e) => return Err(e),
     };
     let io = |e: std::io::Error| ModError::io(display(), &e);
