@@ -26,7 +26,7 @@ use modproto::Descriptor;
 use modproto::contract::{self, Decision, Pin, V2Accepted};
 use serde::Serialize;
 
-use crate::discovery::ModuleError;
+use crate::module_error::ModuleError;
 
 /// Error kind of a module whose contract version the host refuses.
 pub const CONTRACT_REFUSED: &str = "contract_refused";
