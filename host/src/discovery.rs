@@ -319,10 +319,6 @@ struct Candidate {
     error: Option<ModuleError>,
 }
 
-/// Find and describe every module under `layout`'s `modules/`.
-///
-/// Always the whole folder: whether an id is claimed twice can only be known
-/// by looking at every module, and the cache makes looking cheap.
 /// The entry of a pinned module whose files are gone: broken, kind
 /// `missing`, with where it came from.
 pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> InstalledModule {
@@ -451,6 +447,10 @@ pub struct PinPolicy<'a> {
     pub review: Option<&'a str>,
 }
 
+/// Find and describe every module under `layout`'s `modules/`.
+///
+/// Always the whole folder: whether an id is claimed twice can only be known
+/// by looking at every module, and the cache makes looking cheap.
 pub async fn discover(
     layout: &HomeLayout,
     limits: &Limits,

@@ -158,6 +158,68 @@ fn crate_trees(root: &Path) -> Vec<Tree> {
     trees
 }
 
+/// The host's layers, bottom first: no file of a layer reaches (through
+/// any chain of uses) a file of a layer above it. Cycles aside, this is the
+/// order a reader can learn the host in.
+const HOST_LAYERS: &[&[&str]] = &[
+    &["home", "config"],
+    &["discovery", "grants"],
+    &["invoke"],
+    &["tools", "mcp", "cli"],
+];
+
+#[test]
+fn the_host_keeps_its_layers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let tree = read_tree(&root.join("host/src/lib.rs"));
+    let layer_of = |module: &Vec<String>| {
+        HOST_LAYERS.iter().position(|layer| {
+            module
+                .first()
+                .is_some_and(|top| layer.contains(&top.as_str()))
+        })
+    };
+    let mut crossings = Vec::new();
+    let mut downward = 0;
+    for (start, _) in tree.iter().filter(|(m, _)| layer_of(m).is_some()) {
+        let level = layer_of(start).unwrap();
+        // Every file `start` reaches, with the file it was reached from.
+        let mut seen: BTreeMap<Vec<String>, Vec<String>> = BTreeMap::new();
+        let mut next = vec![start.clone()];
+        while let Some(from) = next.pop() {
+            for path in edges(&tree, &tree[&from]) {
+                if let Some((to, _)) = resolve(&tree, &path, 0)
+                    && to != *start
+                    && !seen.contains_key(&to)
+                {
+                    seen.insert(to.clone(), from.clone());
+                    next.push(to);
+                }
+            }
+        }
+        for (reached, via) in &seen {
+            if layer_of(reached).is_some_and(|below| below < level) {
+                downward += 1;
+            }
+            if layer_of(reached).is_some_and(|above| above > level) {
+                crossings.push(format!(
+                    "{} reaches {} (through {})",
+                    tree[start].file.display(),
+                    tree[reached].file.display(),
+                    tree[via].file.display()
+                ));
+            }
+        }
+    }
+    // The reader must see the layers used at all, or the check is empty.
+    assert!(downward > 10, "only {downward} uses of a lower layer seen");
+    assert!(
+        crossings.is_empty(),
+        "a lower layer of the host uses a higher one ({HOST_LAYERS:?}):\n{}",
+        crossings.join("\n")
+    );
+}
+
 /// The reader itself: it must see the cycles it exists to catch.
 #[test]
 fn the_reader_sees_a_cycle_through_use_super_and_a_reexport() {
@@ -186,6 +248,46 @@ fn the_reader_sees_a_cycle_through_use_super_and_a_reexport() {
     // The same files without the edge back from `a` have no cycle.
     write("a.rs", "pub struct A;\n// use crate::Thing;\n");
     assert!(cycles(&read_tree(&dir.path().join("lib.rs"))).is_empty());
+}
+
+/// A facade is no dependency, and a name used through an imported module
+/// belongs to the file that defines it; a re-export the file itself uses is
+/// a dependency.
+#[test]
+fn the_reader_follows_imported_modules_and_sees_a_used_reexport() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod m;\nmod user;\n");
+    write(
+        "m/mod.rs",
+        "mod x;\npub use x::X;\npub fn helper() { crate::user::u(); }\n",
+    );
+    write("m/x.rs", "pub struct X;\n");
+    write("user.rs", "use crate::m;\npub fn u() { let _ = m::X; }\n");
+    let lib = dir.path().join("lib.rs");
+    assert!(
+        cycles(&read_tree(&lib)).is_empty(),
+        "{:?}",
+        cycles(&read_tree(&lib))
+    );
+
+    // `m` now uses `X` itself, and `x.rs` calls back into `m`.
+    write(
+        "m/mod.rs",
+        "mod x;\npub use x::X;\npub fn make() -> X { X }\n",
+    );
+    write(
+        "m/x.rs",
+        "pub struct X;\npub fn back() { super::make(); }\n",
+    );
+    let found = cycles(&read_tree(&lib));
+    assert_eq!(found.len(), 1, "{found:?}");
+    let names: BTreeSet<String> = found[0].iter().map(|m| m.join("::")).collect();
+    assert_eq!(names, BTreeSet::from(["m".into(), "m::x".into()]));
 }
 
 fn read_tree(crate_root: &Path) -> Tree {
@@ -256,7 +358,8 @@ fn read_module(tree: &mut Tree, path: Vec<String>, file: &Path, owns_dir: bool) 
                 module.children.insert(name);
                 i += 3;
             }
-            "use" => {
+            // Not `impl Trait + use<'a>` (precise capturing).
+            "use" if tokens.get(i + 1).is_none_or(|t| t != "<") => {
                 let public = i > 0 && (tokens[i - 1] == "pub" || tokens[i - 1] == ")");
                 let end = tokens[i..]
                     .iter()
@@ -666,7 +769,10 @@ fn strip_comments_and_strings(text: &str) -> String {
                 }
             }
             out.push(' ');
-        } else if c == 'r' && (next == Some('#') || next == Some('"')) && !prev_is_ident(&chars, i)
+        } else if c == 'r'
+            && (next == Some('#') || next == Some('"'))
+            // `r"…"`, and `br"…"` too.
+            && (!prev_is_ident(&chars, i) || (chars[i - 1] == 'b' && !prev_is_ident(&chars, i - 1)))
         {
             let mut hashes = 0;
             let mut j = i + 1;
