@@ -53,6 +53,10 @@ struct FileModule {
 
 type Tree = BTreeMap<Vec<String>, FileModule>;
 
+/// A `use` as read: the module it is written in, the path as written, the
+/// imported name (`None` for a glob), whether it is a `pub use`.
+type UseFound = (Vec<String>, Vec<String>, Option<String>, bool);
+
 /// The one exception: a cycle whose files all lie in this folder is
 /// reported but does not fail the test. The subcommands of `host/src/cli`
 /// import their parent's helpers (`print_json`, the exit codes) while the
@@ -319,7 +323,7 @@ fn read_module(tree: &mut Tree, path: Vec<String>, file: &Path, owns_dir: bool) 
     };
     // (module the path is written in, the path as written, the imported
     // name or `None` for a glob, whether it is a `pub use`).
-    let mut uses: Vec<(Vec<String>, Vec<String>, Option<String>, bool)> = Vec::new();
+    let mut uses: Vec<UseFound> = Vec::new();
     let mut code: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
@@ -490,17 +494,17 @@ fn edges(tree: &Tree, module: &FileModule) -> Vec<Vec<String>> {
 fn use_tree(tokens: &[String]) -> Vec<(Option<String>, Vec<String>)> {
     let mut out = Vec::new();
     let mut i = 0;
-    walk_use(tokens, &mut i, Vec::new(), &mut out);
+    walk_use(tokens, &mut i, &[], &mut out);
     out
 }
 
 fn walk_use(
     tokens: &[String],
     i: &mut usize,
-    prefix: Vec<String>,
+    prefix: &[String],
     out: &mut Vec<(Option<String>, Vec<String>)>,
 ) {
-    let mut path = prefix.clone();
+    let mut path = prefix.to_vec();
     while *i < tokens.len() {
         let token = &tokens[*i];
         match token.as_str() {
@@ -508,7 +512,7 @@ fn walk_use(
             "{" => {
                 *i += 1;
                 loop {
-                    walk_use(tokens, i, path.clone(), out);
+                    walk_use(tokens, i, &path, out);
                     match tokens.get(*i).map(String::as_str) {
                         Some(",") => *i += 1,
                         Some("}") => {
@@ -829,9 +833,8 @@ fn prev_is_ident(chars: &[char], i: usize) -> bool {
 
 /// A `'` that opens a char literal rather than a lifetime or label.
 fn is_char_literal(chars: &[char], i: usize) -> bool {
-    match (chars.get(i + 1), chars.get(i + 2)) {
-        (Some('\\'), _) => true,
-        (Some(_), Some('\'')) => true,
-        _ => false,
-    }
+    matches!(
+        (chars.get(i + 1), chars.get(i + 2)),
+        (Some('\\'), _) | (Some(_), Some('\''))
+    )
 }

@@ -262,8 +262,6 @@ impl Ending {
     }
 }
 
-/// Delivers the exit status once the blocking waiter has reaped the child.
-
 /// Why a conversation ended without a response.
 enum Failure {
     Timeout,

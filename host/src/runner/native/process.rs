@@ -17,6 +17,7 @@ use super::{environment, spawn};
 use crate::confine::{self, ConfineError, ConfinementMode};
 use crate::runner::{Call, Grant, RunError, STDERR_TAIL_BYTES};
 
+/// Delivers the exit status once the blocking waiter has reaped the child.
 pub(super) type ExitReceiver = tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>;
 
 /// What a native process is started with: everything about a call but its
