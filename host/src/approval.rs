@@ -393,30 +393,10 @@ pub fn glob_matches(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
-/// The current UTC time as RFC 3339 (`2025-06-18T12:00:00Z`), without a
-/// date crate: the civil-from-days conversion is a few lines of arithmetic.
+/// The current UTC time as RFC 3339 (`2025-06-18T12:00:00Z`), formatted
+/// as `pins.json`'s `pinned_at` is: one formatter for the host's times.
 fn rfc3339_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    format_rfc3339(secs)
-}
-
-fn format_rfc3339(unix_secs: u64) -> String {
-    let days = (unix_secs / 86_400) as i64;
-    let rem = unix_secs % 86_400;
-    let (hour, minute, second) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Howard Hinnant's days-to-civil algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}Z")
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 
 #[cfg(test)]
@@ -620,8 +600,17 @@ mod tests {
 
     #[test]
     fn rfc3339_formatting() {
-        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_rfc3339(1_750_248_000), "2025-06-18T12:00:00Z");
+        // The record's `at` keeps the shape it had: seconds, `Z`, no offset.
+        let at = |secs| {
+            humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs),
+            )
+            .to_string()
+        };
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_750_248_000), "2025-06-18T12:00:00Z");
+        let now = rfc3339_now();
+        assert!(now.len() == 20 && now.ends_with('Z'), "{now}");
     }
 }

@@ -72,9 +72,15 @@ use serde::{Deserialize, Serialize};
 use crate::runner::Grant;
 
 pub mod denial;
+mod error;
 pub mod interpreter;
+mod limits;
+mod path_rule;
 pub mod support;
 
+pub use error::ConfineError;
+pub use limits::{MAX_FILE_SIZE, PROCESS_MARGIN, ResourceLimits};
+pub use path_rule::{PathAccess, PathRule};
 pub use support::{ConfinementSupport, Enforcement, Part, PartSupport, probe};
 
 /// `confinement = ...` in `config.toml`.
@@ -100,78 +106,12 @@ impl ConfinementMode {
     }
 }
 
-/// Resource limits of one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResourceLimits {
-    /// Processes the module's user may have. Counted per user by the kernel,
-    /// so this is the user's current count plus a margin (see [`process_cap`]).
-    pub processes: u64,
-    /// The largest file the module may write, in bytes.
-    pub file_size: u64,
-}
-
 /// Whether a confined module is kept in its process group (a seccomp filter
 /// refuses `setsid` and `setpgid`; built for x86_64 and aarch64).
 pub const STAYS_IN_GROUP: bool = cfg!(all(
     target_os = "linux",
     any(target_arch = "x86_64", target_arch = "aarch64")
 ));
-
-/// The largest file a module may write: 1 GiB.
-pub const MAX_FILE_SIZE: u64 = 1 << 30;
-
-/// How many more processes than the user already runs a call may create.
-pub const PROCESS_MARGIN: u64 = 256;
-
-/// Why a call cannot run confined as asked.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ConfineError {
-    /// `confinement = "required"` and this machine cannot enforce every
-    /// part of confinement the call implies.
-    #[error("refused to run the module less than fully confined: {reason}")]
-    Unconfined { reason: String, remedy: String },
-    /// Building the ruleset failed (the kernel refused a rule).
-    #[error("could not build the landlock ruleset: {message}")]
-    Ruleset { message: String },
-}
-
-impl ConfineError {
-    /// The machine-readable kind.
-    pub fn kind(&self) -> modproto::HostErrorKind {
-        match self {
-            ConfineError::Unconfined { .. } => modproto::HostErrorKind::Unconfined,
-            ConfineError::Ruleset { .. } => modproto::HostErrorKind::SpawnFailed,
-        }
-    }
-
-    /// What the operator can do about it.
-    pub fn remedy(&self) -> String {
-        match self {
-            ConfineError::Unconfined { remedy, .. } => remedy.clone(),
-            ConfineError::Ruleset { .. } => {
-                "check that the granted roots exist and are readable by the host; set confinement = \"off\" in config.toml to debug".into()
-            }
-        }
-    }
-}
-
-/// What a path may be used for inside the domain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PathAccess {
-    /// Read files, list folders.
-    Read,
-    /// Read and execute (system directories, the module's own folder).
-    ReadExecute,
-    /// Everything but execute (granted write roots, `/dev/null`).
-    ReadWrite,
-}
-
-/// One filesystem rule of a call.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathRule {
-    pub path: PathBuf,
-    pub access: PathAccess,
-}
 
 /// System directories a native program is loaded from and reads (libraries,
 /// locale data, time zones, OpenSSL's `/usr/lib/ssl`): read, never execute.

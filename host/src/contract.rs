@@ -26,7 +26,7 @@ use modproto::contract::{self, Decision, Pin, V2Accepted};
 use modproto::{Descriptor, HostErrorKind};
 use serde::Serialize;
 
-use crate::discovery::ModuleError;
+use crate::module_error::ModuleError;
 
 /// Which contract governs a module, and whether the host accepts it.
 #[derive(Debug, Clone)]

@@ -68,8 +68,8 @@ use crate::pins::{PinCovers, PinStanding, Pins, PinsError};
 use crate::runner::{self, Call, RunError, Transport};
 use crate::snapshot;
 
-/// The marker file that disables a module with its own folder.
-pub const DISABLED_MARKER: &str = ".disabled";
+pub use crate::home::DISABLED_MARKER;
+pub use crate::module_error::ModuleError;
 
 /// A module's standing in `list`.
 ///
@@ -99,17 +99,6 @@ impl ModuleStatus {
             ModuleStatus::Changed => "changed",
         }
     }
-}
-
-/// Why a module is broken.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ModuleError {
-    /// Machine-readable: a [`RunError::kind`] (`timeout`, `crashed`,
-    /// `bad_response`, ...) or one of `describe_failed`, `bad_descriptor`,
-    /// `id_mismatch`, `duplicate_id`, `no_executable`, `ambiguous_executable`,
-    /// `missing`, `contract_refused`, `nonconforming` (see [`crate::contract`]).
-    pub kind: ErrorKind,
-    pub message: String,
 }
 
 /// One discovered module.
@@ -330,10 +319,6 @@ struct Candidate {
     error: Option<ModuleError>,
 }
 
-/// Find and describe every module under `layout`'s `modules/`.
-///
-/// Always the whole folder: whether an id is claimed twice can only be known
-/// by looking at every module, and the cache makes looking cheap.
 /// The entry of a pinned module whose files are gone: broken, kind
 /// `missing`, with where it came from.
 pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> InstalledModule {
@@ -466,6 +451,10 @@ pub struct PinPolicy<'a> {
     pub review: Option<&'a str>,
 }
 
+/// Find and describe every module under `layout`'s `modules/`.
+///
+/// Always the whole folder: whether an id is claimed twice can only be known
+/// by looking at every module, and the cache makes looking cheap.
 pub async fn discover(
     layout: &HomeLayout,
     limits: &Limits,
@@ -1359,115 +1348,5 @@ mod discover_tests {
         assert_eq!(ids, ["twin", "twin-copy"], "named by folder and file");
         assert_eq!(modules[0].status, ModuleStatus::Enabled);
         assert_eq!(modules[1].error.as_ref().unwrap().kind, "id_mismatch");
-    }
-}
-
-#[cfg(test)]
-mod snapshot_tests {
-    use crate::test_modules::{descriptor, install, script, write_executable};
-    use crate::{Host, HostOptions};
-    use sha2::Digest;
-    use std::time::Instant;
-
-    #[tokio::test]
-    async fn a_long_running_host_reads_knowledge_from_the_approved_snapshot() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
-        let folder = dir.path().join("modules/guide");
-        let text = "Use guide.run first.\n";
-        std::fs::create_dir_all(folder.join("knowledge")).unwrap();
-        std::fs::write(folder.join("knowledge/intro.md"), text).unwrap();
-        let sha: String = sha2::Sha256::digest(text.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let mut described = descriptor("guide");
-        described["knowledge"] = serde_json::json!({
-            "overlays": [{"id": "intro", "path": "knowledge/intro.md", "sha256": sha}]
-        });
-        let answer = serde_json::json!({"result": {"output": {"ok": true}}});
-        write_executable(
-            &folder.join("guide"),
-            &script(&described, &answer, &dir.path().join("guide.describes")),
-        );
-        let host = Host::open(HostOptions {
-            home: Some(dir.path().to_path_buf()),
-            workspace: Some(dir.path().to_path_buf()),
-        })
-        .unwrap();
-        host.pin("guide").await.unwrap();
-        // Discovered once, as the MCP server does; then the folder's copy of
-        // the document is removed.
-        let module = host.module("guide").await.unwrap();
-        std::fs::remove_file(folder.join("knowledge/intro.md")).unwrap();
-        let knowledge_dir = module.knowledge_dir().unwrap();
-        assert!(
-            knowledge_dir.starts_with(host.layout().snapshots_dir()),
-            "{}",
-            knowledge_dir.display()
-        );
-        let loaded = crate::knowledge::load(
-            module.descriptor.as_ref().unwrap(),
-            Some(knowledge_dir),
-            crate::knowledge::Selection::All,
-        );
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-        assert_eq!(loaded.overlays[0].content, text);
-    }
-
-    /// The per-call check of a pinned module, against the one `stat` the
-    /// entry-file check cost before snapshots. Run with `--nocapture` to see
-    /// the figures; the assertion only guards against a check that reads
-    /// files when nothing changed.
-    #[tokio::test]
-    async fn the_per_call_check_costs_a_stat_per_file() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
-        let (entry, _) = install(dir.path(), "one", false);
-        install(dir.path(), "many", false);
-        for i in 0..20 {
-            write_executable(
-                &dir.path().join(format!("modules/many/lib/helper{i}.sh")),
-                "echo helper\n",
-            );
-        }
-        let host = Host::open(HostOptions {
-            home: Some(dir.path().to_path_buf()),
-            workspace: Some(dir.path().to_path_buf()),
-        })
-        .unwrap();
-        host.pin("one").await.unwrap();
-        host.pin("many").await.unwrap();
-        let one = host.module("one").await.unwrap();
-        let many = host.module("many").await.unwrap();
-        assert!(one.program_identity.is_some(), "runs from its snapshot");
-        const ROUNDS: u32 = 20_000;
-        let time = |check: &dyn Fn() -> bool| {
-            let started = Instant::now();
-            for _ in 0..ROUNDS {
-                assert!(check());
-            }
-            started.elapsed() / ROUNDS
-        };
-        let baseline = time(&|| crate::file_identity::FileIdentity::of_path(&entry).is_ok());
-        let single = time(&|| one.still_holds_its_digest().unwrap());
-        let tree = time(&|| many.still_holds_its_digest().unwrap());
-        // A helper rewritten with the same bytes (as a restore does): one
-        // digest, then stats again.
-        let helper = dir.path().join("modules/many/lib/helper0.sh");
-        write_executable(&helper, "echo helper\n");
-        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
-        let started = Instant::now();
-        assert!(many.still_holds_its_digest().unwrap());
-        let rehash = started.elapsed();
-        let restored = time(&|| many.still_holds_its_digest().unwrap());
-        println!(
-            "per-call check: baseline (one stat of the entry) {baseline:?}; snapshot check, 1-file module {single:?}; 22-entry module {tree:?}; after a restore: first call {rehash:?}, then {restored:?}"
-        );
-        assert!(tree < std::time::Duration::from_millis(2), "{tree:?}");
-        assert!(
-            restored * 3 < rehash,
-            "a restored tree is vouched for by its new state: {restored:?} vs {rehash:?}"
-        );
     }
 }

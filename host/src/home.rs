@@ -8,7 +8,15 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::host::HostError;
+/// The marker file that disables a module with its own folder.
+pub const DISABLED_MARKER: &str = ".disabled";
+
+/// No home was named and none can be derived from the environment. The
+/// host reports it as `HostError::NoHome`; it is its own type so that the
+/// layout, at the bottom, depends on no host error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no host home: pass --home, set $MODHOST_HOME, or set $HOME")]
+pub struct NoHome;
 
 /// Environment variable naming the home when `--home` is not given.
 pub const HOME_ENV: &str = "MODHOST_HOME";
@@ -26,7 +34,7 @@ impl HomeLayout {
     }
 
     /// Decide where the home is, from the explicit choice or the environment.
-    pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, HostError> {
+    pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf, NoHome> {
         if let Some(dir) = explicit {
             return Ok(dir.to_path_buf());
         }
@@ -42,7 +50,7 @@ impl HomeLayout {
         }
         match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
             Some(home) => Ok(PathBuf::from(home).join(".local/share/modhost")),
-            None => Err(HostError::NoHome),
+            None => Err(NoHome),
         }
     }
 

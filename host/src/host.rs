@@ -31,8 +31,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::discovery::{self, InstalledModule};
+pub use crate::error::HostError;
 use crate::grants::{self, GrantContext, GrantPlan};
 use crate::home::HomeLayout;
 use crate::runner::Engines;
@@ -67,79 +68,6 @@ pub fn default_workspace(current: &Path, home: Option<&Path>) -> Option<PathBuf>
 /// What to do when a call needs a workspace and none is granted.
 pub const NO_WORKSPACE_REMEDY: &str = "pass --workspace DIR or set MODHOST_WORKSPACE=DIR (for an MCP client: in the server's args or env), or use an MCP client that sends its roots";
 
-/// A failure of the host itself (as opposed to a module's).
-#[derive(Debug, thiserror::Error)]
-pub enum HostError {
-    #[error("no host home: pass --home, set $MODHOST_HOME, or set $HOME")]
-    NoHome,
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("could not {action} {path}: {source}")]
-    Io {
-        action: &'static str,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("the workspace {path} is not usable: {reason}")]
-    Workspace { path: PathBuf, reason: String },
-    /// The capability reads or writes the workspace, and none is granted.
-    #[error(
-        "{capability} works on the workspace, and no workspace is granted: modhost was started in / or the home directory, which are never taken as the workspace"
-    )]
-    NoWorkspace { capability: String },
-    #[error("no module {id:?} is installed{}", known_suffix(.known))]
-    UnknownModule { id: String, known: Vec<String> },
-    #[error(
-        "{id:?} is not a valid module id: lowercase letters, digits, '-' and '_', starting with a letter"
-    )]
-    InvalidId { id: String },
-    #[error("a module {id:?} is already installed at {}", .path.display())]
-    ModuleExists { id: String, path: PathBuf },
-    #[error("sha256 mismatch for {}: expected {expected}, got {actual}; nothing was installed", .path.display())]
-    Sha256Mismatch {
-        path: PathBuf,
-        expected: String,
-        actual: String,
-    },
-    #[error("{} is not a working module: {reason}; nothing was installed", .path.display())]
-    NotAModule { path: PathBuf, reason: String },
-    #[error("{0}")]
-    Refused(String),
-    /// `pins.json` is unreadable or corrupt (never silently reset).
-    #[error(transparent)]
-    Pins(#[from] crate::pins::PinsError),
-    /// The home's lock could not be taken.
-    #[error(transparent)]
-    Lock(#[from] crate::home_lock::HomeLockError),
-    /// `install` found what the host would refuse (every finding, each with
-    /// its remedy); nothing was installed.
-    #[error(
-        "{} would not work as a module: {}; nothing was installed (fix the module, or install it anyway, unpinned, with --force){}",
-        .path.display(),
-        error_count(.findings),
-        crate::manage::render_findings(.findings)
-    )]
-    InstallRefused {
-        path: PathBuf,
-        findings: Vec<modconform::Finding>,
-    },
-}
-
-fn error_count(findings: &[modconform::Finding]) -> String {
-    match findings.iter().filter(|f| f.is_error()).count() {
-        1 => "1 error".to_owned(),
-        n => format!("{n} errors"),
-    }
-}
-
-fn known_suffix(known: &[String]) -> String {
-    if known.is_empty() {
-        " (no modules are installed)".to_owned()
-    } else {
-        format!(" (installed: {})", known.join(", "))
-    }
-}
-
 /// The canonical `dir`, which must be a directory.
 pub(crate) fn check_workspace(dir: &Path) -> Result<PathBuf, HostError> {
     let workspace = std::fs::canonicalize(dir).map_err(|e| HostError::Workspace {
@@ -153,16 +81,6 @@ pub(crate) fn check_workspace(dir: &Path) -> Result<PathBuf, HostError> {
         });
     }
     Ok(workspace)
-}
-
-impl HostError {
-    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
-        HostError::Io {
-            action,
-            path: path.to_path_buf(),
-            source,
-        }
-    }
 }
 
 /// An opened host home.
@@ -441,6 +359,116 @@ mod tests {
         assert_eq!(
             default_workspace(&home, None),
             Some(std::fs::canonicalize(&home).unwrap())
+        );
+    }
+}
+
+#[cfg(test)]
+mod snapshot_tests {
+    use crate::test_modules::{descriptor, install, script, write_executable};
+    use crate::{Host, HostOptions};
+    use sha2::Digest;
+    use std::time::Instant;
+
+    #[tokio::test]
+    async fn a_long_running_host_reads_knowledge_from_the_approved_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
+        let folder = dir.path().join("modules/guide");
+        let text = "Use guide.run first.\n";
+        std::fs::create_dir_all(folder.join("knowledge")).unwrap();
+        std::fs::write(folder.join("knowledge/intro.md"), text).unwrap();
+        let sha: String = sha2::Sha256::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let mut described = descriptor("guide");
+        described["knowledge"] = serde_json::json!({
+            "overlays": [{"id": "intro", "path": "knowledge/intro.md", "sha256": sha}]
+        });
+        let answer = serde_json::json!({"result": {"output": {"ok": true}}});
+        write_executable(
+            &folder.join("guide"),
+            &script(&described, &answer, &dir.path().join("guide.describes")),
+        );
+        let host = Host::open(HostOptions {
+            home: Some(dir.path().to_path_buf()),
+            workspace: Some(dir.path().to_path_buf()),
+        })
+        .unwrap();
+        host.pin("guide").await.unwrap();
+        // Discovered once, as the MCP server does; then the folder's copy of
+        // the document is removed.
+        let module = host.module("guide").await.unwrap();
+        std::fs::remove_file(folder.join("knowledge/intro.md")).unwrap();
+        let knowledge_dir = module.knowledge_dir().unwrap();
+        assert!(
+            knowledge_dir.starts_with(host.layout().snapshots_dir()),
+            "{}",
+            knowledge_dir.display()
+        );
+        let loaded = crate::knowledge::load(
+            module.descriptor.as_ref().unwrap(),
+            Some(knowledge_dir),
+            crate::knowledge::Selection::All,
+        );
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(loaded.overlays[0].content, text);
+    }
+
+    /// The per-call check of a pinned module, against the one `stat` the
+    /// entry-file check cost before snapshots. Run with `--nocapture` to see
+    /// the figures; the assertion only guards against a check that reads
+    /// files when nothing changed.
+    #[tokio::test]
+    async fn the_per_call_check_costs_a_stat_per_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
+        let (entry, _) = install(dir.path(), "one", false);
+        install(dir.path(), "many", false);
+        for i in 0..20 {
+            write_executable(
+                &dir.path().join(format!("modules/many/lib/helper{i}.sh")),
+                "echo helper\n",
+            );
+        }
+        let host = Host::open(HostOptions {
+            home: Some(dir.path().to_path_buf()),
+            workspace: Some(dir.path().to_path_buf()),
+        })
+        .unwrap();
+        host.pin("one").await.unwrap();
+        host.pin("many").await.unwrap();
+        let one = host.module("one").await.unwrap();
+        let many = host.module("many").await.unwrap();
+        assert!(one.program_identity.is_some(), "runs from its snapshot");
+        const ROUNDS: u32 = 20_000;
+        let time = |check: &dyn Fn() -> bool| {
+            let started = Instant::now();
+            for _ in 0..ROUNDS {
+                assert!(check());
+            }
+            started.elapsed() / ROUNDS
+        };
+        let baseline = time(&|| crate::file_identity::FileIdentity::of_path(&entry).is_ok());
+        let single = time(&|| one.still_holds_its_digest().unwrap());
+        let tree = time(&|| many.still_holds_its_digest().unwrap());
+        // A helper rewritten with the same bytes (as a restore does): one
+        // digest, then stats again.
+        let helper = dir.path().join("modules/many/lib/helper0.sh");
+        write_executable(&helper, "echo helper\n");
+        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
+        let started = Instant::now();
+        assert!(many.still_holds_its_digest().unwrap());
+        let rehash = started.elapsed();
+        let restored = time(&|| many.still_holds_its_digest().unwrap());
+        println!(
+            "per-call check: baseline (one stat of the entry) {baseline:?}; snapshot check, 1-file module {single:?}; 22-entry module {tree:?}; after a restore: first call {rehash:?}, then {restored:?}"
+        );
+        assert!(tree < std::time::Duration::from_millis(2), "{tree:?}");
+        assert!(
+            restored * 3 < rehash,
+            "a restored tree is vouched for by its new state: {restored:?} vs {rehash:?}"
         );
     }
 }

@@ -47,7 +47,7 @@ use crate::home_lock::HomeLock;
 use crate::host::{Host, HostError};
 use crate::install::{self, ArchiveFormat, ArchiveLimits, DigestError};
 use crate::module_tree;
-use crate::pins::{PinRecord, Pins};
+use crate::pins::{PinOutcome, PinRecord, PinStanding, Pins, PinsError};
 use crate::runner::Transport;
 
 /// What `install` is asked to do.
@@ -570,12 +570,6 @@ fn install_findings(
     findings
 }
 
-/// Findings for a person: one per line, each with its remedy indented
-/// below; empty for none.
-pub fn render_findings(findings: &[modconform::Finding]) -> String {
-    findings.iter().map(|f| format!("\n{f}")).collect()
-}
-
 /// Create one install's staging folder (and `staging/` when missing). A
 /// parallel install removes `staging/` when it is empty, so it can vanish
 /// between its creation and this folder's: then it is created again.
@@ -616,6 +610,62 @@ fn check_new_id(id: &str) -> Result<(), HostError> {
         )));
     }
     Ok(())
+}
+
+impl crate::Host {
+    /// Pin `id` as it is installed now: its bytes, descriptor and contract.
+    ///
+    /// Refuses a module that is broken (it did not describe itself, its
+    /// contract is refused, its id is claimed twice, ...): a pin is an
+    /// approval of something that works, and pinning a broken module would
+    /// make it silently callable the moment it describes itself.
+    pub async fn pin(&self, id: &str) -> Result<PinOutcome, crate::HostError> {
+        // The operator asked: a changed module is described from its new
+        // files, which are what this pin approves.
+        let module = self.module_for_review(id).await?;
+        let refuse = |why: String| crate::HostError::Refused(format!("cannot pin {id}: {why}"));
+        if module.status == crate::ModuleStatus::Broken {
+            let (kind, message) = module
+                .error
+                .as_ref()
+                .map(|e| (e.kind.as_str(), e.message.as_str()))
+                .unwrap_or(("broken", "it is broken"));
+            return Err(refuse(format!(
+                "it is broken ({kind}): {message}; fix or reinstall it first, `modhost describe {id}` has the details"
+            )));
+        }
+        let (Some(descriptor), Some(digest)) = (&module.descriptor, &module.digest) else {
+            return Err(refuse("it did not describe itself".into()));
+        };
+        // The snapshot first: a pin is only written for bytes the store
+        // holds, copied and verified against the digest just described.
+        crate::snapshot::ensure(self.layout(), module.tree_root(), digest)
+            .map_err(|e| refuse(e.to_string()))?;
+        let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
+        let mut pins = Pins::load_locked(self.home(), &lock)?;
+        let before = pins.standing(descriptor, digest);
+        let source = pins.get(id).and_then(|r| r.source.clone());
+        let record = PinRecord::new(descriptor, digest, source);
+        pins.pin(record.clone())?;
+        // The snapshot of an earlier pin of this module may be unused now.
+        crate::snapshot::remove_unused(self.layout(), &lock);
+        Ok(PinOutcome {
+            record,
+            before: before.label(),
+            change: match &before {
+                PinStanding::Changed(change) => Some(change.to_string()),
+                _ => None,
+            },
+        })
+    }
+
+    /// Remove the pin of `id` (installed or not). Returns whether there was one.
+    pub fn unpin(&self, id: &str) -> Result<bool, crate::HostError> {
+        let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
+        let had = Pins::load_locked(self.home(), &lock)?.unpin(id)?;
+        crate::snapshot::remove_unused(self.layout(), &lock);
+        Ok(had)
+    }
 }
 
 #[cfg(test)]

@@ -34,8 +34,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::discovery::DISABLED_MARKER;
 use crate::file_identity::FileIdentity;
+use crate::home::DISABLED_MARKER;
 
 /// Why a module's tree could not be digested.
 #[derive(Debug, thiserror::Error)]

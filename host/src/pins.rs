@@ -462,62 +462,6 @@ pub struct PinOutcome {
     pub change: Option<String>,
 }
 
-impl crate::Host {
-    /// Pin `id` as it is installed now: its bytes, descriptor and contract.
-    ///
-    /// Refuses a module that is broken (it did not describe itself, its
-    /// contract is refused, its id is claimed twice, ...): a pin is an
-    /// approval of something that works, and pinning a broken module would
-    /// make it silently callable the moment it describes itself.
-    pub async fn pin(&self, id: &str) -> Result<PinOutcome, crate::HostError> {
-        // The operator asked: a changed module is described from its new
-        // files, which are what this pin approves.
-        let module = self.module_for_review(id).await?;
-        let refuse = |why: String| crate::HostError::Refused(format!("cannot pin {id}: {why}"));
-        if module.status == crate::ModuleStatus::Broken {
-            let (kind, message) = module
-                .error
-                .as_ref()
-                .map(|e| (e.kind.as_str(), e.message.as_str()))
-                .unwrap_or(("broken", "it is broken"));
-            return Err(refuse(format!(
-                "it is broken ({kind}): {message}; fix or reinstall it first, `modhost describe {id}` has the details"
-            )));
-        }
-        let (Some(descriptor), Some(digest)) = (&module.descriptor, &module.digest) else {
-            return Err(refuse("it did not describe itself".into()));
-        };
-        // The snapshot first: a pin is only written for bytes the store
-        // holds, copied and verified against the digest just described.
-        crate::snapshot::ensure(self.layout(), module.tree_root(), digest)
-            .map_err(|e| refuse(e.to_string()))?;
-        let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
-        let mut pins = Pins::load_locked(self.home(), &lock)?;
-        let before = pins.standing(descriptor, digest);
-        let source = pins.get(id).and_then(|r| r.source.clone());
-        let record = PinRecord::new(descriptor, digest, source);
-        pins.pin(record.clone())?;
-        // The snapshot of an earlier pin of this module may be unused now.
-        crate::snapshot::remove_unused(self.layout(), &lock);
-        Ok(PinOutcome {
-            record,
-            before: before.label(),
-            change: match &before {
-                PinStanding::Changed(change) => Some(change.to_string()),
-                _ => None,
-            },
-        })
-    }
-
-    /// Remove the pin of `id` (installed or not). Returns whether there was one.
-    pub fn unpin(&self, id: &str) -> Result<bool, crate::HostError> {
-        let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
-        let had = Pins::load_locked(self.home(), &lock)?.unpin(id)?;
-        crate::snapshot::remove_unused(self.layout(), &lock);
-        Ok(had)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

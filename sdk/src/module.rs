@@ -156,11 +156,6 @@ impl Module {
             .find(|(id, _)| id == capability)
             .map(|(_, h)| h)
     }
-
-    /// Answer one request on stdin/stdout and exit with its status.
-    pub fn serve(self) -> ! {
-        std::process::exit(crate::serve::serve(&self))
-    }
 }
 
 /// One capability: declaration plus handler.

@@ -56,6 +56,11 @@ pub(crate) fn serve(module: &Module) -> i32 {
 }
 
 impl Module {
+    /// Answer one request on stdin/stdout and exit with its status.
+    pub fn serve(self) -> ! {
+        std::process::exit(serve(&self))
+    }
+
     /// Answer one request read from `reader` on `writer`; returns the exit
     /// status. [`Module::serve`] is this over stdin and stdout.
     pub fn serve_io<R: BufRead, W: Write + 'static>(&self, reader: R, writer: W) -> i32 {

@@ -23,6 +23,7 @@ mod folder_helpers;
 mod git_module;
 mod grants_authority;
 mod hostile;
+mod import_cycles;
 mod install;
 mod install_checks;
 mod interpreters;

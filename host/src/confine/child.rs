@@ -12,9 +12,9 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
-use super::ResourceLimits;
 use super::capabilities::CapabilityDrop;
 use super::errno::last_errno;
+use super::limits::ResourceLimits;
 use super::pids::PidsCgroup;
 use super::seccomp::Programs;
 

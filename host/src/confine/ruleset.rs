@@ -33,7 +33,9 @@ use landlock::{
 };
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, StatxFlags};
 
-use super::{ConfineError, ConfinementSupport, PathAccess, PathRule};
+use super::error::ConfineError;
+use super::path_rule::{PathAccess, PathRule};
+use super::support::ConfinementSupport;
 
 /// The most rulesets kept (each is one descriptor).
 const MAX_RULESETS: usize = 64;

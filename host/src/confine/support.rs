@@ -327,13 +327,13 @@ impl ConfinementSupport {
                 ),
                 (true, None) => held(format!(
                     "a pids cgroup of the host's own (pids.max {0}; RLIMIT_NPROC does not bind uid 0), RLIMIT_FSIZE ({1} bytes), no core dumps",
-                    super::PROCESS_MARGIN,
-                    super::MAX_FILE_SIZE,
+                    super::limits::PROCESS_MARGIN,
+                    super::limits::MAX_FILE_SIZE,
                 )),
                 (false, _) => held(format!(
                     "RLIMIT_NPROC (the user's count + {}), RLIMIT_FSIZE ({} bytes), no core dumps",
-                    super::PROCESS_MARGIN,
-                    super::MAX_FILE_SIZE,
+                    super::limits::PROCESS_MARGIN,
+                    super::limits::MAX_FILE_SIZE,
                 )),
             },
             Part::InheritedDescriptors if !linux => (false, "not Linux".into(), None),
@@ -442,7 +442,7 @@ fn process_bound_missing(root: bool) -> Option<&'static str> {
     if !root {
         return None;
     }
-    super::pids::host_cgroup(super::PROCESS_MARGIN).err()
+    super::pids::host_cgroup(super::limits::PROCESS_MARGIN).err()
 }
 
 #[cfg(not(target_os = "linux"))]

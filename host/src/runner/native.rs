@@ -38,26 +38,29 @@
 //!   and ends its process in the background: there only what arrived with
 //!   the response is checked.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rustix::process::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
-use super::{Call, Exchange, Grant, NotificationSink, RunError, STDERR_TAIL_BYTES, framing};
-use crate::confine::{self, ConfineError, ConfinementMode};
+use super::{Call, Exchange, NotificationSink, RunError, framing};
 
 pub mod environment;
 pub mod group;
+mod process;
 pub mod spawn;
 pub mod warm;
+#[cfg(test)]
+mod warm_tests;
 
 use group::Group;
+use process::{ExitReceiver, TailBuffer, start};
 
 pub use environment::is_allowed_env;
+pub use process::{SpawnSpec, Started};
 pub use warm::WarmPool;
 
 pub use super::framing::REQUEST_ID;
@@ -67,30 +70,6 @@ const EXIT_GRACE: Duration = Duration::from_millis(250);
 
 /// How long the stderr drain may run on once the group is dead.
 const STDERR_DRAIN: Duration = Duration::from_millis(100);
-
-/// What a native process is started with: everything about a call but its
-/// request. Processes started from equal specs are interchangeable, which is
-/// what lets a [`warm`] process stand in for a cold one.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SpawnSpec {
-    program: PathBuf,
-    grants: Vec<Grant>,
-    executables: Vec<PathBuf>,
-    network: bool,
-    confinement: ConfinementMode,
-}
-
-impl SpawnSpec {
-    pub fn of(program: &Path, call: &Call<'_>) -> SpawnSpec {
-        SpawnSpec {
-            program: program.to_path_buf(),
-            grants: call.grants.to_vec(),
-            executables: call.executables.to_vec(),
-            network: call.network,
-            confinement: call.limits.confinement,
-        }
-    }
-}
 
 /// Run one call of the native executable at `program`: on a process from
 /// `warm` when one is waiting for this call's spec, else on one started now.
@@ -121,172 +100,6 @@ pub async fn run(
         pool.refill(&spec);
     }
     exchange
-}
-
-/// A module process, started and waiting for its request on stdin.
-///
-/// Dropping it kills its process group (the blocking waiter reaps it).
-#[derive(Debug)]
-pub struct Started {
-    guard: Group,
-    exit: ExitReceiver,
-    stdin: pipe::Sender,
-    stdout: pipe::Receiver,
-    stderr: tokio::task::JoinHandle<()>,
-    tail: Arc<Mutex<TailBuffer>>,
-    host_warnings: Vec<String>,
-}
-
-impl Started {
-    /// Whether the process is still running (it may have died while waiting).
-    fn is_alive(&mut self) -> bool {
-        matches!(
-            self.exit.try_recv(),
-            Err(tokio::sync::oneshot::error::TryRecvError::Empty)
-        )
-    }
-
-    /// Kill the group and wait (briefly) until the leader is reaped.
-    async fn stop(mut self) {
-        self.guard.kill();
-        let _ = tokio::time::timeout(Duration::from_secs(1), &mut self.exit).await;
-    }
-}
-
-/// Start the process for `spec`: spawn and attach. The spawn blocks
-/// (landlock ruleset, clone, exec, its retries), so it runs on the blocking
-/// pool and the runtime thread that answers `ping` and cancellations never
-/// waits for it. Its own task: a call dropped meanwhile still gets its child
-/// attached, and so killed and reaped.
-pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
-    let spec = spec.clone();
-    let failed = |e: tokio::task::JoinError| RunError::Spawn {
-        message: format!("the start of the module failed: {e}"),
-    };
-    let starting = tokio::spawn(async move {
-        let spawned = tokio::task::spawn_blocking(move || spawn(&spec))
-            .await
-            .map_err(failed)??;
-        attach(spawned)
-    });
-    starting.await.map_err(failed)?
-}
-
-/// A child that has exec'd, its group already guarded.
-#[derive(Debug)]
-pub(super) struct Spawned {
-    child: Streams,
-    guard: Group,
-    host_warnings: Vec<String>,
-}
-
-/// Fork and exec the module, confined (landlock and rlimits, entered by the
-/// child just before exec; refused under `confinement = "required"` when the
-/// kernel falls short). Blocks until the exec succeeded or failed, and needs
-/// no runtime, so a background start can run it on the blocking pool.
-pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
-    let program = &spec.program;
-    let confinement = confine::prepare(
-        program,
-        &spec.grants,
-        &spec.executables,
-        spec.network,
-        spec.confinement,
-    )
-    .map_err(|e| match e {
-        ConfineError::Unconfined { reason, remedy } => RunError::Unconfined { reason, remedy },
-        other => RunError::Spawn {
-            message: format!("{}: {other}", program.display()),
-        },
-    })?;
-    let host_warnings: Vec<String> = confinement
-        .warning()
-        .map(str::to_owned)
-        .into_iter()
-        .collect();
-    let child = spawn::spawn(
-        program,
-        environment::module_environment(),
-        program.parent().filter(|d| !d.as_os_str().is_empty()),
-        confinement.into_child().as_ref(),
-    )
-    .map_err(|e| RunError::Spawn {
-        message: format!("{}: {e}", program.display()),
-    })?;
-    // The child is its own group leader, so its pid is the group id. From
-    // here on every exit path, cancellation included, kills the group.
-    let Some(pgid) = Pid::from_raw(child.pid) else {
-        return Err(RunError::Spawn {
-            message: format!("{}: the spawn returned no pid", program.display()),
-        });
-    };
-    let spawn::Child {
-        pid: _,
-        pidfd,
-        stdin,
-        stdout,
-        stderr,
-    } = child;
-    let guard = Group::new(pgid, pidfd);
-    Ok(Spawned {
-        child: Streams {
-            stdin,
-            stdout,
-            stderr,
-        },
-        guard,
-        host_warnings,
-    })
-}
-
-/// The host's ends of a spawned child's standard streams (its pid and
-/// pidfd went to its [`Group`]).
-#[derive(Debug)]
-pub(super) struct Streams {
-    stdin: std::os::fd::OwnedFd,
-    stdout: std::os::fd::OwnedFd,
-    stderr: std::os::fd::OwnedFd,
-}
-
-/// Hand a spawned child's pipes to the runtime and start its waiter and
-/// stderr drain.
-pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
-    let Spawned {
-        child,
-        guard,
-        host_warnings,
-    } = spawned;
-    let Streams {
-        stdin,
-        stdout,
-        stderr,
-    } = child;
-    // A blocking waiter reaps the child whenever it dies, even when the call
-    // is dropped: no zombie survives a cancelled call. It kills the group
-    // between the exit and the reap, while the pgid is still the leader's.
-    // (A dedicated wait also wakes faster than a SIGCHLD-driven one.)
-    let (exit_tx, exit) = tokio::sync::oneshot::channel();
-    let leader = guard.leader();
-    tokio::task::spawn_blocking(move || {
-        let _ = exit_tx.send(leader.wait_kill_reap());
-    });
-    let pipe_error = |e: std::io::Error| RunError::Spawn {
-        message: format!("the module's pipes could not be set up: {e}"),
-    };
-    let stdin = pipe::Sender::from_owned_fd(stdin).map_err(pipe_error)?;
-    let stdout = pipe::Receiver::from_owned_fd(stdout).map_err(pipe_error)?;
-    let stderr = pipe::Receiver::from_owned_fd(stderr).map_err(pipe_error)?;
-    let tail = Arc::new(Mutex::new(TailBuffer::default()));
-    let stderr = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
-    Ok(Started {
-        guard,
-        exit,
-        stdin,
-        stdout,
-        stderr,
-        tail,
-        host_warnings,
-    })
 }
 
 /// Send the request to a started process, read its answer, and end it.
@@ -449,9 +262,6 @@ impl Ending {
     }
 }
 
-/// Delivers the exit status once the blocking waiter has reaped the child.
-type ExitReceiver = tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>;
-
 /// Why a conversation ended without a response.
 enum Failure {
     Timeout,
@@ -571,46 +381,11 @@ fn describe_status(status: Option<ExitStatus>) -> String {
     }
 }
 
-/// The last [`STDERR_TAIL_BYTES`] of a stream.
-#[derive(Debug, Default)]
-struct TailBuffer {
-    bytes: Vec<u8>,
-}
-
-impl TailBuffer {
-    fn push(&mut self, data: &[u8]) {
-        self.bytes.extend_from_slice(data);
-        // Trim in batches so a flood costs amortized O(1) per byte.
-        if self.bytes.len() > 2 * STDERR_TAIL_BYTES {
-            let cut = self.bytes.len() - STDERR_TAIL_BYTES;
-            self.bytes.drain(..cut);
-        }
-    }
-
-    fn text(&self) -> String {
-        let start = self.bytes.len().saturating_sub(STDERR_TAIL_BYTES);
-        String::from_utf8_lossy(&self.bytes[start..]).into_owned()
-    }
-}
-
-async fn drain_stderr(mut stderr: impl AsyncRead + Unpin, tail: Arc<Mutex<TailBuffer>>) {
-    let mut chunk = vec![0u8; 8 * 1024];
-    loop {
-        match stderr.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                if let Ok(mut tail) = tail.lock() {
-                    tail.push(&chunk[..n]);
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::runner::CallLimits;
+    use crate::runner::STDERR_TAIL_BYTES;
     use std::os::unix::fs::PermissionsExt;
 
     pub(crate) fn script(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {

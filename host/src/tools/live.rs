@@ -60,8 +60,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
 
-use super::{CallError, InvokeFailure, Invoker, Loaded, ToolDef, ToolOutcome, execute};
-use crate::approval::Refusal;
+use super::{Invoker, Loaded};
 use crate::file_identity::FileIdentity;
 
 /// How often an idle server looks for operator changes.
@@ -81,32 +80,7 @@ pub(crate) struct Reloaded<I> {
     pub watched: Vec<PathBuf>,
 }
 
-/// A tool an earlier load offered and this one does not, and why.
-#[derive(Debug, Clone)]
-pub(crate) struct Withdrawn {
-    pub tool: ToolDef,
-    pub why: Why,
-}
-
-/// Why a tool is gone: an operator override (a refusal), or the module's
-/// standing (disabled, unpinned, changed, broken, removed).
-#[derive(Debug, Clone)]
-pub(crate) enum Why {
-    Refused(Refusal),
-    Failed(InvokeFailure),
-}
-
-impl Withdrawn {
-    /// The answer to a call of this tool: the reason, nothing run.
-    pub(crate) fn answer(&self) -> Result<ToolOutcome, CallError> {
-        match &self.why {
-            Why::Refused(refusal) => Err(CallError::Refused(refusal.clone())),
-            Why::Failed(failure) => Ok(ToolOutcome::failure(execute::failure_text(
-                &self.tool, failure,
-            ))),
-        }
-    }
-}
+pub(crate) use super::withdrawn::{Why, Withdrawn};
 
 /// The identities of the watched paths, one `stat` each.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -319,7 +293,7 @@ mod tests {
     use super::*;
     use crate::approval::ApprovalConfig;
     use crate::home::HomeLayout;
-    use crate::tools::tests::{RecordingInvoker, module};
+    use crate::tools::test_support::{RecordingInvoker, module};
     use serde_json::json;
     use std::collections::BTreeMap;
 

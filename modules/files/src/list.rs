@@ -94,7 +94,7 @@ pub fn run(root: &Root, input: &ListInput) -> Result<ListOutput, ModError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::workspace;
+    use crate::test_support::workspace;
 
     fn list(root: &Root, input: serde_json::Value) -> Result<ListOutput, ModError> {
         run(root, &serde_json::from_value(input).unwrap())

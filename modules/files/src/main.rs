@@ -80,4 +80,6 @@ fn main() {
 }
 
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;

@@ -128,7 +128,7 @@ pub fn run(root: &Root, input: &ReadInput) -> Result<ReadOutput, ModError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::workspace;
+    use crate::test_support::workspace;
 
     fn read(root: &Root, input: serde_json::Value) -> Result<ReadOutput, ModError> {
         run(root, &serde_json::from_value(input).unwrap())

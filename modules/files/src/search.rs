@@ -268,7 +268,7 @@ fn cut(text: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tests::{far_deadline, workspace};
+    use crate::test_support::{far_deadline, workspace};
 
     fn search(root: &Root, input: serde_json::Value) -> Result<SearchOutput, ModError> {
         run(

@@ -1,32 +1,11 @@
-//! Shared fixtures, and the module answering whole requests.
+//! The module answering whole requests.
 
 use std::io::Cursor;
-use std::time::{Duration, Instant};
 
-use modsdk::{Access, Root, RootKind};
+use modsdk::Access;
 use serde_json::{Value, json};
 
-/// A temporary workspace with `files` (path, content), opened read-only.
-pub fn workspace(files: &[(&str, &str)]) -> (tempfile::TempDir, Root) {
-    let dir = tempfile::tempdir().unwrap();
-    for (path, content) in files {
-        let path = dir.path().join(path);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, content).unwrap();
-    }
-    let root = Root::open(
-        "workspace",
-        dir.path().to_str().unwrap(),
-        RootKind::Workspace,
-        Access::Read,
-    )
-    .unwrap();
-    (dir, root)
-}
-
-pub fn far_deadline() -> Instant {
-    Instant::now() + Duration::from_secs(3600)
-}
+use crate::test_support::workspace;
 
 /// Run one request line through the module; the parsed response.
 fn call(request: &Value) -> Value {

@@ -72,7 +72,7 @@ pub fn run(ctx: &mut Ctx, input: &AddInput) -> Result<AddOutput, ModError> {
         tags,
         created: rfc3339_utc(now.as_secs()),
     });
-    log::append(ctx.root(crate::STATE)?, &record)?;
+    log::append(ctx.root(notebook::STATE)?, &record)?;
 
     let notebook = notebook::load(ctx)?;
     let note = notebook

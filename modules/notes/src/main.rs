@@ -24,8 +24,7 @@ mod search;
 use modsdk::{Access, Capability, Cost, Effects, Module, RootKind, Semantics, reads};
 use serde_json::json;
 
-/// The root that holds the notebook.
-const STATE: &str = "state";
+use notebook::STATE;
 
 fn module() -> Module {
     Module::new("notes", env!("CARGO_PKG_VERSION"))

@@ -8,6 +8,9 @@ use serde::Serialize;
 
 use crate::log::{self, Contents, Record};
 
+/// The root that holds the notebook.
+pub const STATE: &str = "state";
+
 /// The most notes one list or search returns.
 pub const MAX_LIMIT: usize = 500;
 /// The default of `limit`.
@@ -63,7 +66,7 @@ pub fn fold(contents: Contents) -> Notebook {
 
 /// Read the state root's notebook, telling the caller about skipped lines.
 pub fn load(ctx: &mut Ctx) -> Result<Notebook, ModError> {
-    let notebook = fold(log::read(ctx.root(crate::STATE)?)?);
+    let notebook = fold(log::read(ctx.root(STATE)?)?);
     if notebook.skipped > 0 {
         ctx.warn(format!(
             "{} unreadable line(s) in state:{} were skipped (a write cut short, e.g. by a crash); every complete note is intact",

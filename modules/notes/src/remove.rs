@@ -33,7 +33,7 @@ pub fn run(ctx: &mut Ctx, input: &RemoveInput) -> Result<RemoveOutput, ModError>
                 .with_remedy("notes.list and notes.search show the ids of the notes there are"),
         );
     };
-    log::append(ctx.root(crate::STATE)?, &Record::Remove { id: input.id })?;
+    log::append(ctx.root(notebook::STATE)?, &Record::Remove { id: input.id })?;
     let count = notebook.notes.len() - 1;
     ctx.set_text(format!(
         "removed {} ({count} notes left)",

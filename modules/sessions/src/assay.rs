@@ -15,9 +15,10 @@ use modsdk::{Ctx, ModError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::TRANSCRIPTS;
+use crate::catalog::TRANSCRIPTS;
 use crate::catalog::{self, Selection};
-use crate::session::{self, Session, Tokens, Unreadable};
+use crate::session::{Session, Tokens, Unreadable};
+use crate::transcript;
 
 pub const DESCRIPTION: &str = "Assay agent sessions (Claude Code and Codex transcripts): for the `last` N sessions (default 3), \
 or the `sessions` named (references from sessions.list), report per session the turns, tool calls by tool, tool errors, \
@@ -93,7 +94,7 @@ pub fn run(ctx: &mut Ctx, input: &AssayInput, deadline: Instant) -> Result<Assay
         let message = format!("reading {}", file.path);
         ctx.progress(index as f64, Some(total as f64), Some(&message));
         let root = ctx.root(TRANSCRIPTS)?;
-        match session::read(root, &file.path, deadline, &mut |_| {}) {
+        match transcript::read(root, &file.path, deadline, &mut |_| {}) {
             Ok(session) => {
                 truncated |= !session.complete;
                 sessions.push(session);

@@ -23,6 +23,9 @@ use serde::Serialize;
 
 use crate::session::Unreadable;
 
+/// The source root holding the transcripts.
+pub const TRANSCRIPTS: &str = "transcripts";
+
 /// Folder depth below the root that is walked (`YYYY/MM/DD` needs 4).
 const MAX_DEPTH: usize = 8;
 /// Transcript files considered per call.

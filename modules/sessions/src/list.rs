@@ -8,7 +8,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog;
-use crate::session::{self, Format, Unreadable};
+use crate::session::{Format, Unreadable};
+use crate::transcript;
 
 pub const DESCRIPTION: &str = "List the most recent agent sessions (Claude Code and Codex transcripts), newest activity first: \
 for each its `session` reference (pass it to sessions.search or sessions.assay), format, session id, project (working directory), \
@@ -86,7 +87,7 @@ pub fn run(root: &Root, input: &ListInput, deadline: Instant) -> Result<ListOutp
             output.truncated = true;
             break;
         }
-        let session = match session::read(root, &file.path, deadline, &mut |_| {}) {
+        let session = match transcript::read(root, &file.path, deadline, &mut |_| {}) {
             Ok(session) => session,
             Err(unreadable) => {
                 output.skipped.push(unreadable);

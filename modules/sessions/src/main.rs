@@ -13,7 +13,7 @@
 //!   the host always grants read-only; every capability names it in
 //!   `effects.reads` only. Only `assay` writes, and only to this module's
 //!   own artifacts root.
-//! - **One pass per file per call, bounded memory** ([`session::read`]),
+//! - **One pass per file per call, bounded memory** ([`transcript::read`]),
 //!   so a transcript of tens of thousands of lines costs one read, and the
 //!   walk decides recency from file times, not contents ([`catalog`]).
 //! - **Contract 2**: each capability is one operation, whose semantics
@@ -31,6 +31,7 @@ mod list;
 mod search;
 mod session;
 mod timestamp;
+mod transcript;
 
 use std::time::{Duration, Instant};
 
@@ -38,8 +39,8 @@ use modsdk::{Access, Capability, Cost, Ctx, Effects, KnowledgeDoc, Module, RootK
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-/// The source root holding the transcripts.
-const TRANSCRIPTS: &str = "transcripts";
+use catalog::TRANSCRIPTS;
+
 /// Where `assay` writes its report.
 const ARTIFACTS: &str = "artifacts";
 /// The knowledge skill every capability refers to.

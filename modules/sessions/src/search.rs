@@ -14,7 +14,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{self, Selection};
-use crate::session::{self, Role, Unreadable};
+use crate::session::{Role, Unreadable};
+use crate::transcript;
 
 pub const DESCRIPTION: &str = "Search the user and assistant turns of agent sessions (Claude Code and Codex transcripts) for a text, \
 most recent sessions first. Literal text, ASCII case ignored. Each match gives the `session` reference, the 1-based `turn` and file `line`, \
@@ -106,7 +107,7 @@ pub fn run(root: &Root, input: &SearchInput, deadline: Instant) -> Result<Search
         }
         let matches = &mut output.matches;
         let mut full = false;
-        let read = session::read(root, &file.path, deadline, &mut |text| {
+        let read = transcript::read(root, &file.path, deadline, &mut |text| {
             if full || input.role.is_some_and(|role| role != text.role) {
                 return;
             }

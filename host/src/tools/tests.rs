@@ -1,0 +1,292 @@
+//! The toolbox: registration, overrides, collisions, approval, calls.
+
+use super::test_support::{RecordingInvoker, module};
+use super::*;
+use crate::approval::{Refusal, Verdict};
+use serde_json::json;
+
+fn cap(id: &str, effects: &Value) -> Value {
+    json!({"id": id, "description": format!("does {id}"),
+           "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+           "effects": effects})
+}
+
+#[test]
+fn one_tool_per_capability_with_schema_unchanged_and_effects_described() {
+    let m = module(
+        "files",
+        &json!([cap("files.search", &json!({"reads": ["workspace"]}))]),
+    );
+    let r = build_registry(&[m], &ApprovalConfig::default(), &BTreeMap::new());
+    assert!(r.problems.is_empty());
+    let names: Vec<&str> = r.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["files__files_search"], "no module ships knowledge");
+    let t = &r.tools[0];
+    assert_eq!(
+        t.input_schema,
+        json!({"type": "object", "properties": {"q": {"type": "string"}}})
+    );
+    assert!(
+        t.description
+            .starts_with("does files.search\n\nEffects:\n- reads the workspace")
+    );
+    assert_eq!(t.approval.verdict, Verdict::Allow);
+}
+
+#[test]
+fn overrides_disable_and_redescribe() {
+    let m = module(
+        "files",
+        &json!([
+            cap("files.search", &json!({})),
+            cap("files.delete", &json!({"writes": ["workspace"]}))
+        ]),
+    );
+    let mut o = BTreeMap::new();
+    o.insert(
+        "files.files.search".to_owned(),
+        CapabilityOverride {
+            enabled: None,
+            description: Some("Operator words.".into()),
+        },
+    );
+    o.insert(
+        "files__files_delete".to_owned(),
+        CapabilityOverride {
+            enabled: Some(false),
+            description: None,
+        },
+    );
+    let r = build_registry(&[m], &ApprovalConfig::default(), &o);
+    assert_eq!(r.tools.len(), 1);
+    assert!(
+        r.tools[0]
+            .description
+            .starts_with("Operator words.\n\nEffects:")
+    );
+}
+
+#[test]
+fn colliding_names_are_both_refused_and_named() {
+    let a = module(
+        "m",
+        &json!([
+            cap("a.b", &json!({})),
+            cap("a-b", &json!({})),
+            cap("ok", &json!({}))
+        ]),
+    );
+    let r = build_registry(&[a], &ApprovalConfig::default(), &BTreeMap::new());
+    assert_eq!(
+        r.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        ["m__ok"]
+    );
+    assert_eq!(r.problems.len(), 1);
+    assert!(
+        r.problems[0].contains("a.b of module m and a-b of module m"),
+        "{}",
+        r.problems[0]
+    );
+    // A module cannot take over the built-in knowledge tool's name either.
+    let evil = module("modhost", &json!([cap("knowledge", &json!({}))]));
+    let r = build_registry(&[evil], &ApprovalConfig::default(), &BTreeMap::new());
+    assert!(r.tools.is_empty());
+    assert!(r.problems[0].contains("knowledge of module modhost"));
+}
+
+#[test]
+fn the_knowledge_tool_is_listed_only_when_some_module_ships_knowledge() {
+    let plain = module("files", &json!([cap("files.search", &json!({}))]));
+    let r = build_registry(
+        std::slice::from_ref(&plain),
+        &ApprovalConfig::default(),
+        &BTreeMap::new(),
+    );
+    assert!(r.tools.iter().all(|t| t.name != KNOWLEDGE_TOOL));
+    let mut d = (*plain.descriptor).clone();
+    d.knowledge = serde_json::from_value(json!({"overlays": [
+        {"id": "guide", "path": "guide.md", "sha256": "0".repeat(64)}
+    ]}))
+    .unwrap();
+    let guided = ModuleEntry {
+        descriptor: Arc::new(d),
+        dir: None,
+    };
+    let r = build_registry(&[guided], &ApprovalConfig::default(), &BTreeMap::new());
+    assert_eq!(r.tools[0].name, KNOWLEDGE_TOOL);
+    assert_eq!(
+        r.tools[0].input_schema["properties"]["module"]["enum"],
+        json!(["files"])
+    );
+}
+
+#[test]
+fn ask_is_offered_and_deny_is_not() {
+    let m = module("net", &json!([cap("net.get", &json!({"network": true}))]));
+    let r = build_registry(
+        std::slice::from_ref(&m),
+        &ApprovalConfig::default(),
+        &BTreeMap::new(),
+    );
+    let t = &r.tools[0];
+    assert_eq!(t.approval.verdict, Verdict::Ask);
+    assert!(t.is_offered());
+    let deny: ApprovalConfig =
+        toml::from_str("[[rules]]\neffect = \"network\"\ndecision = \"deny\"\n").unwrap();
+    let r = build_registry(&[m], &deny, &BTreeMap::new());
+    assert!(!r.tools[0].is_offered());
+}
+
+pub(crate) fn toolbox(approval_toml: &str) -> (tempfile::TempDir, Toolbox<RecordingInvoker>) {
+    #[derive(serde::Deserialize)]
+    struct Wrapper {
+        #[serde(default)]
+        approval: ApprovalConfig,
+    }
+    let approval = toml::from_str::<Wrapper>(approval_toml).unwrap().approval;
+    let m = module(
+        "web",
+        &json!([
+            cap("web.get", &json!({"network": true})),
+            cap("web.cached", &json!({})),
+            cap("web.purge", &json!({"writes": ["workspace"]}))
+        ]),
+    );
+    let home = tempfile::tempdir().unwrap();
+    let layout = HomeLayout::new(home.path());
+    let tb = Toolbox::new(
+        vec![m],
+        &approval,
+        &BTreeMap::new(),
+        RecordingInvoker::default(),
+        layout,
+        None,
+    );
+    (home, tb)
+}
+
+#[tokio::test]
+async fn the_gate_refuses_deny_and_unapproved_ask_and_records_approval() {
+    let (_home, tb) = toolbox(
+        "[[approval.rules]]\nname = \"no purge\"\ncapability = \"web.purge\"\ndecision = \"deny\"\n",
+    );
+    let err = tb
+        .call("web__web_purge", json!({}), Some(ApprovedBy::Flag), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "web__web_purge is denied by rule \"no purge\""
+    );
+    let err = tb
+        .call("web__web_get", json!({}), None, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        CallError::Refused(Refusal::NeedsApproval { .. })
+    ));
+    assert!(
+        tb.live.current().invoker.calls.lock().unwrap().is_empty(),
+        "nothing refused reached the module"
+    );
+    let out = tb
+        .call(
+            "web__web_get",
+            json!({"u": 1}),
+            Some(ApprovedBy::Client),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.structured, Some(json!({"u": 1})));
+    tb.call("web__web_cached", json!({}), None, None)
+        .await
+        .unwrap();
+    {
+        let loaded = tb.live.current();
+        let calls = loaded.invoker.calls.lock().unwrap();
+        assert_eq!(calls[0].capability, "web.get");
+        let approval = calls[0].approval.as_ref().expect("a record");
+        assert_eq!(approval.by, "client");
+        assert_eq!(
+            approval.rule.as_deref(),
+            Some("default: reaches the network")
+        );
+        assert!(calls[1].approval.is_none(), "the default needs no record");
+    }
+    assert!(matches!(
+        tb.call("nope", json!({}), None, None).await,
+        Err(CallError::UnknownTool(_))
+    ));
+}
+
+#[tokio::test]
+async fn mcp_lists_ask_but_never_deny_and_runs_ask_only_approved() {
+    use crate::mcp::{Backend, ToolboxBackend};
+    let names = |b: &dyn Fn() -> Vec<Value>| -> Vec<String> {
+        b().iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let deny = "[[approval.rules]]\ncapability = \"web.purge\"\ndecision = \"deny\"\n";
+    let (_h1, tb) = toolbox(deny);
+    let plain = ToolboxBackend {
+        toolbox: tb,
+        delegate_approval: false,
+    };
+    assert_eq!(
+        names(&|| plain.list_tools()),
+        ["web__web_get", "web__web_cached"]
+    );
+    assert!(plain.approval_rule("web__web_get").is_some());
+    assert!(plain.approval_rule("web__web_cached").is_none());
+    assert!(
+        plain
+            .call_tool("web__web_get", json!({}), None)
+            .await
+            .is_err(),
+        "not approved, not run"
+    );
+    let approved = plain
+        .call_tool_approved("web__web_get", json!({}), None, None)
+        .await
+        .expect("approved by the user");
+    assert!(!approved.is_error);
+    assert_eq!(
+        plain.toolbox.live.current().invoker.calls.lock().unwrap()[0]
+            .approval
+            .as_ref()
+            .map(|a| a.by.as_str()),
+        Some("user")
+    );
+    assert!(
+        plain
+            .call_tool_approved("web__web_purge", json!({}), None, None)
+            .await
+            .is_err(),
+        "a user cannot approve what the operator denied"
+    );
+    let (_h2, tb) = toolbox(deny);
+    let delegated = ToolboxBackend {
+        toolbox: tb,
+        delegate_approval: true,
+    };
+    assert_eq!(
+        names(&|| delegated.list_tools()),
+        names(&|| plain.list_tools())
+    );
+    assert!(delegated.approval_rule("web__web_get").is_none());
+    assert!(
+        delegated
+            .call_tool("web__web_purge", json!({}), None)
+            .await
+            .is_err()
+    );
+    assert!(
+        delegated
+            .call_tool("web__web_get", json!({}), None)
+            .await
+            .is_ok()
+    );
+}

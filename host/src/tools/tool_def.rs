@@ -1,0 +1,81 @@
+//! One agent tool as every surface and export format sees it, what a
+//! client may assume about it, and the module it belongs to.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use modproto::{Descriptor, Effects};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::approval::{Decision, Verdict};
+use crate::grants;
+
+/// One agent tool: what every export format is rendered from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDef {
+    pub name: String,
+    pub module: String,
+    pub capability: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub title: String,
+    /// The capability's (or the operator's) description, then the effect summary.
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    pub effects: Effects,
+    pub hints: Hints,
+    pub approval: Decision,
+}
+
+/// What a client may assume about a tool (MCP's tool annotations), derived
+/// from the capability's [`grants::Authority`] (what each call is granted)
+/// and its declared network use, never from hints a module states itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Hints {
+    /// Granted no writable root and no program, no network.
+    pub read_only: bool,
+    /// Granted a writable root besides its own artifacts: state and
+    /// workspace writes change what was there.
+    pub destructive: bool,
+    /// Only vouched for when read-only: the one case the host can tell.
+    pub idempotent: bool,
+    /// Reaches the network.
+    pub open_world: bool,
+}
+
+impl Hints {
+    pub fn derive(descriptor: &Descriptor, effects: &Effects) -> Self {
+        let authority = grants::authority(descriptor, effects);
+        let read_only = authority.touches_nothing_but_reads() && !effects.network;
+        let destructive = authority
+            .writable()
+            .any(|root| root.kind != modproto::RootKind::Artifacts);
+        Hints {
+            read_only,
+            destructive: !read_only && destructive,
+            idempotent: read_only,
+            open_world: effects.network,
+        }
+    }
+}
+
+impl ToolDef {
+    /// Whether a tool list (`modhost tools`, the MCP server's `tools/list`)
+    /// offers this tool: deny never; ask too, so the user learns it exists
+    /// (the MCP server asks the user through the client before each call,
+    /// or says how to allow it; `modhost tools` leaves it to whoever pastes
+    /// the definitions).
+    pub fn is_offered(&self) -> bool {
+        self.approval.verdict != Verdict::Deny
+    }
+}
+
+/// A module the host may act on: described, enabled, its contract accepted.
+#[derive(Debug, Clone)]
+pub struct ModuleEntry {
+    pub descriptor: Arc<Descriptor>,
+    /// The module's own folder (knowledge lives there); `None` for a bare executable.
+    pub dir: Option<PathBuf>,
+}
