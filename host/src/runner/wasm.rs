@@ -167,16 +167,30 @@ impl WasmEngine {
         // a component call). A trap's message and the guest's stderr (a
         // Rust panic's text) still say what happened.
         config.wasm_backtrace_max_frames(None);
-        pool::use_pooled_slots(&mut config);
-        let engine = Engine::new(&config).map_err(|e| WasmError::Engine {
-            message: error_chain(&e),
-        })?;
+        let mut pooled = config.clone();
+        pool::use_pooled_slots(&mut pooled);
+        // The pool reserves its address space up front; where that is
+        // refused (a `ulimit -v`), calls allocate per call as before.
+        let mut warnings = Vec::new();
+        let engine = match Engine::new(&pooled) {
+            Ok(engine) => engine,
+            Err(e) => {
+                warnings.push(format!(
+                    "components run without pooled instance slots, slower (could not reserve them: {})",
+                    error_chain(&e)
+                ));
+                Engine::new(&config).map_err(|e| WasmError::Engine {
+                    message: error_chain(&e),
+                })?
+            }
+        };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| WasmError::Engine {
             message: error_chain(&e),
         })?;
         let (cache, warning) = ComponentCache::open(cache_dir, &engine);
-        if let Some(warning) = &warning {
+        warnings.extend(warning);
+        for warning in &warnings {
             tracing::warn!("{warning}");
         }
         let ticker = EpochTicker::start(engine.clone()).map_err(|e| WasmError::Engine {
@@ -191,7 +205,7 @@ impl WasmEngine {
                 loaded: Mutex::new(HashMap::new()),
                 digests: KnownDigests::default(),
                 slots: CallSlots::new(),
-                warnings: warning.into_iter().collect(),
+                warnings,
                 _ticker: ticker,
             }),
         })
