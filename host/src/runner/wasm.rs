@@ -12,7 +12,9 @@
 //!   compiled once into a pre-instantiated form ([`LoadedComponent`], kept in
 //!   memory by blake3 digest of its bytes and on disk by `cache.rs`).
 //! - **A fresh store and instance per call.** Nothing survives a call except
-//!   what the module writes into its granted roots.
+//!   what the module writes into its granted roots. Instances live in pooled
+//!   slots that are reset to the component's initial image between calls
+//!   (`wasm/pool.rs`): fresh by content, without mapping memory per call.
 //! - **Only the grants.** Each [`Grant`] is preopened at its guest path
 //!   (`/roots/<name>`) with exactly its access; there is no other filesystem,
 //!   no environment, no network (no sockets, no name lookup), whatever the
@@ -35,6 +37,7 @@
 mod cache;
 pub use cache::{CompileWatcher, watch_compiles};
 mod known_digests;
+mod pool;
 mod stdio;
 
 use std::collections::HashMap;
@@ -54,6 +57,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 
 use self::cache::ComponentCache;
 use self::known_digests::KnownDigests;
+use self::pool::{CallSlot, CallSlots};
 use self::stdio::{CappedStdout, StderrTail};
 use super::{Call, Exchange, Grant, NotificationSink, RunError, framing};
 use crate::file_identity::FileIdentity;
@@ -136,6 +140,7 @@ struct EngineInner {
     memory_limit: u64,
     loaded: Mutex<HashMap<blake3::Hash, Arc<LoadedComponent>>>,
     digests: KnownDigests,
+    slots: CallSlots,
     warnings: Vec<String>,
     _ticker: EpochTicker,
 }
@@ -162,15 +167,30 @@ impl WasmEngine {
         // a component call). A trap's message and the guest's stderr (a
         // Rust panic's text) still say what happened.
         config.wasm_backtrace_max_frames(None);
-        let engine = Engine::new(&config).map_err(|e| WasmError::Engine {
-            message: error_chain(&e),
-        })?;
+        let mut pooled = config.clone();
+        pool::use_pooled_slots(&mut pooled);
+        // The pool reserves its address space up front; where that is
+        // refused (a `ulimit -v`), calls allocate per call as before.
+        let mut warnings = Vec::new();
+        let engine = match Engine::new(&pooled) {
+            Ok(engine) => engine,
+            Err(e) => {
+                warnings.push(format!(
+                    "components run without pooled instance slots, slower (could not reserve them: {})",
+                    error_chain(&e)
+                ));
+                Engine::new(&config).map_err(|e| WasmError::Engine {
+                    message: error_chain(&e),
+                })?
+            }
+        };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| WasmError::Engine {
             message: error_chain(&e),
         })?;
         let (cache, warning) = ComponentCache::open(cache_dir, &engine);
-        if let Some(warning) = &warning {
+        warnings.extend(warning);
+        for warning in &warnings {
             tracing::warn!("{warning}");
         }
         let ticker = EpochTicker::start(engine.clone()).map_err(|e| WasmError::Engine {
@@ -184,7 +204,8 @@ impl WasmEngine {
                 memory_limit: memory_limit_bytes,
                 loaded: Mutex::new(HashMap::new()),
                 digests: KnownDigests::default(),
-                warnings: warning.into_iter().collect(),
+                slots: CallSlots::new(),
+                warnings,
                 _ticker: ticker,
             }),
         })
@@ -359,6 +380,14 @@ impl WasmEngine {
             );
         }
         let deadline = started + limits.deadline;
+        // Declared before the store, so dropped after it: the slot is free
+        // only once the instance is gone.
+        let Some(_slot) = self.call_slot(deadline).await else {
+            return Err(RunError::Timeout {
+                deadline_ms: limits.deadline.as_millis() as u64,
+                stderr_tail: String::new(),
+            });
+        };
         let mut store = self.call_store(
             component,
             stdin_bytes,
@@ -445,6 +474,14 @@ pub struct RawRun {
 }
 
 impl WasmEngine {
+    /// Wait for one of the pool's instance slots ([`pool`]) until `deadline`;
+    /// `None` when every slot stayed busy until then.
+    async fn call_slot(&self, deadline: Instant) -> Option<CallSlot> {
+        tokio::time::timeout_at(deadline.into(), self.inner.slots.acquire())
+            .await
+            .ok()
+    }
+
     /// A fresh store for one call: `stdin` then EOF, the given stdout and
     /// stderr, `grants` preopened at their guest paths with exactly their
     /// access, no network, the memory cap (recording a refusal in
@@ -537,6 +574,14 @@ impl WasmEngine {
         let stderr = StderrTail::default();
 
         let deadline = started + timeout;
+        let Some(_slot) = self.call_slot(deadline).await else {
+            return Ok(RawRun {
+                stdout: Vec::new(),
+                stderr_tail: String::new(),
+                finished: false,
+                status: format!("not started within {timeout:?}: every instance slot was busy"),
+            });
+        };
         let mut store = self.call_store(
             component,
             stdin.to_vec(),
@@ -748,8 +793,9 @@ impl ResourceLimiter for MemoryCap {
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
         // Tables hold references, not data; a million entries is far beyond
-        // any honest module and still bounded.
-        Ok(desired <= 1 << 20)
+        // any honest module and still bounded (the pool's table slots are
+        // this size too).
+        Ok(desired <= pool::TABLE_ELEMENTS)
     }
 }
 
@@ -1096,6 +1142,50 @@ mod tests {
             exchange.response.outcome.unwrap(),
             json!({"output": {"echo": {"n": 1}}})
         );
+    }
+
+    #[tokio::test]
+    async fn nothing_a_call_leaves_in_its_instance_reaches_the_next_call() {
+        // Instances are pooled: the next call of the same component lands in
+        // the slot this one left. Each call leaves a marker in a static and a
+        // scrambled token in the heap; the next one must find neither, also
+        // after a call that ended in a trap with its memory full.
+        let token = "left-behind-by-an-earlier-call";
+        for round in 0..4 {
+            if round == 2 {
+                call_guest("alloc", json!({}), &[], LONG).await.unwrap_err();
+            }
+            let exchange = call_guest("remember", json!({"token": token}), &[], LONG)
+                .await
+                .unwrap();
+            let seen = exchange.response.outcome.unwrap()["output"].clone();
+            assert_eq!(
+                seen,
+                json!({"counter": 7, "found": false, "zeroed": true, "own_traces_found": true}),
+                "call {round} saw state from an earlier call"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_beyond_the_pool_waits_for_a_slot_instead_of_failing() {
+        // Every slot held by a guest that sleeps until its deadline.
+        let mut sleepers = tokio::task::JoinSet::new();
+        for _ in 0..pool::SLOTS {
+            sleepers.spawn(call_guest("sleep", json!({}), &[], SHORT));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let exchange = call_guest("echo", json!({"n": 1}), &[], LONG)
+            .await
+            .expect("the call waits for a slot and runs");
+        assert_eq!(
+            exchange.response.outcome.unwrap(),
+            json!({"output": {"echo": {"n": 1}}})
+        );
+        while let Some(slept) = sleepers.join_next().await {
+            let err = slept.unwrap().unwrap_err();
+            assert_eq!(err.kind(), "timeout", "{err}");
+        }
     }
 
     #[tokio::test]

@@ -20,7 +20,9 @@
 //!   the operator's shell runs, started directly. The interpreter chain
 //!   ([`crate::confine::interpreter`]) is resolved in this same `PATH`, so
 //!   what is granted is what runs.
-//! - **Asked once per host process, bounded in time.** A manager that does
+//! - **Asked once per host process, bounded in time.** A long-running host
+//!   asks when it starts ([`resolve_module_path_ahead`]), a one-off call when
+//!   it first needs the answer. A manager that does
 //!   not answer within [`MANAGER_TIMEOUT`], or answers nothing usable, leaves
 //!   its `shims` folder in place: the module then fails as before, and the
 //!   sandbox remedy names the denied path.
@@ -51,6 +53,19 @@ pub fn module_environment() -> impl Iterator<Item = (OsString, OsString)> {
             (Some("PATH"), Some(path)) => (name, path.to_owned()),
             _ => (name, value),
         })
+}
+
+/// Start computing [`module_path`] on a thread of its own, for a host that
+/// will serve calls: a version manager takes tens of milliseconds to answer
+/// (`pyenv prefix` is a shell script running a dozen programs), which the
+/// first native call would otherwise wait for. Runs only the managers, the
+/// host's own helpers, never a module.
+pub fn resolve_module_path_ahead() {
+    let _ = std::thread::Builder::new()
+        .name("modhost-path".into())
+        .spawn(|| {
+            module_path();
+        });
 }
 
 /// The host's `PATH` as modules get it (computed once per process).
