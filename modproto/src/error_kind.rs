@@ -29,7 +29,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::error::ErrorCode;
+use crate::error_code::ErrorCode;
 
 /// A kind a module may report.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 
-use crate::error::{ErrorCode, ErrorData};
+use crate::error::ErrorData;
+use crate::error_code::ErrorCode;
 use crate::strict_json::StrictJsonError;
 
 /// The literal `"2.0"` every JSON-RPC 2.0 message carries.

@@ -31,6 +31,7 @@
 pub mod contract;
 pub mod descriptor;
 pub mod error;
+pub mod error_code;
 pub mod error_kind;
 pub mod framing;
 pub mod invoke;
@@ -43,7 +44,8 @@ pub use descriptor::{
     Access, BinaryDecl, Capability, Cost, Descriptor, Effects, Example, Knowledge, KnowledgeDoc,
     Operation, RootDecl, RootKind, Semantics,
 };
-pub use error::{ErrorCode, ErrorData};
+pub use error::ErrorData;
+pub use error_code::ErrorCode;
 pub use error_kind::{ErrorKind, HostErrorKind, HostOnlyKind, ModuleErrorKind, OwnKind};
 pub use invoke::{Approval, ArtifactRef, GrantedRoot, InvokeParams, InvokeResult, RESERVED_KEYS};
 pub use jsonrpc::{Id, Message, Notification, Request, Response, RpcError};
