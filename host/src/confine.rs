@@ -75,7 +75,7 @@ pub mod denial;
 pub mod interpreter;
 pub mod support;
 
-pub use support::{ConfinementSupport, Enforcement, Part, PartSupport, probe};
+pub use support::{ConfinementSupport, probe};
 
 /// `confinement = ...` in `config.toml`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -110,13 +110,6 @@ pub struct ResourceLimits {
     pub file_size: u64,
 }
 
-/// Whether a confined module is kept in its process group (a seccomp filter
-/// refuses `setsid` and `setpgid`; built for x86_64 and aarch64).
-pub const STAYS_IN_GROUP: bool = cfg!(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-));
-
 /// The largest file a module may write: 1 GiB.
 pub const MAX_FILE_SIZE: u64 = 1 << 30;
 
@@ -137,6 +130,7 @@ pub enum ConfineError {
 
 impl ConfineError {
     /// The machine-readable kind.
+    #[cfg(test)]
     pub fn kind(&self) -> &'static str {
         match self {
             ConfineError::Unconfined { .. } => "unconfined",
@@ -145,6 +139,7 @@ impl ConfineError {
     }
 
     /// What the operator can do about it.
+    #[cfg(test)]
     pub fn remedy(&self) -> String {
         match self {
             ConfineError::Unconfined { remedy, .. } => remedy.clone(),
@@ -389,6 +384,7 @@ impl Confinement {
     }
 
     /// Whether a landlock domain will be applied.
+    #[cfg(test)]
     pub fn is_landlocked(&self) -> bool {
         #[cfg(target_os = "linux")]
         return self.child.ruleset.is_some();

@@ -28,40 +28,63 @@
 //! call), [`artifacts`], then [`host`], [`invoke`] and [`manage`], which
 //! compose them. The CLI lives in the binary (`src/cli/`).
 
-pub mod approval;
-pub mod artifacts;
-pub mod atomic_file;
-pub mod config;
-pub mod confine;
-pub mod conformance_caller;
-pub mod contract;
-pub mod describe_cache;
-pub mod discovery;
-pub mod file_identity;
-pub mod grants;
-pub mod home;
-pub mod home_lock;
-pub mod host;
-pub mod install;
-pub mod invoke;
-pub mod knowledge;
-pub mod manage;
+pub(crate) mod approval;
+pub(crate) mod artifacts;
+pub(crate) mod atomic_file;
+pub(crate) mod config;
+pub(crate) mod confine;
+#[cfg(feature = "cli")]
+pub(crate) mod conformance_caller;
+pub(crate) mod contract;
+pub(crate) mod describe_cache;
+pub(crate) mod discovery;
+pub(crate) mod file_identity;
+pub(crate) mod grants;
+pub(crate) mod home;
+pub(crate) mod home_lock;
+pub(crate) mod host;
+pub(crate) mod install;
+pub(crate) mod invoke;
+pub(crate) mod knowledge;
+pub(crate) mod manage;
 pub mod mcp;
-pub mod module_tree;
-pub mod overrides;
-pub mod pins;
-pub mod request;
-pub mod runner;
-pub mod snapshot;
+pub(crate) mod module_tree;
+pub(crate) mod overrides;
+pub(crate) mod pins;
+pub(crate) mod request;
+pub(crate) mod runner;
+pub(crate) mod snapshot;
 pub mod tools;
-pub mod validate;
+pub(crate) mod validate;
+
+/// The `modhost` command line; `src/main.rs` is `modhost::cli::main()`.
+#[cfg(feature = "cli")]
+pub mod cli;
+
+/// Not API: what the benches and the fuzz targets drive directly, behind the
+/// non-default `internals` feature. Hidden from the docs; any release may
+/// change it.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    /// The MCP server's line framing and decoding (`fuzz_targets/mcp_lines.rs`).
+    pub mod line {
+        pub use crate::mcp::line::{Decoded, Framed, LineFramer, decode};
+    }
+    #[cfg(feature = "wasm")]
+    pub use crate::runner::wasm::{LoadOrigin, WasmEngine};
+    pub use crate::runner::{Call, CallLimits};
+}
+
+// The CLI was a client of this crate from the outside and names it
+// `modhost::...`; inside the crate that path is this crate.
+#[cfg(feature = "cli")]
+extern crate self as modhost;
 
 #[cfg(test)]
 mod test_modules;
 
-pub use config::Config;
 pub use discovery::{InstalledModule, ModuleError, ModuleStatus};
-pub use home::HomeLayout;
 pub use host::{Host, HostError, HostOptions};
 pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
 pub use manage::{InstallReport, InstallRequest, RemoveReport};

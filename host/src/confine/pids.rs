@@ -35,6 +35,7 @@ use std::sync::OnceLock;
 /// The cgroup a root host's modules join.
 #[derive(Debug)]
 pub struct PidsCgroup {
+    #[expect(dead_code, reason = "where the cgroup is, shown by Debug")]
     path: PathBuf,
     /// `cgroup.procs`, opened for writing, close-on-exec.
     procs: OwnedFd,
@@ -62,10 +63,6 @@ impl PidsCgroup {
         Ok(())
     }
 
-    /// Where the cgroup is.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// The host's modules' cgroup, created once; `Err` says why there is none.

@@ -55,12 +55,12 @@ use serde_json::Value;
 use crate::approval::{ApprovedBy, Verdict};
 use crate::tools::{CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, export};
 
-pub mod elicitation;
-pub mod line;
+pub(crate) mod elicitation;
+pub(crate) mod line;
 mod list_changes;
-pub mod protocol;
-pub mod revision;
-pub mod roots;
+pub(crate) mod protocol;
+pub(crate) mod revision;
+pub(crate) mod roots;
 mod server;
 #[cfg(test)]
 mod test_client;
@@ -69,7 +69,7 @@ mod tests_attacks;
 #[cfg(test)]
 mod tests_eras;
 
-pub use server::{MAX_CONCURRENT_CALLS, OUTBOX_LINES, PROGRESS_REPORTS, serve};
+pub use server::serve;
 
 /// What the server needs from the host: the tool list and a way to call one.
 pub trait Backend: Send + Sync + 'static {

@@ -57,7 +57,6 @@ pub mod warm;
 
 use group::Group;
 
-pub use environment::is_allowed_env;
 pub use warm::WarmPool;
 
 pub use super::framing::REQUEST_ID;

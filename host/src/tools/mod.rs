@@ -33,14 +33,18 @@ use crate::grants;
 use crate::home::HomeLayout;
 use crate::overrides::{self, CapabilityOverride};
 
-pub mod description;
-pub mod execute;
-pub mod export;
-pub mod host_invoker;
-pub mod knowledge_tool;
-pub mod live;
-pub mod spill;
-pub mod target;
+pub(crate) mod description;
+pub(crate) mod execute;
+// The provider formats: the MCP server uses the MCP one, the rest are for
+// `modhost tools --format`.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+pub(crate) mod export;
+pub(crate) mod host_invoker;
+pub(crate) mod knowledge_tool;
+pub(crate) mod live;
+pub(crate) mod spill;
+#[cfg(feature = "cli")]
+pub(crate) mod target;
 
 pub use execute::{
     InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
