@@ -25,7 +25,7 @@
 //!   file's stem), never the id its descriptor claims; a descriptor claiming
 //!   another id makes the module broken (`id_mismatch`).
 //! - **What runs is the approved snapshot.** A module's digest covers its
-//!   whole tree ([`crate::module_tree`]). Under `pins = "enforce"` and
+//!   whole tree (`crate::module_tree`). Under `pins = "enforce"` and
 //!   `"warn"`, a pinned module whose tree still has its pinned digest runs
 //!   from its snapshot ([`crate::snapshot`]): [`InstalledModule::program`] is
 //!   the snapshot's entry file, for describe and for every call, so nothing
@@ -104,10 +104,10 @@ impl ModuleStatus {
 /// Why a module is broken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModuleError {
-    /// Machine-readable: a [`RunError::kind`] (`timeout`, `crashed`,
+    /// Machine-readable: a `RunError::kind` (`timeout`, `crashed`,
     /// `bad_response`, ...) or one of `describe_failed`, `bad_descriptor`,
     /// `id_mismatch`, `duplicate_id`, `no_executable`, `ambiguous_executable`,
-    /// `missing`, `contract_refused`, `nonconforming` (see [`crate::contract`]).
+    /// `missing`, `contract_refused`, `nonconforming` (see `crate::contract`).
     pub kind: String,
     pub message: String,
 }
@@ -135,7 +135,7 @@ pub struct InstalledModule {
     pub disabled: bool,
     pub descriptor: Option<Arc<Descriptor>>,
     /// The tree digest (blake3, hex) of the module's files, when they could
-    /// be read ([`crate::module_tree`]).
+    /// be read (`crate::module_tree`).
     pub digest: Option<String>,
     /// The tree's state when `digest` was taken (or vouched for by the
     /// describe cache): what [`InstalledModule::still_holds_its_digest`]
@@ -151,7 +151,7 @@ pub struct InstalledModule {
     /// Which contract governs it (`unevaluated` without a descriptor).
     pub contract: ContractStanding,
     /// How it stands against `pins.json`; `None` when pins are off (or not
-    /// yet consulted: see [`apply_pins`]).
+    /// yet consulted: see `apply_pins`).
     pub pin: Option<PinStanding>,
 }
 

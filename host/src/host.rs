@@ -45,7 +45,7 @@ pub struct HostOptions {
     pub home: Option<PathBuf>,
     /// The workspace granted as the `workspace` root; `None` is the current
     /// directory, unless that is `/` or the user's home (`$HOME`): then no
-    /// workspace is granted ([`default_workspace`]).
+    /// workspace is granted (`default_workspace`).
     pub workspace: Option<PathBuf>,
 }
 
@@ -169,7 +169,7 @@ impl HostError {
 #[derive(Debug, Clone)]
 pub struct Host {
     layout: HomeLayout,
-    /// `None`: no workspace is granted (see [`default_workspace`]).
+    /// `None`: no workspace is granted (see `default_workspace`).
     workspace: Option<PathBuf>,
     config: Config,
     engines: Engines,
@@ -348,7 +348,7 @@ impl Host {
     }
 
     /// The grants one call of `capability` of `module` would get (or gets):
-    /// exactly what the capability's effects name ([`grants::authority`]),
+    /// exactly what the capability's effects name (`grants::authority`),
     /// source roots from the config, overridden by `source_roots`. With
     /// `create`, writable private directories are created; without, the
     /// disk is not touched.

@@ -1,6 +1,6 @@
 //! The `modhost` command line: one module per subcommand.
 //!
-//! Exit codes ([`EXIT_CODES`], printed by `modhost --help`): 0 ok, 1 the
+//! Exit codes (`EXIT_CODES`, printed by `modhost --help`): 0 ok, 1 the
 //! capability ran and failed (or `conformance` found an error), 2 anything
 //! refused or not done: a usage error (clap's own exit 2 too), a host
 //! error, and every refusal, whichever part of the host refused (an
@@ -9,10 +9,10 @@
 //! `tracing`, quiet by default (warnings), `-v` for info, `-vv` debug,
 //! `-vvv` trace; `RUST_LOG` overrides.
 //!
-//! Conventions: `--color auto|always|never` and `NO_COLOR` ([`color`]);
-//! `--format text|json` / `--json` on every report ([`output_format`]);
-//! read-only commands never create a home ([`require_home`]); an error's
-//! causes are printed once each ([`error_text`]).
+//! Conventions: `--color auto|always|never` and `NO_COLOR` (`color`);
+//! `--format text|json` / `--json` on every report (`output_format`);
+//! read-only commands never create a home (`require_home`); an error's
+//! causes are printed once each (`error_text`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -4,7 +4,7 @@
 //! Two transports share this contract: [`native`] (one OS process per call,
 //! its own process group) and `wasm` (one fresh component instance per call).
 //! Everything above this layer (discovery, invoke, conformance, tools) speaks
-//! only [`Exchange`] and [`RunError`], never a transport's details.
+//! only `Exchange` and [`RunError`], never a transport's details.
 //!
 //! The state a transport keeps across calls lives in [`Engines`], one per
 //! [`crate::Host`]: the wasm engine (compiled components, the epoch ticker),
@@ -68,7 +68,7 @@ impl Transport {
 }
 
 /// Where notifications go live while a call runs (an MCP server relays
-/// `progress` from here). They are also collected in [`Exchange`].
+/// `progress` from here). They are also collected in `Exchange`.
 pub type NotificationSink = tokio::sync::mpsc::UnboundedSender<Notification>;
 
 /// The default cap on one component call's linear memory (`[limits]

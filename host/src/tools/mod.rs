@@ -14,7 +14,7 @@
 //! - **Parameters are the module's input schema, unchanged**: the module owns
 //!   its domain; a host translation would be a second source of truth.
 //! - **Policy is decided here, applied at the surface.** Every tool carries its
-//!   approval [`Decision`]; `modhost tools` and `modhost mcp` leave out what is
+//!   approval `Decision`; `modhost tools` and `modhost mcp` leave out what is
 //!   denied, `modhost invoke` refuses it naming the rule.
 //! - Nothing here knows about a CLI, a terminal or MCP; the surfaces
 //!   (`cli::tools`, `cli::mcp`, [`crate::mcp`]) adapt [`ToolDef`]s and
@@ -72,7 +72,7 @@ pub struct ToolDef {
 }
 
 /// What a client may assume about a tool (MCP's tool annotations), derived
-/// from the capability's [`grants::Authority`] (what each call is granted)
+/// from the capability's `grants::Authority` (what each call is granted)
 /// and its declared network use, never from hints a module states itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Hints {
@@ -248,7 +248,7 @@ pub enum CallError {
 
 /// Registered tools plus what executing them needs: a fixed set
 /// ([`Toolbox::new`]), or the host's, following the operator's changes while
-/// it runs ([`open_live_toolbox`], see [`live`]).
+/// it runs ([`open_live_toolbox`], see `live`).
 #[derive(Debug)]
 pub struct Toolbox<I> {
     live: Arc<live::Live<I>>,
