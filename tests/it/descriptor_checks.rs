@@ -179,10 +179,7 @@ fn install_refuses_a_typo_in_an_honesty_declaration_and_installs_nothing() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     let run = home.run(&["install", &path.to_string_lossy()]);
     run.expect_code(2);
-    assert!(
-        run.stderr.contains("did you mean \"network\""),
-        "{run:#?}"
-    );
+    assert!(run.stderr.contains("did you mean \"network\""), "{run:#?}");
     assert!(!home.modules().join("sneaky").exists(), "{run:#?}");
     let pins = std::fs::read_to_string(home.path().join("pins.json")).unwrap_or_default();
     assert!(!pins.contains("sneaky"), "{pins}");

@@ -25,6 +25,7 @@ mod hostile;
 mod install;
 mod install_checks;
 mod interpreters;
+mod library_deps;
 mod mcp;
 mod mcp_attacks;
 mod mcp_client_setup;

@@ -105,7 +105,8 @@ fn client_home() -> ClientHome {
 /// and end with "all MCP client checks passed".
 fn drive(client: &str, program: &Path, script: &Path) {
     if !program.exists() {
-        let remedy = "install the clients with `tests/setup` (Python 3 with venv, and Node 20 with npm)";
+        let remedy =
+            "install the clients with `tests/setup` (Python 3 with venv, and Node 20 with npm)";
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!(
                 "CI: the {client} MCP client is missing ({} does not exist): .ci/run should have installed it; {remedy}",

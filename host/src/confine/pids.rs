@@ -62,7 +62,6 @@ impl PidsCgroup {
         }
         Ok(())
     }
-
 }
 
 /// The host's modules' cgroup, created once; `Err` says why there is none.

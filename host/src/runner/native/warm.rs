@@ -66,7 +66,10 @@ pub const MAX_SPECS: usize = 16;
 /// The most processes a pool keeps waiting (or starting) at once.
 #[cfg_attr(
     not(test),
-    expect(dead_code, reason = "the documented bound; the tests hold the pool to it")
+    expect(
+        dead_code,
+        reason = "the documented bound; the tests hold the pool to it"
+    )
 )]
 pub const MAX_WAITING: usize = DEPTH * MAX_SPECS;
 
