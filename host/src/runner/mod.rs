@@ -146,7 +146,7 @@ impl Engines {
             }
         }
         #[cfg(not(feature = "wasm"))]
-        let _ = components;
+        drop(components);
     }
 
     /// Kill and reap every process started ahead (a no-op for engines that
