@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use modhost::runner::wasm::WasmEngine;
-use modhost::runner::{Call, CallLimits};
+use modhost::internals::WasmEngine;
+use modhost::internals::{Call, CallLimits};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
@@ -200,7 +200,7 @@ fn main() {
         load_only.push(loading.elapsed());
         assert_eq!(
             component.origin(),
-            modhost::runner::wasm::LoadOrigin::DiskCache
+            modhost::internals::LoadOrigin::DiskCache
         );
         runtime
             .block_on(engine.run(&component, &call, None))

@@ -81,7 +81,7 @@ pub mod support;
 pub use error::ConfineError;
 pub use limits::{MAX_FILE_SIZE, PROCESS_MARGIN, ResourceLimits};
 pub use path_rule::{PathAccess, PathRule};
-pub use support::{ConfinementSupport, Enforcement, Part, PartSupport, probe};
+pub use support::probe;
 
 /// `confinement = ...` in `config.toml`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,13 +105,6 @@ impl ConfinementMode {
         }
     }
 }
-
-/// Whether a confined module is kept in its process group (a seccomp filter
-/// refuses `setsid` and `setpgid`; built for x86_64 and aarch64).
-pub const STAYS_IN_GROUP: bool = cfg!(all(
-    target_os = "linux",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-));
 
 /// System directories a native program is loaded from and reads (libraries,
 /// locale data, time zones, OpenSSL's `/usr/lib/ssl`): read, never execute.
@@ -329,6 +322,7 @@ impl Confinement {
     }
 
     /// Whether a landlock domain will be applied.
+    #[cfg(test)]
     pub fn is_landlocked(&self) -> bool {
         #[cfg(target_os = "linux")]
         return self.child.ruleset.is_some();

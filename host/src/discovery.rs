@@ -25,7 +25,7 @@
 //!   file's stem), never the id its descriptor claims; a descriptor claiming
 //!   another id makes the module broken (`id_mismatch`).
 //! - **What runs is the approved snapshot.** A module's digest covers its
-//!   whole tree ([`crate::module_tree`]). Under `pins = "enforce"` and
+//!   whole tree (`crate::module_tree`). Under `pins = "enforce"` and
 //!   `"warn"`, a pinned module whose tree still has its pinned digest runs
 //!   from its snapshot ([`crate::snapshot`]): [`InstalledModule::program`] is
 //!   the snapshot's entry file, for describe and for every call, so nothing
@@ -124,7 +124,7 @@ pub struct InstalledModule {
     pub disabled: bool,
     pub descriptor: Option<Arc<Descriptor>>,
     /// The tree digest (blake3, hex) of the module's files, when they could
-    /// be read ([`crate::module_tree`]).
+    /// be read (`crate::module_tree`).
     pub digest: Option<String>,
     /// The tree's state when `digest` was taken (or vouched for by the
     /// describe cache): what [`InstalledModule::still_holds_its_digest`]
@@ -140,7 +140,7 @@ pub struct InstalledModule {
     /// Which contract governs it (`unevaluated` without a descriptor).
     pub contract: ContractStanding,
     /// How it stands against `pins.json`; `None` when pins are off (or not
-    /// yet consulted: see [`apply_pins`]).
+    /// yet consulted: see `apply_pins`).
     pub pin: Option<PinStanding>,
 }
 

@@ -396,6 +396,7 @@ pub fn check_source_root_names<'a>(
 /// Check that every name in `names` is a source root at least one of
 /// `modules` (id and descriptor) declares: for commands that serve every
 /// module (`tools`, `mcp`).
+#[cfg(feature = "cli")]
 pub fn check_source_root_names_any<'a, 'd>(
     modules: impl IntoIterator<Item = (&'d str, &'d Descriptor)>,
     names: impl IntoIterator<Item = &'a String>,

@@ -46,7 +46,7 @@ pub struct HostOptions {
     pub home: Option<PathBuf>,
     /// The workspace granted as the `workspace` root; `None` is the current
     /// directory, unless that is `/` or the user's home (`$HOME`): then no
-    /// workspace is granted ([`default_workspace`]).
+    /// workspace is granted (`default_workspace`).
     pub workspace: Option<PathBuf>,
 }
 
@@ -87,7 +87,7 @@ pub(crate) fn check_workspace(dir: &Path) -> Result<PathBuf, HostError> {
 #[derive(Debug, Clone)]
 pub struct Host {
     layout: HomeLayout,
-    /// `None`: no workspace is granted (see [`default_workspace`]).
+    /// `None`: no workspace is granted (see `default_workspace`).
     workspace: Option<PathBuf>,
     config: Config,
     engines: Engines,
@@ -266,7 +266,7 @@ impl Host {
     }
 
     /// The grants one call of `capability` of `module` would get (or gets):
-    /// exactly what the capability's effects name ([`grants::authority`]),
+    /// exactly what the capability's effects name (`grants::authority`),
     /// source roots from the config, overridden by `source_roots`. With
     /// `create`, writable private directories are created; without, the
     /// disk is not touched.

@@ -6,7 +6,7 @@
 //!    accepted ([`crate::contract`]: the version pin, and for contract 2 the
 //!    no-weakening verdict), and, under `pins = "enforce"`, pinned with
 //!    unchanged bytes and descriptor ([`crate::pins`]);
-//! 2. place the caller's arguments ([`crate::request`]) and validate `input`
+//! 2. place the caller's arguments (`crate::request`) and validate `input`
 //!    against `input_schema`, listing every violation;
 //! 3. decide the grants for this call ([`crate::grants`]): exactly the roots
 //!    and binaries the capability names in its effects; a source root that
@@ -49,7 +49,7 @@ pub struct InvokeRequest {
     /// Capability id (`files.search`); a short form (`search`) is accepted
     /// when `<module>.<short>` names a capability.
     pub capability: String,
-    /// The caller's arguments (see [`crate::request`] for placement).
+    /// The caller's arguments (see `crate::request` for placement).
     pub args: serde_json::Value,
     /// Source roots for this call; they win over `[source_roots]`.
     pub source_roots: BTreeMap<String, PathBuf>,
@@ -63,7 +63,7 @@ pub struct InvokeRequest {
     /// Whether this call may be served by a process started ahead, and
     /// leave the next ones started (in a host that keeps processes warm).
     /// Set only by a caller that evaluated the approval policy and got
-    /// `allow` ([`crate::approval::Decision::allows_starting_ahead`]); the
+    /// `allow` (`crate::approval::Decision::allows_starting_ahead`); the
     /// default, false, starts the process cold, after approval.
     pub start_ahead: bool,
     /// Receives `progress`/`log` notifications live.

@@ -5,65 +5,133 @@
 //! # Library API
 //!
 //! Everything starts from [`Host`]: open a home, [`Host::discover`] the
-//! installed modules, [`Host::invoke`] a capability.
+//! installed modules, [`Host::invoke`] a capability; for an agent,
+//! [`tools::open_toolbox`] turns the enabled capabilities into tools. The
+//! MCP server ([`mcp::serve_stdio`]) is a client of the same API. Every other
+//! module of this crate is private, so that changing the host's insides never
+//! breaks a library user.
 //!
-//! ```no_run
-//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
-//! use modhost::{Host, HostOptions, InvokeRequest};
+//! This example writes a one-capability module (a shell script speaking the
+//! protocol) into a fresh home and drives it as a library user would:
 //!
-//! let host = Host::open(HostOptions { home: Some("/tmp/home".into()), workspace: None })?;
-//! let modules = host.discover().await; // Vec<InstalledModule>, broken ones included
-//! let mut request = InvokeRequest::new("files", "files.read", serde_json::json!({"path": "README.md"}));
-//! request.deadline = Some(std::time::Duration::from_secs(5));
-//! match host.invoke(request).await {
-//!     Ok(outcome) => println!("{}", outcome.result.output),
-//!     Err(e) => eprintln!("{}: {} ({})", e.kind(), e, e.remedy()),
-//! }
-//! # Ok(()) }
+//! ```
+//! # #[cfg(unix)]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::os::unix::fs::PermissionsExt;
+//! use modhost::{Host, HostOptions, InvokeRequest, ModuleStatus};
+//!
+//! let home = tempfile::tempdir()?;
+//! let describe = r#"{"jsonrpc":"2.0","id":1,"result":{"id":"hello","version":"1.0.0","capabilities":[{"id":"hello.greet","description":"Say hello.","input_schema":{"type":"object"},"output_schema":{"type":"object"}}]}}"#;
+//! let greet = r#"{"jsonrpc":"2.0","id":1,"result":{"output":{"greeting":"hello"}}}"#;
+//! let script = format!(
+//!     "#!/bin/sh\nread line\ncase \"$line\" in\n  *'\"method\":\"describe\"'*) printf '%s\\n' '{describe}' ;;\n  *) printf '%s\\n' '{greet}' ;;\nesac\n"
+//! );
+//! let entry = home.path().join("modules/hello/hello");
+//! std::fs::create_dir_all(entry.parent().unwrap())?;
+//! std::fs::write(&entry, script)?;
+//! std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755))?;
+//!
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! runtime.block_on(async {
+//!     let host = Host::open(HostOptions { home: Some(home.path().into()), workspace: None })?;
+//!     // The operator approves these bytes (pins are enforced by default).
+//!     host.pin("hello").await?;
+//!     let modules = host.discover().await; // broken ones included, with the reason
+//!     assert_eq!(modules.len(), 1);
+//!     assert!(matches!(modules[0].status, ModuleStatus::Enabled), "{:?}", modules[0].error);
+//!
+//!     let mut request = InvokeRequest::new("hello", "hello.greet", serde_json::json!({}));
+//!     request.deadline = Some(std::time::Duration::from_secs(10));
+//!     match host.invoke(request).await {
+//!         Ok(outcome) => assert_eq!(outcome.result.output["greeting"], "hello"),
+//!         Err(e) => panic!("{}: {e} ({})", e.kind(), e.remedy()),
+//!     }
+//!
+//!     let toolbox = modhost::tools::open_toolbox(&host).await?;
+//!     let tools = toolbox.tools();
+//!     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+//!     assert_eq!(names, ["hello__hello_greet"]); // module, then capability
+//!     Ok(())
+//! })
+//! # }
+//! # #[cfg(not(unix))]
+//! # fn main() {}
 //! ```
 //!
-//! Layers, bottom up: [`runner`] (one call over a transport: native process
-//! or component), [`discovery`] with its [`describe_cache`], [`grants`]
-//! (roots per call), [`request`] and [`validate`] (building and checking a
-//! call), [`artifacts`], then [`host`], [`invoke`] and [`manage`], which
-//! compose them. The CLI lives in the binary (`src/cli/`).
+//! # Why the command line is a feature of this crate
+//!
+//! The `modhost` binary is [`cli::main`], behind the default `cli` feature,
+//! and `src/main.rs` only calls it. A library user who turns default
+//! features off (`default-features = false, features = ["wasm"]`) builds no
+//! clap, clap_complete, anyhow or tracing-subscriber. A separate binary crate
+//! would do the same, but the CLI uses the host's internals (confinement
+//! reports, the conformance caller, the policy gate), which it would need
+//! public; inside the crate they stay private, and `cargo build -p modhost`
+//! still builds `./target/debug/modhost`.
+//!
+//! Features: `wasm` (default) runs WebAssembly components; `cli` (default)
+//! the command; `internals` is **not API**: a hidden module for the benches
+//! and fuzz targets, which any release may change.
 
-pub mod approval;
-pub mod artifacts;
-pub mod atomic_file;
-pub mod config;
-pub mod confine;
-pub mod conformance_caller;
-pub mod contract;
-pub mod describe_cache;
-pub mod discovery;
-mod error;
-pub mod file_identity;
-pub mod grants;
-pub mod home;
-pub mod home_lock;
-pub mod host;
-pub mod install;
-pub mod invoke;
-pub mod knowledge;
-pub mod manage;
+pub(crate) mod approval;
+pub(crate) mod artifacts;
+pub(crate) mod atomic_file;
+pub(crate) mod config;
+pub(crate) mod confine;
+#[cfg(feature = "cli")]
+pub(crate) mod conformance_caller;
+pub(crate) mod contract;
+pub(crate) mod describe_cache;
+pub(crate) mod discovery;
+pub(crate) mod error;
+pub(crate) mod file_identity;
+pub(crate) mod grants;
+pub(crate) mod home;
+pub(crate) mod home_lock;
+pub(crate) mod host;
+pub(crate) mod install;
+pub(crate) mod invoke;
+pub(crate) mod knowledge;
+pub(crate) mod manage;
 pub mod mcp;
-mod module_error;
-pub mod module_tree;
-pub mod overrides;
-pub mod pins;
-pub mod request;
-pub mod runner;
-pub mod snapshot;
+pub(crate) mod module_error;
+pub(crate) mod module_tree;
+pub(crate) mod overrides;
+pub(crate) mod pins;
+pub(crate) mod request;
+pub(crate) mod runner;
+pub(crate) mod snapshot;
 pub mod tools;
-pub mod validate;
+pub(crate) mod validate;
+
+/// The `modhost` command line; `src/main.rs` is `modhost::cli::main()`.
+#[cfg(feature = "cli")]
+pub mod cli;
+
+/// Not API: what the benches and the fuzz targets drive directly, behind the
+/// non-default `internals` feature. Hidden from the docs; any release may
+/// change it.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    /// The MCP server's line framing and decoding (`fuzz_targets/mcp_lines.rs`).
+    pub mod line {
+        pub use crate::mcp::line::{Decoded, Framed, LineFramer, decode};
+    }
+    #[cfg(feature = "wasm")]
+    pub use crate::runner::wasm::{LoadOrigin, WasmEngine};
+    pub use crate::runner::{Call, CallLimits};
+}
+
+// The CLI was a client of this crate from the outside and names it
+// `modhost::...`; inside the crate that path is this crate.
+#[cfg(feature = "cli")]
+extern crate self as modhost;
 
 #[cfg(test)]
 mod test_modules;
 
-pub use config::Config;
 pub use discovery::{InstalledModule, ModuleError, ModuleStatus};
-pub use home::HomeLayout;
 pub use host::{Host, HostError, HostOptions};
 pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
 pub use manage::{InstallReport, InstallRequest, RemoveReport};

@@ -1,7 +1,6 @@
-//! The `modhost` command. Everything happens in [`cli`].
-
-mod cli;
+//! The `modhost` command: all of it is [`modhost::cli`], behind the default
+//! `cli` feature (see the library's documentation for why).
 
 fn main() -> std::process::ExitCode {
-    cli::main()
+    modhost::cli::main()
 }

@@ -229,10 +229,6 @@ impl Pins {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     pub fn get(&self, module: &str) -> Option<&PinRecord> {
         self.file.modules.get(module)
     }

@@ -27,6 +27,7 @@ mod import_cycles;
 mod install;
 mod install_checks;
 mod interpreters;
+mod library_deps;
 mod mcp;
 mod mcp_attacks;
 mod mcp_client_setup;

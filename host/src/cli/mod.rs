@@ -1,6 +1,6 @@
 //! The `modhost` command line: one module per subcommand.
 //!
-//! Exit codes ([`EXIT_CODES`], printed by `modhost --help`): 0 ok, 1 the
+//! Exit codes (`EXIT_CODES`, printed by `modhost --help`): 0 ok, 1 the
 //! capability ran and failed (or `conformance` found an error), 2 anything
 //! refused or not done: a usage error (clap's own exit 2 too), a host
 //! error, and every refusal, whichever part of the host refused (an
@@ -9,10 +9,10 @@
 //! `tracing`, quiet by default (warnings), `-v` for info, `-vv` debug,
 //! `-vvv` trace; `RUST_LOG` overrides.
 //!
-//! Conventions: `--color auto|always|never` and `NO_COLOR` ([`color`]);
-//! `--format text|json` / `--json` on every report ([`output_format`]);
-//! read-only commands never create a home ([`require_home`]); an error's
-//! causes are printed once each ([`error_text`]).
+//! Conventions: `--color auto|always|never` and `NO_COLOR` (`color`);
+//! `--format text|json` / `--json` on every report (`output_format`);
+//! read-only commands never create a home (`require_home`); an error's
+//! causes are printed once each (`error_text`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -43,14 +43,14 @@ mod status_line;
 mod tools;
 
 /// Exit code: the invoked capability failed.
-pub const EXIT_FAILED: u8 = 1;
+pub(crate) const EXIT_FAILED: u8 = 1;
 /// Exit code: usage or host error.
-pub const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit code: the host refused (the same code as a usage error: in either
 /// case nothing ran).
-pub const EXIT_REFUSED: u8 = EXIT_USAGE;
+pub(crate) const EXIT_REFUSED: u8 = EXIT_USAGE;
 /// The exit codes, as `modhost --help` shows them.
-pub const EXIT_CODES: &str = "Exit codes:
+pub(crate) const EXIT_CODES: &str = "Exit codes:
   0  success
   1  the capability ran and failed (invoke), or the module does not conform (conformance)
   2  refused or not done: usage error, host error, or any refusal (approval, a broken,
@@ -67,7 +67,7 @@ Home: read-only commands (list, describe, tools, knowledge, doctor, mcp) never c
 #[derive(Debug, Parser)]
 #[command(name = "modhost", version, about = "A plugin host for AI agents")]
 #[command(after_help = format!("{CONVENTIONS}\n\n{EXIT_CODES}"))]
-pub struct Cli {
+pub(crate) struct Cli {
     /// The host home (default: $MODHOST_HOME, else the XDG data dir).
     #[arg(long, global = true, value_name = "DIR")]
     home: Option<PathBuf>,
@@ -143,6 +143,7 @@ impl Command {
     }
 }
 
+/// Run the `modhost` command on this process's arguments (see `modhost --help`).
 pub fn main() -> ExitCode {
     // The colour decision comes first, so clap's own help and errors follow it.
     let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -275,7 +276,7 @@ fn init_logging(verbose: u8, ansi: bool) {
 
 /// Print `value` as pretty JSON on stdout (a closed pipe ends the command
 /// quietly, see [`stdout`]).
-pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     outln!("{text}");
     Ok(())

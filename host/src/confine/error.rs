@@ -15,6 +15,7 @@ pub enum ConfineError {
 
 impl ConfineError {
     /// The machine-readable kind.
+    #[cfg(test)]
     pub fn kind(&self) -> modproto::HostErrorKind {
         match self {
             ConfineError::Unconfined { .. } => modproto::HostErrorKind::Unconfined,
@@ -23,6 +24,7 @@ impl ConfineError {
     }
 
     /// What the operator can do about it.
+    #[cfg(test)]
     pub fn remedy(&self) -> String {
         match self {
             ConfineError::Unconfined { remedy, .. } => remedy.clone(),

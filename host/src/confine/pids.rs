@@ -35,6 +35,7 @@ use std::sync::OnceLock;
 /// The cgroup a root host's modules join.
 #[derive(Debug)]
 pub struct PidsCgroup {
+    #[expect(dead_code, reason = "where the cgroup is, shown by Debug")]
     path: PathBuf,
     /// `cgroup.procs`, opened for writing, close-on-exec.
     procs: OwnedFd,
@@ -60,11 +61,6 @@ impl PidsCgroup {
                 .unwrap_or(libc::EIO));
         }
         Ok(())
-    }
-
-    /// Where the cgroup is.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 

@@ -351,6 +351,7 @@ impl ConfinementSupport {
     }
 
     /// Every part, enforced or not.
+    #[cfg(any(test, feature = "cli"))]
     pub fn parts(&self) -> Vec<PartSupport> {
         Part::ALL.into_iter().map(|p| self.part(p)).collect()
     }
@@ -365,6 +366,7 @@ impl ConfinementSupport {
     }
 
     /// One line for `doctor`.
+    #[cfg(any(test, feature = "cli"))]
     pub fn summary(&self) -> String {
         let parts = self.parts();
         let (enforced, not): (Vec<_>, Vec<_>) = parts.iter().partition(|p| p.enforced);

@@ -11,10 +11,10 @@ pub mod digest;
 pub mod folder;
 pub mod locate;
 
-pub use archive::{ArchiveError, ArchiveFormat, ArchiveLimits, extract};
+pub use archive::{ArchiveFormat, ArchiveLimits, extract};
 pub use digest::{DigestError, sha256_file, verify_sha256};
-pub use folder::{FolderError, copy_folder};
-pub use locate::{LocateError, locate_module};
+pub use folder::copy_folder;
+pub use locate::locate_module;
 
 /// Names a module may not take: the host's own, and the folders of its home
 /// (a module named `state` would read as the state folder in every listing).

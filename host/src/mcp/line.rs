@@ -77,6 +77,7 @@ impl LineFramer {
     }
 
     /// How many bytes are held for the line being read (never over the cap).
+    #[cfg(feature = "internals")]
     pub fn held_bytes(&self) -> usize {
         self.held.len()
     }

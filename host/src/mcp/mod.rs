@@ -14,9 +14,9 @@
 //!   and the native runner kills the module's process group on drop; the
 //!   cancelled request gets no response, as the spec asks.
 //! - **Bounded everywhere.** A client line is at most 4 MiB
-//!   ([`line::MAX_LINE_BYTES`]) and a longer one is skipped without being
+//!   (`line::MAX_LINE_BYTES`) and a longer one is skipped without being
 //!   held; invalid UTF-8 is one bad line (-32700); at most
-//!   [`MAX_CONCURRENT_CALLS`] calls run at once (beyond, a call is refused
+//!   `MAX_CONCURRENT_CALLS` calls run at once (beyond, a call is refused
 //!   with an `isError` result); the outbox and each call's progress channel
 //!   have fixed capacities. Blocking work (a native module's cold start, a
 //!   component's execution) runs off the runtime threads in the runner, so
@@ -55,12 +55,12 @@ use crate::approval::{ApprovedBy, Verdict};
 use crate::tools::{CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, export};
 
 mod backend;
-pub mod elicitation;
-pub mod line;
+pub(crate) mod elicitation;
+pub(crate) mod line;
 mod list_changes;
-pub mod protocol;
-pub mod revision;
-pub mod roots;
+pub(crate) mod protocol;
+pub(crate) mod revision;
+pub(crate) mod roots;
 mod server;
 #[cfg(test)]
 mod test_client;
@@ -70,7 +70,7 @@ mod tests_attacks;
 mod tests_eras;
 
 pub use backend::Backend;
-pub use server::{MAX_CONCURRENT_CALLS, OUTBOX_LINES, PROGRESS_REPORTS, serve};
+pub use server::serve;
 
 /// The host's tools as an MCP backend.
 #[derive(Debug)]

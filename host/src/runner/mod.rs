@@ -4,7 +4,7 @@
 //! Two transports share this contract: [`native`] (one OS process per call,
 //! its own process group) and `wasm` (one fresh component instance per call).
 //! Everything above this layer (discovery, invoke, conformance, tools) speaks
-//! only [`Exchange`] and [`RunError`], never a transport's details.
+//! only `Exchange` and [`RunError`], never a transport's details.
 //!
 //! The state a transport keeps across calls lives in [`Engines`], one per
 //! [`crate::Host`]: the wasm engine (compiled components, the epoch ticker),
@@ -143,7 +143,7 @@ impl Engines {
             }
         }
         #[cfg(not(feature = "wasm"))]
-        let _ = components;
+        drop(components);
     }
 
     /// Kill and reap every process started ahead (a no-op for engines that

@@ -3,7 +3,7 @@
 //! Lifecycle of a call:
 //!
 //! 1. Spawn the executable ([`spawn`]) in its own process group, confined,
-//!    with a cleared environment (only [`is_allowed_env`] passes: PATH, LANG,
+//!    with a cleared environment (only [`environment::is_allowed_env`] passes: PATH, LANG,
 //!    LC_*, TZ and the host's own `MODHOST_*`; never the caller's secrets),
 //!    working directory the module's folder; or take the process a
 //!    long-running host started ahead for this call ([`warm`]).
@@ -59,7 +59,6 @@ mod warm_tests;
 use group::Group;
 use process::{ExitReceiver, TailBuffer, start};
 
-pub use environment::is_allowed_env;
 pub use process::{SpawnSpec, Started};
 pub use warm::WarmPool;
 
@@ -735,7 +734,7 @@ sleep 30",
     #[test]
     fn env_allowlist() {
         for ok in ["PATH", "LANG", "LC_ALL", "TZ", "MODHOST_HOME"] {
-            assert!(is_allowed_env(ok), "{ok}");
+            assert!(environment::is_allowed_env(ok), "{ok}");
         }
         for no in [
             "HOME",
@@ -744,7 +743,7 @@ sleep 30",
             "LD_PRELOAD",
             "USER",
         ] {
-            assert!(!is_allowed_env(no), "{no}");
+            assert!(!environment::is_allowed_env(no), "{no}");
         }
     }
 

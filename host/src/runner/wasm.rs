@@ -35,7 +35,9 @@
 //!   warning.
 
 mod cache;
-pub use cache::{CompileWatcher, watch_compiles};
+pub use cache::CompileWatcher;
+#[cfg(feature = "cli")]
+pub use cache::watch_compiles;
 mod known_digests;
 mod pool;
 mod stdio;

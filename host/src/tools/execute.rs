@@ -60,7 +60,7 @@ pub struct InvokeCall {
     /// needed no approval (the default allowed it).
     pub approval: Option<Approval>,
     /// Whether processes may be started ahead for calls of this tool: its
-    /// verdict is `allow` ([`crate::approval::Decision::allows_starting_ahead`]).
+    /// verdict is `allow` (`crate::approval::Decision::allows_starting_ahead`).
     pub start_ahead: bool,
     pub progress: Option<ProgressSink>,
     /// The workspace for this call instead of the host's (an MCP client's root).

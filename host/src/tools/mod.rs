@@ -14,7 +14,7 @@
 //! - **Parameters are the module's input schema, unchanged**: the module owns
 //!   its domain; a host translation would be a second source of truth.
 //! - **Policy is decided here, applied at the surface.** Every tool carries its
-//!   approval [`Decision`]; `modhost tools` and `modhost mcp` leave out what is
+//!   approval `Decision`; `modhost tools` and `modhost mcp` leave out what is
 //!   denied, `modhost invoke` refuses it naming the rule.
 //! - Nothing here knows about a CLI, a terminal or MCP; the surfaces
 //!   (`cli::tools`, `cli::mcp`, [`crate::mcp`]) adapt [`ToolDef`]s and
@@ -31,16 +31,20 @@ use crate::home::HomeLayout;
 use crate::overrides::CapabilityOverride;
 
 mod call_error;
-pub mod description;
-pub mod execute;
-pub mod export;
-pub mod host_invoker;
-pub mod knowledge_tool;
-pub mod live;
+pub(crate) mod description;
+pub(crate) mod execute;
+// The provider formats: the MCP server uses the MCP one, the rest are for
+// `modhost tools --format`.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+pub(crate) mod export;
+pub(crate) mod host_invoker;
+pub(crate) mod knowledge_tool;
+pub(crate) mod live;
 mod loaded;
 mod registry;
-pub mod spill;
-pub mod target;
+pub(crate) mod spill;
+#[cfg(feature = "cli")]
+pub(crate) mod target;
 mod tool_def;
 mod withdrawn;
 
@@ -57,7 +61,7 @@ pub use tool_def::{Hints, ModuleEntry, ToolDef};
 
 /// Registered tools plus what executing them needs: a fixed set
 /// ([`Toolbox::new`]), or the host's, following the operator's changes while
-/// it runs ([`open_live_toolbox`], see [`live`]).
+/// it runs ([`open_live_toolbox`], see `live`).
 #[derive(Debug)]
 pub struct Toolbox<I> {
     live: Arc<live::Live<I>>,

@@ -16,7 +16,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use modhost::mcp::line::{Decoded, Framed, LineFramer, decode};
+use modhost::internals::line::{Decoded, Framed, LineFramer, decode};
 use modproto::Id;
 
 fuzz_target!(|data: &[u8]| {

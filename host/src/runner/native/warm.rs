@@ -64,6 +64,13 @@ pub const DEPTH: usize = 2;
 pub const MAX_SPECS: usize = 16;
 
 /// The most processes a pool keeps waiting (or starting) at once.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "the documented bound; the tests hold the pool to it"
+    )
+)]
 pub const MAX_WAITING: usize = DEPTH * MAX_SPECS;
 
 /// How long a spec's processes wait for its next call before they are
@@ -195,6 +202,7 @@ impl WarmPool {
     }
 
     /// How many processes are waiting or starting, over all specs.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.shared
             .lock_waiting()
@@ -204,6 +212,7 @@ impl WarmPool {
             .sum()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
