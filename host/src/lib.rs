@@ -123,11 +123,6 @@ pub mod internals {
     pub use crate::runner::{Call, CallLimits};
 }
 
-// The CLI was a client of this crate from the outside and names it
-// `modhost::...`; inside the crate that path is this crate.
-#[cfg(feature = "cli")]
-extern crate self as modhost;
-
 #[cfg(test)]
 mod test_modules;
 

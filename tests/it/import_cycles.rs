@@ -23,8 +23,6 @@
 //!   module that re-exports its children's API does not depend on them by
 //!   doing so. It is an edge when the file itself also uses the name.
 //! - Comments and string literals are ignored.
-//! - One exception, [`ALLOWED_UNTIL_THE_CLI_MOVES`], is reported and does
-//!   not fail.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -57,19 +55,10 @@ type Tree = BTreeMap<Vec<String>, FileModule>;
 /// imported name (`None` for a glob), whether it is a `pub use`.
 type UseFound = (Vec<String>, Vec<String>, Option<String>, bool);
 
-/// The one exception: a cycle whose files all lie in this folder is
-/// reported but does not fail the test. The subcommands of `host/src/cli`
-/// import their parent's helpers (`print_json`, the exit codes) while the
-/// parent dispatches to them; they are untangled when the CLI moves behind
-/// its cargo feature, and this entry is removed then. A cycle that reaches
-/// one file outside the folder is not covered.
-const ALLOWED_UNTIL_THE_CLI_MOVES: &str = "host/src/cli/";
-
 #[test]
 fn no_crate_has_an_import_cycle_between_its_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let mut report = String::new();
-    let mut allowed = String::new();
     for tree in crate_trees(root) {
         for cycle in cycles(&tree) {
             let shown = |m: &Vec<String>| {
@@ -80,15 +69,7 @@ fn no_crate_has_an_import_cycle_between_its_files() {
                     .display()
                     .to_string()
             };
-            let out = if cycle
-                .iter()
-                .all(|m| shown(m).starts_with(ALLOWED_UNTIL_THE_CLI_MOVES))
-            {
-                &mut allowed
-            } else {
-                &mut report
-            };
-            out.push_str(&format!(
+            report.push_str(&format!(
                 "{}\n",
                 cycle.iter().map(shown).collect::<Vec<_>>().join(", ")
             ));
@@ -98,7 +79,7 @@ fn no_crate_has_an_import_cycle_between_its_files() {
                         && &to != from
                         && cycle.contains(&to)
                     {
-                        out.push_str(&format!(
+                        report.push_str(&format!(
                             "    {} uses {} ({})\n",
                             shown(from),
                             shown(&to),
@@ -108,11 +89,6 @@ fn no_crate_has_an_import_cycle_between_its_files() {
                 }
             }
         }
-    }
-    if !allowed.is_empty() {
-        eprintln!(
-            "allowed until the CLI moves, files of {ALLOWED_UNTIL_THE_CLI_MOVES} that import each other:\n{allowed}"
-        );
     }
     assert!(
         report.is_empty(),

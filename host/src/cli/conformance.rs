@@ -14,7 +14,7 @@
 //! its roots preopened at `/roots/<name>`); examples get scratch `state` and `artifacts`
 //! roots, the workspace read-only, and the configured source roots and
 //! binaries, each invoke exactly what `modhost invoke` grants its capability
-//! (see `modhost::conformance_caller`). An example that fails with its
+//! (see `crate::conformance_caller`). An example that fails with its
 //! capability's grants but succeeds when also granted a declared root the
 //! capability does not name is reported (`battery.reads_unnamed_root`),
 //! with the root to name in `effects.reads`.
@@ -27,17 +27,17 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
-use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
-use modhost::confine::ConfinementMode;
-use modhost::conformance_caller::{
+use crate::confine::ConfinementMode;
+use crate::conformance_caller::{
     ConformanceRoots, NativeCaller, PlannedCaller, describe, unnamed_root_findings,
 };
-use modhost::{Host, Transport};
+use crate::{Host, Transport};
+use anyhow::Context;
+use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
 use modproto::Descriptor;
 use serde_json::json;
 
-use super::{EXIT_FAILED, EXIT_USAGE};
+use super::exit_code::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -98,7 +98,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         }
     };
     let overrides = args.source_roots.map();
-    let source_roots = modhost::grants::merge_source_roots(&host.config().source_roots, &overrides);
+    let source_roots = crate::grants::merge_source_roots(&host.config().source_roots, &overrides);
     let binaries = host.config().binaries.clone();
     let scratch_path = scratch.path().to_path_buf();
     let program_for_output = target.program.clone();
@@ -115,7 +115,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         };
         #[cfg(feature = "wasm")]
         if let Some(engine) = wasm_engine {
-            let caller = match modhost::conformance_caller::WasmCaller::new(
+            let caller = match crate::conformance_caller::WasmCaller::new(
                 &engine,
                 &target.program,
                 runtime,
@@ -156,7 +156,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     drop(scratch);
 
     if args.json {
-        super::print_json(&json!({
+        super::stdout::print_json(&json!({
             "module": verdict.module,
             "path": program_for_output,
             "conforms": verdict.conforms(),
@@ -192,7 +192,7 @@ fn fails_only_when_confined(
     NativeCaller::new(&target.program, ConfinementMode::Off)
         .describe(timeout)
         .ok()?;
-    let denial = modhost::confine::denial::permission_denial(problem);
+    let denial = crate::confine::denial::permission_denial(problem);
     let denied = match denial.as_ref().and_then(|d| d.path.as_deref()) {
         Some(path) => format!("; denied: {path}"),
         None => String::new(),
@@ -217,7 +217,7 @@ fn check_source_roots(
     descriptor: &Descriptor,
     overrides: &std::collections::BTreeMap<String, PathBuf>,
 ) -> anyhow::Result<()> {
-    modhost::grants::check_source_root_names(&descriptor.id, descriptor, overrides.keys())?;
+    crate::grants::check_source_root_names(&descriptor.id, descriptor, overrides.keys())?;
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use modhost::Host;
+use crate::Host;
 use serde_json::json;
 
 use super::source_roots::parse_source_root;
@@ -51,7 +51,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     // operator should see them here, not only when an agent asks.
     if let Some(descriptor) = &module.descriptor {
         host_warnings.extend(
-            modhost::knowledge::check(descriptor, module.knowledge_dir())
+            crate::knowledge::check(descriptor, module.knowledge_dir())
                 .into_iter()
                 .map(|w| format!("knowledge: {w}")),
         );
@@ -84,7 +84,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         value["descriptor"] = json!(module.descriptor.as_deref());
         value["grants"] = json!(grants);
         value["missing_roots"] = json!(missing);
-        super::print_json(&value)?;
+        super::stdout::print_json(&value)?;
         return Ok(ExitCode::SUCCESS);
     }
 

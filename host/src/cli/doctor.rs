@@ -4,10 +4,10 @@
 
 use std::process::ExitCode;
 
-use modhost::confine::{self, ConfinementMode};
-use modhost::discovery::ModuleStatus;
-use modhost::home::HomeLayout;
-use modhost::{Host, HostOptions};
+use crate::confine::{self, ConfinementMode};
+use crate::discovery::ModuleStatus;
+use crate::home::HomeLayout;
+use crate::{Host, HostOptions};
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]
@@ -65,14 +65,14 @@ pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> 
         }),
     };
     if args.output.is_json() {
-        super::print_json(&report)?;
+        super::stdout::print_json(&report)?;
     } else {
         print_human(&report);
     }
     Ok(if host.is_ok() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(super::EXIT_USAGE)
+        ExitCode::from(super::exit_code::EXIT_USAGE)
     })
 }
 
@@ -131,7 +131,7 @@ fn print_human(report: &serde_json::Value) {
         match &report["workspace"] {
             serde_json::Value::Null => outln!(
                 "workspace:   none (started in / or the home directory; {})",
-                modhost::host::NO_WORKSPACE_REMEDY
+                crate::host::NO_WORKSPACE_REMEDY
             ),
             workspace => outln!("workspace:   {}", text(workspace)),
         }

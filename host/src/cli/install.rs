@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use modhost::{Host, InstallRequest};
+use crate::{Host, InstallRequest};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

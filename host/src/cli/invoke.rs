@@ -1,9 +1,9 @@
 //! `modhost invoke TOOL_NAME`, `modhost invoke MODULE CAPABILITY` or
-//! `modhost invoke MODULE.CAPABILITY` (see [`modhost::tools::target`]).
+//! `modhost invoke MODULE.CAPABILITY` (see [`crate::tools::target`]).
 //!
 //! Before anything runs: the operator's `[capabilities]` overrides are
 //! checked against what is installed (one naming nothing is an error, exit
-//! 2), then the policy gate ([`modhost::tools::gate`]): a capability disabled
+//! 2), then the policy gate ([`crate::tools::gate`]): a capability disabled
 //! by an override or denied by a rule is refused naming the override or
 //! rule; one whose verdict is `ask` runs only with `--approve`, or after an
 //! interactive yes when stdin and stderr are a terminal (and stdin is not the
@@ -23,12 +23,12 @@ use std::io::Read;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::approval::{ApprovedBy, Refusal};
+use crate::{Host, InvokeError, InvokeRequest};
 use anyhow::Context;
-use modhost::approval::{ApprovedBy, Refusal};
-use modhost::{Host, InvokeError, InvokeRequest};
 use serde_json::Value;
 
-use super::{EXIT_FAILED, EXIT_REFUSED};
+use super::exit_code::{EXIT_FAILED, EXIT_REFUSED};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -79,11 +79,11 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
     let config = host.config();
     // At startup, before resolving anything: a typo in an override must not
     // leave a capability the operator meant to disable runnable.
-    modhost::overrides::validate_overrides(
+    crate::overrides::validate_overrides(
         &config.capabilities,
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
-    let target = match modhost::tools::target::resolve(
+    let target = match crate::tools::target::resolve(
         &discovered,
         &args.target,
         args.capability.as_deref(),
@@ -108,7 +108,7 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
     {
         let approver = args.approve.then_some(ApprovedBy::Flag);
         let gate = |approver| {
-            modhost::tools::gate(
+            crate::tools::gate(
                 &config.approval,
                 &config.capabilities,
                 descriptor,
@@ -134,7 +134,7 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
             if args.json {
                 let mut value = serde_json::to_value(&outcome)?;
                 value["artifacts"] = serde_json::to_value(&outcome.artifacts)?;
-                super::print_json(&value)?;
+                super::stdout::print_json(&value)?;
             } else {
                 match &outcome.result.text {
                     Some(text) => {
@@ -167,7 +167,7 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
 
 fn report_error(error: &InvokeError, json: bool) -> anyhow::Result<ExitCode> {
     if json {
-        super::print_json(&serde_json::json!({ "error": error.to_json() }))?;
+        super::stdout::print_json(&serde_json::json!({ "error": error.to_json() }))?;
     } else {
         eprintln!("error[{}]: {error}", error.kind());
         for problem in error.problems() {
@@ -200,7 +200,7 @@ fn report_refusal(refusal: &Refusal, json: bool) -> anyhow::Result<ExitCode> {
         if let Some(rule) = refusal.rule() {
             error["rule"] = rule.into();
         }
-        super::print_json(&serde_json::json!({ "error": error }))?;
+        super::stdout::print_json(&serde_json::json!({ "error": error }))?;
     } else {
         eprintln!("error[{}]: {refusal}", refusal.kind());
         eprintln!("  remedy: {}", refusal.remedy());

@@ -4,8 +4,8 @@
 
 use std::process::ExitCode;
 
-use modhost::Host;
-use modhost::knowledge::{self, Selection};
+use crate::Host;
+use crate::knowledge::{self, Selection};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,7 +33,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         .map_or(Selection::All, Selection::Skill);
     let loaded = knowledge::load(descriptor, module.knowledge_dir(), selection);
     if args.output.is_json() {
-        super::print_json(&loaded)?;
+        super::stdout::print_json(&loaded)?;
     } else {
         let mut text = String::new();
         for doc in loaded.overlays.iter().chain(&loaded.skills) {
@@ -52,7 +52,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     }
     // Asking for one skill that is not there is the caller's mistake.
     if args.skill.is_some() && loaded.skills.is_empty() {
-        return Ok(ExitCode::from(super::EXIT_USAGE));
+        return Ok(ExitCode::from(super::exit_code::EXIT_USAGE));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use modhost::{Host, ModuleStatus};
+use crate::{Host, ModuleStatus};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -20,7 +20,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let modules = host.discover().await;
     if args.output.is_json() {
         let entries: Vec<_> = modules.iter().map(|m| m.summary()).collect();
-        super::print_json(&entries)?;
+        super::stdout::print_json(&entries)?;
         return Ok(ExitCode::SUCCESS);
     }
     if modules.is_empty() {

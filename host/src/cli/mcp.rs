@@ -4,7 +4,7 @@
 //! stdout; warnings go to stderr.
 //!
 //! The workspace of its calls: the client's first root when the client
-//! sends roots (`modhost::mcp`), else the host's: `--workspace`, else
+//! sends roots (`crate::mcp`), else the host's: `--workspace`, else
 //! `MODHOST_WORKSPACE` (JSON client configs can set env and args only),
 //! else the current directory unless that is `/` or the home, where none
 //! is granted and a call that needs one is refused with the remedy.
@@ -12,8 +12,8 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use modhost::Host;
-use modhost::mcp::{ToolboxBackend, serve_stdio};
+use crate::Host;
+use crate::mcp::{ToolboxBackend, serve_stdio};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -32,7 +32,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     // started ahead, while the client is busy elsewhere.
     let host = host.keep_warm();
     // Follows the operator's changes while it serves (`tools::live`).
-    let toolbox = modhost::tools::open_live_toolbox(&host).await?;
+    let toolbox = crate::tools::open_live_toolbox(&host).await?;
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");
     }
@@ -59,7 +59,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
 /// on it, after the last call and before it goes.
 async fn serve_on_one_thread(
     host: Host,
-    backend: Arc<ToolboxBackend<modhost::tools::HostInvoker>>,
+    backend: Arc<ToolboxBackend<crate::tools::HostInvoker>>,
 ) -> anyhow::Result<()> {
     let (done, finished) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()

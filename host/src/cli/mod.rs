@@ -1,6 +1,6 @@
 //! The `modhost` command line: one module per subcommand.
 //!
-//! Exit codes (`EXIT_CODES`, printed by `modhost --help`): 0 ok, 1 the
+//! Exit codes (`exit_code.rs`, printed by `modhost --help`): 0 ok, 1 the
 //! capability ran and failed (or `conformance` found an error), 2 anything
 //! refused or not done: a usage error (clap's own exit 2 too), a host
 //! error, and every refusal, whichever part of the host refused (an
@@ -17,8 +17,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::{Host, HostOptions};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use modhost::{Host, HostOptions};
 
 #[macro_use]
 mod stdout;
@@ -28,6 +28,7 @@ mod conformance;
 mod describe;
 mod doctor;
 mod enable;
+mod exit_code;
 mod install;
 mod invoke;
 mod knowledge;
@@ -42,20 +43,7 @@ mod source_roots;
 mod status_line;
 mod tools;
 
-/// Exit code: the invoked capability failed.
-pub(crate) const EXIT_FAILED: u8 = 1;
-/// Exit code: usage or host error.
-pub(crate) const EXIT_USAGE: u8 = 2;
-/// Exit code: the host refused (the same code as a usage error: in either
-/// case nothing ran).
-pub(crate) const EXIT_REFUSED: u8 = EXIT_USAGE;
-/// The exit codes, as `modhost --help` shows them.
-pub(crate) const EXIT_CODES: &str = "Exit codes:
-  0  success
-  1  the capability ran and failed (invoke), or the module does not conform (conformance)
-  2  refused or not done: usage error, host error, or any refusal (approval, a broken,
-     disabled, refused, unpinned or changed module, invalid input, an install that
-     would not work)";
+use exit_code::{EXIT_CODES, EXIT_USAGE};
 
 /// Shown after `modhost --help`: the conventions every command follows.
 const CONVENTIONS: &str = "Output: reports print text for people; --format json (or --json) prints one JSON \
@@ -197,7 +185,7 @@ fn error_text(error: &anyhow::Error) -> String {
 /// Refuse a read-only command on a home that does not exist, with the remedy,
 /// rather than creating an empty one and reporting nothing installed.
 fn require_home(options: &HostOptions) -> anyhow::Result<()> {
-    let home = modhost::home::HomeLayout::resolve(options.home.as_deref())?;
+    let home = crate::home::HomeLayout::resolve(options.home.as_deref())?;
     if !home.exists() {
         anyhow::bail!(
             "no modhost home at {}: nothing is installed there. Install a module first (`modhost install PATH`, \
@@ -272,14 +260,6 @@ fn init_logging(verbose: u8, ansi: bool) {
         .with_target(false)
         .with_ansi(ansi)
         .try_init();
-}
-
-/// Print `value` as pretty JSON on stdout (a closed pipe ends the command
-/// quietly, see [`stdout`]).
-pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    outln!("{text}");
-    Ok(())
 }
 
 #[cfg(test)]

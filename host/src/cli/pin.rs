@@ -2,14 +2,14 @@
 //!
 //! Pinning approves the module exactly as installed now (bytes, descriptor,
 //! contract). Under `pins = "enforce"` (the default) only pinned, unchanged
-//! modules are invoked; see `modhost::pins`.
+//! modules are invoked; see `crate::pins`.
 
 use std::process::ExitCode;
 
-use modhost::Host;
+use crate::Host;
 use serde_json::json;
 
-use super::EXIT_USAGE;
+use super::exit_code::EXIT_USAGE;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,7 +23,7 @@ pub struct Args {
 pub async fn pin(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let outcome = host.pin(&args.module).await?;
     if args.json {
-        super::print_json(&outcome)?;
+        super::stdout::print_json(&outcome)?;
         return Ok(ExitCode::SUCCESS);
     }
     let record = &outcome.record;
@@ -42,7 +42,7 @@ pub async fn pin(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
 pub async fn unpin(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let removed = host.unpin(&args.module)?;
     if args.json {
-        super::print_json(&json!({"module": args.module, "unpinned": removed}))?;
+        super::stdout::print_json(&json!({"module": args.module, "unpinned": removed}))?;
     } else if removed {
         outln!(
             "{} unpinned; it cannot be invoked until pinned again",

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use modhost::Host;
+use crate::Host;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

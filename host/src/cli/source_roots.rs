@@ -11,10 +11,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use modhost::Host;
-use modhost::config::is_root_name;
-use modhost::discovery::InstalledModule;
-use modhost::grants::{UndeclaredSourceRoot, check_source_root_names_any};
+use crate::Host;
+use crate::config::is_root_name;
+use crate::discovery::InstalledModule;
+use crate::grants::{UndeclaredSourceRoot, check_source_root_names_any};
 
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SourceRootArgs {

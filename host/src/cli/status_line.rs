@@ -11,13 +11,13 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use modhost::runner::wasm::CompileWatcher;
+use crate::runner::wasm::CompileWatcher;
 
 /// Install the status line for component compiles when stderr is a
 /// terminal; `color` colours the verb as cargo does.
 pub fn install(color: bool) {
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        modhost::runner::wasm::watch_compiles(StatusLine {
+        crate::runner::wasm::watch_compiles(StatusLine {
             color,
             active: Arc::new(Mutex::new(None)),
         });

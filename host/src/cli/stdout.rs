@@ -42,3 +42,11 @@ macro_rules! out {
         $crate::cli::stdout::write(format_args!($($arg)*))
     };
 }
+
+/// Print `value` as pretty JSON on stdout (a closed pipe ends the command
+/// quietly, see this file).
+pub(crate) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    outln!("{text}");
+    Ok(())
+}

@@ -9,8 +9,8 @@
 
 use std::process::ExitCode;
 
-use modhost::Host;
-use modhost::tools::export::{self, Format};
+use crate::Host;
+use crate::tools::export::{self, Format};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,7 +39,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             format.as_str()
         );
     }
-    let toolbox = modhost::tools::open_toolbox(host).await?;
+    let toolbox = crate::tools::open_toolbox(host).await?;
     for problem in toolbox.problems() {
         eprintln!("warning: {problem}");
     }
@@ -61,6 +61,6 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             omission.tool, omission.reason
         );
     }
-    super::print_json(&exported.tools)?;
+    super::stdout::print_json(&exported.tools)?;
     Ok(ExitCode::SUCCESS)
 }
