@@ -96,9 +96,13 @@ fn measure_invoke(
     .unwrap();
     // The ping reads and writes nothing, so the default policy allows it:
     // `modhost mcp` would let it start ahead, as it may only for an `allow`.
-    let request = || InvokeRequest {
-        start_ahead: warm,
-        ..InvokeRequest::new("trivial", "trivial.ping", json!({}))
+    let request = || {
+        let request = InvokeRequest::new("trivial", "trivial.ping", json!({}));
+        if warm {
+            modhost::internals::started_ahead(request)
+        } else {
+            request
+        }
     };
     let mut host_samples = Vec::with_capacity(INVOKE_RUNS);
     let mut bare_samples = Vec::with_capacity(INVOKE_RUNS);

@@ -136,7 +136,7 @@ impl Host {
         })
     }
 
-    pub fn layout(&self) -> &HomeLayout {
+    pub(crate) fn layout(&self) -> &HomeLayout {
         &self.layout
     }
 
@@ -149,7 +149,7 @@ impl Host {
         self.workspace.as_deref()
     }
 
-    pub fn config(&self) -> &Config {
+    pub(crate) fn config(&self) -> &Config {
         &self.config
     }
 
@@ -158,7 +158,7 @@ impl Host {
     /// and the pins watch are shared; what the engines were built with
     /// (`limits.memory_limit_bytes`, `warm_processes`) keeps its start-up
     /// value.
-    pub fn with_current_config(&self) -> Result<Host, HostError> {
+    pub(crate) fn with_current_config(&self) -> Result<Host, HostError> {
         let config = Config::load(&self.layout.config_path())?;
         if config.pins != crate::pins::PinsMode::Off {
             crate::pins::Pins::load(self.layout.root())?;
@@ -171,12 +171,12 @@ impl Host {
 
     /// The engines every call of this host runs on (the wasm engine is
     /// created on first use).
-    pub fn engines(&self) -> &Engines {
+    pub(crate) fn engines(&self) -> &Engines {
         &self.engines
     }
 
     /// The compiled schemas every call of this host checks against.
-    pub fn validators(&self) -> &Validators {
+    pub(crate) fn validators(&self) -> &Validators {
         &self.validators
     }
 
@@ -272,7 +272,7 @@ impl Host {
     /// disk is not touched.
     ///
     /// A module that did not describe itself gets nothing.
-    pub fn grants(
+    pub(crate) fn grants(
         &self,
         module: &InstalledModule,
         capability: &modproto::Capability,

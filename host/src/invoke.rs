@@ -65,7 +65,7 @@ pub struct InvokeRequest {
     /// Set only by a caller that evaluated the approval policy and got
     /// `allow` (`crate::approval::Decision::allows_starting_ahead`); the
     /// default, false, starts the process cold, after approval.
-    pub start_ahead: bool,
+    pub(crate) start_ahead: bool,
     /// Receives `progress`/`log` notifications live.
     pub progress: Option<NotificationSink>,
     /// The workspace for this call, instead of the host's: an MCP client's

@@ -77,6 +77,9 @@ pub(crate) mod approval;
 pub(crate) mod artifacts;
 pub(crate) mod atomic_file;
 pub(crate) mod config;
+// Some of its reports (component and confinement details, grant
+// previews) have only command-line readers.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod confine;
 #[cfg(feature = "cli")]
 pub(crate) mod conformance_caller;
@@ -88,6 +91,9 @@ pub(crate) mod file_identity;
 pub(crate) mod grants;
 pub(crate) mod home;
 pub(crate) mod home_lock;
+// Some of its reports (component and confinement details, grant
+// previews) have only command-line readers.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod host;
 pub(crate) mod install;
 pub(crate) mod invoke;
@@ -99,6 +105,9 @@ pub(crate) mod module_tree;
 pub(crate) mod overrides;
 pub(crate) mod pins;
 pub(crate) mod request;
+// Some of its reports (component and confinement details, grant
+// previews) have only command-line readers.
+#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod runner;
 pub(crate) mod snapshot;
 pub mod tools;
@@ -121,6 +130,14 @@ pub mod internals {
     #[cfg(feature = "wasm")]
     pub use crate::runner::wasm::{LoadOrigin, WasmEngine};
     pub use crate::runner::{Call, CallLimits};
+
+    /// `request` as `modhost mcp` sends a call its policy allows outright:
+    /// served from a process started ahead (the host bench's warm case).
+    /// Only the host's own policy sets this outside the benches.
+    pub fn started_ahead(mut request: crate::InvokeRequest) -> crate::InvokeRequest {
+        request.start_ahead = true;
+        request
+    }
 }
 
 #[cfg(test)]
@@ -130,4 +147,5 @@ pub use discovery::{InstalledModule, ModuleError, ModuleStatus};
 pub use host::{Host, HostError, HostOptions};
 pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
 pub use manage::{InstallReport, InstallRequest, RemoveReport};
+pub use pins::{PinOutcome, PinRecord};
 pub use runner::{NotificationSink, Transport};

@@ -6,10 +6,10 @@ use serde::Serialize;
 /// Why a module is broken.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ModuleError {
-    /// Machine-readable: a [`RunError::kind`](crate::runner::RunError::kind) (`timeout`, `crashed`,
+    /// Machine-readable: a `RunError::kind` (`timeout`, `crashed`,
     /// `bad_response`, ...) or one of `describe_failed`, `bad_descriptor`,
     /// `id_mismatch`, `duplicate_id`, `no_executable`, `ambiguous_executable`,
-    /// `missing`, `contract_refused`, `nonconforming` (see [`crate::contract`]).
+    /// `missing`, `contract_refused`, `nonconforming` (see `contract.rs`).
     pub kind: modproto::ErrorKind,
     pub message: String,
 }

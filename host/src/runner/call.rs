@@ -13,7 +13,7 @@ use crate::confine::ConfinementMode;
 use crate::runner::grant::Grant;
 
 /// Where notifications go live while a call runs (an MCP server relays
-/// `progress` from here). They are also collected in [`Exchange`].
+/// `progress` from here). They are also collected in `Exchange`.
 pub type NotificationSink = tokio::sync::mpsc::UnboundedSender<Notification>;
 
 /// Bounds for one call.

@@ -20,15 +20,13 @@
 //!   (`cli::tools`, `cli::mcp`, [`crate::mcp`]) adapt [`ToolDef`]s and
 //!   [`ToolOutcome`]s to their shapes.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::approval::{ApprovalConfig, ApprovedBy};
+use crate::approval::ApprovedBy;
 use crate::home::HomeLayout;
-use crate::overrides::CapabilityOverride;
 
 mod call_error;
 pub(crate) mod description;
@@ -53,14 +51,15 @@ pub use execute::{
     InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
     ToolOutcome,
 };
-pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox, tool_modules};
+pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox};
 pub use knowledge_tool::KNOWLEDGE_TOOL;
 pub(crate) use loaded::Loaded;
-pub use registry::{Registry, build_registry, gate};
-pub use tool_def::{Hints, ModuleEntry, ToolDef};
+pub(crate) use registry::gate;
+pub(crate) use tool_def::ModuleEntry;
+pub use tool_def::{Hints, ToolDef};
 
 /// Registered tools plus what executing them needs: a fixed set
-/// ([`Toolbox::new`]), or the host's, following the operator's changes while
+/// (`Toolbox::new`, in tests), or the host's, following the operator's changes while
 /// it runs ([`open_live_toolbox`], see `live`).
 #[derive(Debug)]
 pub struct Toolbox<I> {
@@ -81,13 +80,14 @@ impl<I> std::ops::Deref for Tools<I> {
 
 impl<I: Invoker> Toolbox<I> {
     /// A toolbox of exactly these modules, never reloaded.
-    pub fn new(
+    #[cfg(test)]
+    pub(crate) fn new(
         modules: Vec<ModuleEntry>,
-        approval: &ApprovalConfig,
-        overrides: &BTreeMap<String, CapabilityOverride>,
+        approval: &crate::approval::ApprovalConfig,
+        overrides: &std::collections::BTreeMap<String, crate::overrides::CapabilityOverride>,
         invoker: I,
         home: HomeLayout,
-        workspace: Option<PathBuf>,
+        workspace: Option<std::path::PathBuf>,
     ) -> Self {
         let loaded = Loaded::new(modules, approval, overrides, invoker, home, workspace);
         Toolbox {
@@ -106,7 +106,7 @@ impl<I: Invoker> Toolbox<I> {
     }
 
     /// The home whose modules these tools run.
-    pub fn home(&self) -> HomeLayout {
+    pub(crate) fn home(&self) -> HomeLayout {
         self.live.current().home.clone()
     }
 

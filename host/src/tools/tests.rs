@@ -1,9 +1,13 @@
 //! The toolbox: registration, overrides, collisions, approval, calls.
 
+use super::registry::build_registry;
 use super::test_support::{RecordingInvoker, module};
 use super::*;
+use crate::approval::ApprovalConfig;
 use crate::approval::{Refusal, Verdict};
+use crate::overrides::CapabilityOverride;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 fn cap(id: &str, effects: &Value) -> Value {
     json!({"id": id, "description": format!("does {id}"),

@@ -30,7 +30,7 @@ pub struct ToolDef {
 }
 
 /// What a client may assume about a tool (MCP's tool annotations), derived
-/// from the capability's [`grants::Authority`] (what each call is granted)
+/// from the capability's `grants::Authority` (what each call is granted)
 /// and its declared network use, never from hints a module states itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub struct Hints {
