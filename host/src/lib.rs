@@ -143,9 +143,14 @@ pub mod internals {
 #[cfg(test)]
 mod test_modules;
 
+pub use artifacts::CheckedArtifact;
+pub use config::ConfigError;
 pub use discovery::{InstalledModule, ModuleError, ModuleStatus};
+pub use grants::UndeclaredSourceRoot;
+pub use home_lock::HomeLockError;
 pub use host::{Host, HostError, HostOptions};
 pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
 pub use manage::{InstallReport, InstallRequest, RemoveReport};
-pub use pins::{PinOutcome, PinRecord};
+pub use pins::{PinCovers, PinOutcome, PinRecord, PinsError};
+pub use runner::RunError;
 pub use runner::{NotificationSink, Transport};
