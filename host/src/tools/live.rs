@@ -188,6 +188,13 @@ impl<I: Invoker> Live<I> {
         self.source.as_ref().map(|_| self.changes.subscribe())
     }
 
+    /// The last load, without looking for changes: for what a reload does
+    /// not change (the home) and for a look-up that the call after it
+    /// checks again ([`Live::current_for_call`]). Never blocks for a reload.
+    pub(crate) fn last_loaded(&self) -> Arc<Loaded<I>> {
+        Arc::clone(&self.read().loaded)
+    }
+
     /// The tools as they are now: reloaded first when a watched path changed.
     /// Blocks for the reload (only after an operator change).
     pub(crate) fn current(&self) -> Arc<Loaded<I>> {

@@ -105,13 +105,17 @@ impl<I: Invoker> Toolbox<I> {
         self.live.current().registry.problems.clone()
     }
 
-    /// The home whose modules these tools run.
+    /// The home whose modules these tools run (no reload changes it).
     pub(crate) fn home(&self) -> HomeLayout {
-        self.live.current().home.clone()
+        self.live.last_loaded().home.clone()
     }
 
+    /// Tool `name` as last loaded. It never waits for a reload, so an async
+    /// caller (the MCP server deciding whether to ask the user) never runs
+    /// discovery on its own thread; the call that follows reloads on the
+    /// blocking pool and its gate decides with the policy then current.
     pub fn get(&self, name: &str) -> Option<ToolDef> {
-        self.live.current().get(name).cloned()
+        self.live.last_loaded().get(name).cloned()
     }
 
     /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
