@@ -77,7 +77,9 @@ pub enum EffectClass {
     Spawns,
 }
 
-/// What the policy says about a call. Ordered by strictness.
+/// What the operator's approval policy says about a call: `allow` runs it,
+/// `ask` runs it only once someone approves it ([`ApprovedBy`]), `deny`
+/// never. Ordered by strictness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {

@@ -97,6 +97,8 @@ pub enum ConfinementMode {
 }
 
 impl ConfinementMode {
+    /// As `config.toml` spells it (`modhost doctor` reports it).
+    #[cfg(feature = "cli")]
     pub fn as_str(self) -> &'static str {
         match self {
             ConfinementMode::Required => "required",

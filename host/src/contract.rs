@@ -90,6 +90,9 @@ impl ContractStanding {
     }
 
     /// The accepted contract-2 declarations, only when they are honoured.
+    /// No host code reads them yet (only the tests, which hold that a
+    /// refused standing yields none).
+    #[cfg(test)]
     pub fn accepted(&self) -> Option<&V2Accepted> {
         match self {
             ContractStanding::V2 { accepted, .. } => Some(accepted),
@@ -205,9 +208,12 @@ fn refusal_cause(verdict: &Verdict) -> String {
     causes.join("; and ")
 }
 
-/// The contract standing for people and scripts (`contract_standing` in
-/// `list --json` and `describe --json`).
+/// Which contract governs a module and whether the host accepts it, for
+/// people and scripts ([`crate::ModuleSummary::contract_standing`];
+/// `contract_standing` in `list --json` and `describe --json`). Fields may
+/// be added, so it is built only by the host.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct ContractReport {
     /// `v1`, `v2`, `refused` or `unevaluated`.
     pub contract: &'static str,

@@ -101,7 +101,9 @@ impl ModuleStatus {
     }
 }
 
-/// One discovered module.
+/// One discovered module: where it is, what it says about itself
+/// (`descriptor`) and its standing (`status`, with `error` when broken);
+/// [`InstalledModule::summary`] says why, contract and pin included.
 #[derive(Debug, Clone)]
 pub struct InstalledModule {
     /// The folder name, or the bare file's stem (never the id the
@@ -129,19 +131,19 @@ pub struct InstalledModule {
     /// The tree's state when `digest` was taken (or vouched for by the
     /// describe cache): what [`InstalledModule::still_holds_its_digest`]
     /// compares against.
-    pub tree: Option<TreeState>,
+    pub(crate) tree: Option<TreeState>,
     /// The identity of [`Self::program`] when it is a snapshot's file.
-    pub program_identity: Option<FileIdentity>,
+    pub(crate) program_identity: Option<FileIdentity>,
     /// What the module says about itself (the descriptor's `warnings`).
     pub warnings: Vec<String>,
     /// What the host found.
     pub host_warnings: Vec<String>,
     pub error: Option<ModuleError>,
     /// Which contract governs it (`unevaluated` without a descriptor).
-    pub contract: ContractStanding,
+    pub(crate) contract: ContractStanding,
     /// How it stands against `pins.json`; `None` when pins are off (or not
     /// yet consulted: see `apply_pins`).
-    pub pin: Option<PinStanding>,
+    pub(crate) pin: Option<PinStanding>,
 }
 
 /// Tree states found (after discovery) to still digest to a module's
@@ -155,10 +157,18 @@ fn reverified_states()
     STATES.get_or_init(Default::default)
 }
 
-/// The serializable face of an [`InstalledModule`]: one entry of
-/// `modhost list --json`. Field names are a public contract (scripts and the
-/// integration tests read them).
+/// A module's standing and why, as data: what [`InstalledModule::summary`]
+/// returns and one entry of `modhost list --json`. Field names are a public
+/// contract (scripts and the integration tests read them); fields may be
+/// added, so it is built only by the host.
+///
+/// It is the library's one view of the standing's parts that
+/// [`ModuleStatus`] folds into one word: the contract (`contract`,
+/// `contract_standing`) and the pin (`pin`, `pin_change`). The host's own
+/// records behind them (its contract verdict, pin comparison, tree state)
+/// stay private, so that they can change without breaking a user.
 #[derive(Debug, Clone, Serialize)]
+#[non_exhaustive]
 pub struct ModuleSummary {
     pub id: String,
     pub version: Option<String>,
@@ -197,7 +207,7 @@ impl InstalledModule {
     /// longer holds the approved tree is reported (and refused under
     /// `enforce`) until it is restored. A module without a digest has
     /// nothing to keep.
-    pub fn still_holds_its_digest(&self) -> std::io::Result<bool> {
+    pub(crate) fn still_holds_its_digest(&self) -> std::io::Result<bool> {
         let (Some(tree), Some(digest)) = (&self.tree, &self.digest) else {
             return Ok(true);
         };
@@ -238,14 +248,14 @@ impl InstalledModule {
     }
 
     /// The root of the module's tree: its folder, or the bare file.
-    pub fn tree_root(&self) -> &Path {
+    pub(crate) fn tree_root(&self) -> &Path {
         self.folder.as_deref().unwrap_or(&self.path)
     }
 
     /// Where its knowledge documents are read from: the folder of the
     /// snapshot it runs from (the approved documents), else its own folder;
     /// `None` for a bare executable, which has no folder of its own.
-    pub fn knowledge_dir(&self) -> Option<&Path> {
+    pub(crate) fn knowledge_dir(&self) -> Option<&Path> {
         let folder = self.folder.as_deref()?;
         if self.program_identity.is_some() {
             self.program.parent()
@@ -254,6 +264,7 @@ impl InstalledModule {
         }
     }
 
+    /// Its standing and why, as data (see [`ModuleSummary`]).
     pub fn summary(&self) -> ModuleSummary {
         ModuleSummary {
             id: self.id.clone(),
@@ -279,7 +290,7 @@ impl InstalledModule {
     }
 
     /// `pinned`, `unpinned`, `changed` or `off`.
-    pub fn pin_label(&self) -> &'static str {
+    pub(crate) fn pin_label(&self) -> &'static str {
         self.pin.as_ref().map_or("off", PinStanding::label)
     }
 

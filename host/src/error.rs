@@ -80,12 +80,6 @@ fn known_suffix(known: &[String]) -> String {
     }
 }
 
-impl From<crate::home::NoHome> for HostError {
-    fn from(_: crate::home::NoHome) -> Self {
-        HostError::NoHome
-    }
-}
-
 impl HostError {
     pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
         HostError::Io {

@@ -101,7 +101,10 @@ impl Host {
     /// Resolve and open the home (created if missing), read `config.toml`,
     /// and resolve the workspace.
     pub fn open(options: HostOptions) -> Result<Host, HostError> {
-        let home = HomeLayout::resolve(options.home.as_deref())?;
+        // A `From<NoHome>` impl would put the layout's private type in the
+        // public API; the variant says the same.
+        let home = HomeLayout::resolve(options.home.as_deref())
+            .map_err(|crate::home::NoHome| HostError::NoHome)?;
         std::fs::create_dir_all(&home).map_err(|e| HostError::io("create the home", &home, e))?;
         let home = std::fs::canonicalize(&home)
             .map_err(|e| HostError::io("resolve the home", &home, e))?;
@@ -271,7 +274,9 @@ impl Host {
     /// `create`, writable private directories are created; without, the
     /// disk is not touched.
     ///
-    /// A module that did not describe itself gets nothing.
+    /// A module that did not describe itself gets nothing. (`modhost
+    /// describe` previews them; calls plan theirs in `invoke`.)
+    #[cfg(feature = "cli")]
     pub(crate) fn grants(
         &self,
         module: &InstalledModule,

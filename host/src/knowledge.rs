@@ -178,7 +178,7 @@ pub fn load(
 }
 
 /// The warnings alone, for `describe`: every declared document checked.
-#[cfg(feature = "cli")]
+#[cfg(any(test, feature = "cli"))]
 pub fn check(descriptor: &Descriptor, module_dir: Option<&Path>) -> Vec<String> {
     load(descriptor, module_dir, Selection::All).warnings
 }

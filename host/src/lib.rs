@@ -73,13 +73,16 @@
 //! the command; `internals` is **not API**: a hidden module for the benches
 //! and fuzz targets, which any release may change.
 
+// The public API is exactly what is re-exported below (and `tools`, `mcp`):
+// a public field, signature or trait impl that reaches a type a user
+// cannot name is a compile error, so an internal type never leaks into the
+// API unlisted (it is either made private or named here on purpose).
+#![deny(unnameable_types)]
+
 pub(crate) mod approval;
 pub(crate) mod artifacts;
 pub(crate) mod atomic_file;
 pub(crate) mod config;
-// Some of its reports (component and confinement details, grant
-// previews) have only command-line readers.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod confine;
 #[cfg(feature = "cli")]
 pub(crate) mod conformance_caller;
@@ -91,9 +94,6 @@ pub(crate) mod file_identity;
 pub(crate) mod grants;
 pub(crate) mod home;
 pub(crate) mod home_lock;
-// Some of its reports (component and confinement details, grant
-// previews) have only command-line readers.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod host;
 pub(crate) mod install;
 pub(crate) mod invoke;
@@ -105,9 +105,6 @@ pub(crate) mod module_tree;
 pub(crate) mod overrides;
 pub(crate) mod pins;
 pub(crate) mod request;
-// Some of its reports (component and confinement details, grant
-// previews) have only command-line readers.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub(crate) mod runner;
 pub(crate) mod snapshot;
 pub mod tools;
@@ -127,9 +124,12 @@ pub mod internals {
     pub mod line {
         pub use crate::mcp::line::{Decoded, Framed, LineFramer, decode};
     }
+    // With what their signatures reach, so that everything here can be
+    // named (`unnameable_types`).
+    pub use crate::confine::ConfinementMode;
     #[cfg(feature = "wasm")]
-    pub use crate::runner::wasm::{LoadOrigin, WasmEngine};
-    pub use crate::runner::{Call, CallLimits};
+    pub use crate::runner::wasm::{LoadOrigin, LoadedComponent, WasmEngine, WasmError};
+    pub use crate::runner::{Call, CallLimits, Exchange, Grant};
 
     /// `request` as `modhost mcp` sends a call its policy allows outright:
     /// served from a process started ahead (the host bench's warm case).
@@ -145,12 +145,14 @@ mod test_modules;
 
 pub use artifacts::CheckedArtifact;
 pub use config::ConfigError;
-pub use discovery::{InstalledModule, ModuleError, ModuleStatus};
+pub use contract::ContractReport;
+pub use discovery::{InstalledModule, ModuleError, ModuleStatus, ModuleSummary};
 pub use grants::UndeclaredSourceRoot;
 pub use home_lock::HomeLockError;
 pub use host::{Host, HostError, HostOptions};
 pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
-pub use manage::{InstallReport, InstallRequest, RemoveReport};
+pub use manage::{InstallReport, InstallRequest, RemoveReport, ReplacedModule};
+pub use overrides::OverrideError;
 pub use pins::{PinCovers, PinOutcome, PinRecord, PinsError};
 pub use runner::RunError;
 pub use runner::{NotificationSink, Transport};

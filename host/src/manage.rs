@@ -79,8 +79,9 @@ pub struct InstallReport {
     pub replaced: Option<ReplacedModule>,
 }
 
-/// The module an upgrade replaced.
+/// The module an upgrade replaced ([`InstallReport::replaced`]).
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ReplacedModule {
     /// Its version, when it described itself.
     pub version: Option<String>,

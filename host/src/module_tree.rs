@@ -103,15 +103,6 @@ impl TreeState {
             .iter()
             .all(|(_, identity)| identity.settled_at(at))
     }
-
-    /// How many entries a check stats.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 /// Walk the tree at `root`: a folder (everything beneath it) or one file.

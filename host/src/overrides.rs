@@ -45,7 +45,9 @@ impl CapabilityOverride {
     }
 }
 
-/// Overrides that name no installed capability, or name one twice.
+/// Capability overrides in `config.toml` (`[capabilities]`) that name no
+/// installed capability, or name one twice: the toolbox is not opened
+/// ([`crate::tools::open_toolbox`]) until the operator fixes them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("config.toml [capabilities]: {}", problems.join("; "))]
 pub struct OverrideError {

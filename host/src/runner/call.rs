@@ -129,7 +129,7 @@ impl RunError {
     /// A permission error in the stderr of a module that died or broke the
     /// protocol before answering: the sandbox likely stopped it
     /// ([`crate::confine::denial`]).
-    pub fn sandbox_denial(&self) -> Option<crate::confine::denial::Denial> {
+    pub(crate) fn sandbox_denial(&self) -> Option<crate::confine::denial::Denial> {
         match self {
             RunError::Crashed { stderr_tail, .. } | RunError::BadResponse { stderr_tail, .. } => {
                 crate::confine::denial::permission_denial(stderr_tail)

@@ -78,7 +78,11 @@ pub const DEFAULT_MEMORY_LIMIT_BYTES: u64 = 256 * 1024 * 1024;
 /// first use, with compiled components cached in `component_cache_dir`.
 #[derive(Debug, Clone)]
 pub struct Engines {
+    // Read by the wasm engine and by `modhost doctor`; a build with
+    // neither only keeps them.
+    #[cfg_attr(not(any(feature = "wasm", feature = "cli")), allow(dead_code))]
     component_cache_dir: PathBuf,
+    #[cfg_attr(not(any(feature = "wasm", feature = "cli")), allow(dead_code))]
     memory_limit_bytes: u64,
     /// Set by [`Engines::keep_warm`]: native processes started ahead.
     warm: Option<Arc<native::WarmPool>>,
@@ -154,15 +158,21 @@ impl Engines {
         }
     }
 
+    /// Where compiled components are cached (`modhost doctor` reports it).
+    #[cfg(feature = "cli")]
     pub fn component_cache_dir(&self) -> &Path {
         &self.component_cache_dir
     }
 
+    /// The memory cap of one component call (`modhost doctor` reports it).
+    #[cfg(feature = "cli")]
     pub fn memory_limit_bytes(&self) -> u64 {
         self.memory_limit_bytes
     }
 
-    /// Whether this build runs WebAssembly components at all.
+    /// Whether this build runs WebAssembly components at all (`modhost
+    /// doctor` reports it).
+    #[cfg(feature = "cli")]
     pub fn supports_components(&self) -> bool {
         cfg!(feature = "wasm")
     }

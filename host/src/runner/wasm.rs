@@ -35,9 +35,9 @@
 //!   warning.
 
 mod cache;
-pub use cache::CompileWatcher;
+// What the CLI's status line implements and installs.
 #[cfg(feature = "cli")]
-pub use cache::watch_compiles;
+pub use cache::{CompileWatcher, watch_compiles};
 mod known_digests;
 mod pool;
 mod stdio;
@@ -118,12 +118,9 @@ impl std::fmt::Debug for LoadedComponent {
 }
 
 impl LoadedComponent {
-    /// The blake3 digest of the component's bytes.
-    pub fn digest(&self) -> &blake3::Hash {
-        &self.digest
-    }
-
-    /// Whether it was compiled or came from the disk cache.
+    /// Whether it was compiled or came from the disk cache: what the tests
+    /// and the wasm bench (through `internals`) tell a restart by.
+    #[cfg(any(test, feature = "internals"))]
     pub fn origin(&self) -> LoadOrigin {
         self.origin
     }
@@ -143,6 +140,8 @@ struct EngineInner {
     loaded: Mutex<HashMap<blake3::Hash, Arc<LoadedComponent>>>,
     digests: KnownDigests,
     slots: CallSlots,
+    /// Also logged when the engine starts; kept for `modhost doctor`.
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     warnings: Vec<String>,
     _ticker: EpochTicker,
 }
@@ -215,6 +214,7 @@ impl WasmEngine {
 
     /// What the host should surface about the engine (for instance, a
     /// disabled compiled cache), for `modhost doctor`.
+    #[cfg(feature = "cli")]
     pub fn warnings(&self) -> &[String] {
         &self.inner.warnings
     }
@@ -222,7 +222,7 @@ impl WasmEngine {
     /// Load the component at `path`: from memory if these exact bytes were
     /// loaded before, else from the compiled cache, else compiled (hundreds of
     /// milliseconds of CPU: call it from a blocking context, or use
-    /// [`WasmEngine::load_async`]).
+    /// `load_async_announcing`).
     pub fn load(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
         self.load_announcing(path, None)
     }
@@ -294,12 +294,14 @@ impl WasmEngine {
     }
 
     /// [`WasmEngine::load`] on a blocking thread, so compiling does not stall
-    /// the async workers.
+    /// the async workers (the calls go through `load_async_announcing`).
+    #[cfg(test)]
     pub async fn load_async(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
         self.load_async_announcing(path, None).await
     }
 
-    /// [`WasmEngine::load_async`], announcing a compile on `notifications`.
+    /// [`WasmEngine::load`] on a blocking thread, so compiling does not stall
+    /// the async workers, announcing a compile on `notifications`.
     async fn load_async_announcing(
         &self,
         path: &Path,
@@ -340,7 +342,7 @@ impl WasmEngine {
         self.lock_loaded().get(&digest).cloned()
     }
 
-    /// Load the component at `module` (see [`WasmEngine::load_async`]) and
+    /// Load the component at `module` (on a blocking thread, see `load_async_announcing`) and
     /// run one call of it: the transport seam's entry point for components.
     pub async fn run_module(
         &self,
@@ -461,8 +463,9 @@ impl WasmEngine {
 /// What one run of a component over raw stdio produced: the lower level the
 /// conformance kit needs (arbitrary stdin bytes, including a malformed line
 /// or none at all; stdout as written, not parsed).
+#[cfg(feature = "cli")]
 #[derive(Debug, Clone)]
-pub struct RawRun {
+pub(crate) struct RawRun {
     /// Everything the guest wrote to stdout, up to the cap (the write that
     /// crosses it traps the guest).
     pub stdout: Vec<u8>,
@@ -562,7 +565,9 @@ impl WasmEngine {
     ///
     /// Unlike [`WasmEngine::run`] nothing is parsed and a response does not
     /// end the call: the guest runs to its own end, as a process would.
-    pub async fn run_raw(
+    /// (`modhost conformance`'s caller.)
+    #[cfg(feature = "cli")]
+    pub(crate) async fn run_raw(
         &self,
         component: &LoadedComponent,
         stdin: &[u8],

@@ -32,8 +32,10 @@ use serde_json::{Map, Value, json};
 
 use super::ToolDef;
 
-/// An export format.
+/// An export format: a provider's tool-definition shape (see the module
+/// docs), parsed from its `--format` name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Format {
     Json,
     OpenAi,
@@ -64,6 +66,7 @@ impl std::str::FromStr for Format {
 }
 
 impl Format {
+    /// Its `--format` name.
     pub fn as_str(self) -> &'static str {
         match self {
             Format::Json => "json",
@@ -98,8 +101,12 @@ pub struct Export {
     pub not_strict: Vec<Omission>,
 }
 
-/// Every tool in `format`; `strict` asks for OpenAI strict mode (ignored by
-/// formats without one, see [`Format::has_strict_mode`]).
+/// Every tool in `format`, ready to paste into a provider's request;
+/// `strict` asks for OpenAI strict mode (ignored by formats without one,
+/// see [`Format::has_strict_mode`]). A tool the provider would reject is
+/// left out, never changed in meaning ([`Export::left_out`]). The tools
+/// are exported as given: pass only the offered ones
+/// ([`ToolDef::is_offered`]) to leave out what the policy denies.
 pub fn export<'a>(
     tools: impl IntoIterator<Item = &'a ToolDef>,
     format: Format,

@@ -25,15 +25,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::approval::ApprovedBy;
 use crate::home::HomeLayout;
 
 mod call_error;
 pub(crate) mod description;
 pub(crate) mod execute;
-// The provider formats: the MCP server uses the MCP one, the rest are for
-// `modhost tools --format`.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+// The provider formats: part of the library API (`export`), the MCP
+// server's `tools/list` and `modhost tools --format`.
 pub(crate) mod export;
 pub(crate) mod host_invoker;
 pub(crate) mod knowledge_tool;
@@ -46,11 +44,13 @@ pub(crate) mod target;
 mod tool_def;
 mod withdrawn;
 
+pub use crate::approval::{ApprovedBy, Refusal, Verdict};
 pub use call_error::CallError;
 pub use execute::{
     InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
     ToolOutcome,
 };
+pub use export::{Export, Format, Omission, export};
 pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox};
 pub use knowledge_tool::KNOWLEDGE_TOOL;
 pub(crate) use loaded::Loaded;

@@ -26,7 +26,10 @@ pub struct ToolDef {
     pub output_schema: Option<Value>,
     pub effects: Effects,
     pub hints: Hints,
-    pub approval: Decision,
+    /// The policy's verdict and the rule that gave it ([`ToolDef::verdict`],
+    /// [`ToolDef::approval_rule`]); the decision record itself is the
+    /// host's.
+    pub(crate) approval: Decision,
 }
 
 /// What a client may assume about a tool (MCP's tool annotations), derived
@@ -69,6 +72,20 @@ impl ToolDef {
     /// the definitions).
     pub fn is_offered(&self) -> bool {
         self.approval.verdict != Verdict::Deny
+    }
+
+    /// What the operator's approval policy says about calling it: `allow`
+    /// runs it, `ask` only with an approver ([`crate::tools::ApprovedBy`]),
+    /// `deny` never.
+    pub fn verdict(&self) -> Verdict {
+        self.approval.verdict
+    }
+
+    /// Which rule of `config.toml` (or which default) gave the verdict, as
+    /// a person reads it: `rule "name"`, `rule #2 (tool = "x*")`,
+    /// `default: ...`.
+    pub fn approval_rule(&self) -> &str {
+        &self.approval.rule
     }
 }
 

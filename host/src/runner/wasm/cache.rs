@@ -58,7 +58,7 @@ static WATCHER: OnceLock<Box<dyn CompileWatcher>> = OnceLock::new();
 
 /// Show every compile of this process through `watcher` instead of a log
 /// line. Only the first call takes effect.
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
+#[cfg(feature = "cli")]
 pub fn watch_compiles(watcher: impl CompileWatcher) {
     let _ = WATCHER.set(Box::new(watcher));
 }
