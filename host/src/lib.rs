@@ -18,7 +18,7 @@
 //! # #[cfg(unix)]
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::os::unix::fs::PermissionsExt;
-//! use modhost::{Host, HostOptions, InvokeRequest, ModuleStatus};
+//! use modhost::{Host, HostOptions, InvokeRequest, ModuleStatus, tools};
 //!
 //! let home = tempfile::tempdir()?;
 //! let describe = r#"{"jsonrpc":"2.0","id":1,"result":{"id":"hello","version":"1.0.0","capabilities":[{"id":"hello.greet","description":"Say hello.","input_schema":{"type":"object"},"output_schema":{"type":"object"}}]}}"#;
@@ -39,6 +39,7 @@
 //!     let modules = host.discover().await; // broken ones included, with the reason
 //!     assert_eq!(modules.len(), 1);
 //!     assert!(matches!(modules[0].status, ModuleStatus::Enabled), "{:?}", modules[0].error);
+//!     assert_eq!(modules[0].summary().pin, "pinned"); // the standing's parts, and why
 //!
 //!     let mut request = InvokeRequest::new("hello", "hello.greet", serde_json::json!({}));
 //!     request.deadline = Some(std::time::Duration::from_secs(10));
@@ -47,10 +48,17 @@
 //!         Err(e) => panic!("{}: {e} ({})", e.kind(), e.remedy()),
 //!     }
 //!
-//!     let toolbox = modhost::tools::open_toolbox(&host).await?;
-//!     let tools = toolbox.tools();
-//!     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+//!     let toolbox = tools::open_toolbox(&host).await?;
+//!     let listed = toolbox.tools();
+//!     let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
 //!     assert_eq!(names, ["hello__hello_greet"]); // module, then capability
+//!     assert_eq!(listed[0].verdict(), tools::Verdict::Allow); // the operator's policy
+//!
+//!     // Ready to paste into a provider's request; what the policy denies left out.
+//!     let offered = listed.iter().filter(|t| t.is_offered());
+//!     let export = tools::export(offered, tools::Format::Anthropic, false);
+//!     assert_eq!(export.tools[0]["name"], "hello__hello_greet");
+//!     assert!(export.left_out.is_empty());
 //!     Ok(())
 //! })
 //! # }

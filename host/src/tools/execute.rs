@@ -80,7 +80,9 @@ pub struct InvokeFailure {
     pub stderr_tail: String,
 }
 
-/// The seam to the host's invoke pipeline.
+/// The seam between a [`super::Toolbox`] and the host's invoke pipeline:
+/// [`super::HostInvoker`] in every toolbox the library opens, fakes in this
+/// crate's tests. Public because `Toolbox` is generic over it.
 ///
 /// Dropping the returned future must end the call (the native runner kills
 /// the module's process group on drop): that is how cancellation works.

@@ -24,7 +24,9 @@ use crate::host::Host;
 use crate::invoke::{InvokeError, InvokeRequest};
 use crate::overrides::{self, OverrideError};
 
-/// Invokes through a [`Host`], over modules discovered once.
+/// The invoker of every toolbox the library opens ([`open_toolbox`],
+/// [`open_live_toolbox`]): calls go through a [`Host`], over the modules
+/// that toolbox discovered.
 #[derive(Debug)]
 pub struct HostInvoker {
     host: Host,
@@ -32,7 +34,7 @@ pub struct HostInvoker {
 }
 
 impl HostInvoker {
-    pub fn new(host: Host, modules: Vec<InstalledModule>) -> Self {
+    pub(crate) fn new(host: Host, modules: Vec<InstalledModule>) -> Self {
         HostInvoker {
             host,
             modules: modules.into_iter().map(|m| (m.id.clone(), m)).collect(),
