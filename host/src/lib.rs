@@ -5,11 +5,14 @@
 //! # Library API
 //!
 //! Everything starts from [`Host`]: open a home, [`Host::discover`] the
-//! installed modules, [`Host::invoke`] a capability; for an agent,
-//! [`tools::open_toolbox`] turns the enabled capabilities into tools. The
-//! MCP server ([`mcp::serve_stdio`]) is a client of the same API. Every other
-//! module of this crate is private, so that changing the host's insides never
-//! breaks a library user.
+//! installed modules (each one's standing, and with
+//! [`InstalledModule::summary`] why), [`Host::invoke`] a capability; for an
+//! agent, [`tools::open_toolbox`] turns the enabled capabilities into tools
+//! and [`tools::export`] writes them in a provider's shape. The MCP server
+//! ([`mcp::serve_stdio`]) is a client of the same API. Every other module of
+//! this crate is private, so that changing the host's insides never breaks a
+//! library user, and no public item reaches a type a user cannot name
+//! (`#![deny(unnameable_types)]` below).
 //!
 //! This example writes a one-capability module (a shell script speaking the
 //! protocol) into a fresh home and drives it as a library user would:
@@ -68,7 +71,7 @@
 //!
 //! # Why the command line is a feature of this crate
 //!
-//! The `modhost` binary is [`cli::main`], behind the default `cli` feature,
+//! The `modhost` binary is `modhost::cli::main`, behind the default `cli` feature,
 //! and `src/main.rs` only calls it. A library user who turns default
 //! features off (`default-features = false, features = ["wasm"]`) builds no
 //! clap, clap_complete, anyhow or tracing-subscriber. A separate binary crate

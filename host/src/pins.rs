@@ -100,7 +100,7 @@ pub struct PinRecord {
 
 impl PinRecord {
     /// A record of `descriptor` served by bytes with digest `digest`, now.
-    pub fn new(descriptor: &Descriptor, digest: &str, source: Option<String>) -> Self {
+    pub(crate) fn new(descriptor: &Descriptor, digest: &str, source: Option<String>) -> Self {
         PinRecord {
             module: descriptor.id.clone(),
             version: descriptor.version.clone(),

@@ -44,7 +44,7 @@ pub enum Transport {
 impl Transport {
     /// The transport of the module file at `path`: `.wasm` is a component,
     /// anything else a native executable.
-    pub fn of_path(path: &Path) -> Transport {
+    pub(crate) fn of_path(path: &Path) -> Transport {
         match path.extension() {
             Some(ext) if ext == "wasm" => Transport::Component,
             _ => Transport::Native,
@@ -60,7 +60,7 @@ impl Transport {
 
     /// The path a module of this transport sees a granted root at: the host
     /// path natively, `/roots/<name>` inside a component.
-    pub fn guest_path(self, name: &str, host: &Path) -> String {
+    pub(crate) fn guest_path(self, name: &str, host: &Path) -> String {
         match self {
             Transport::Native => host.to_string_lossy().into_owned(),
             Transport::Component => format!("/roots/{name}"),

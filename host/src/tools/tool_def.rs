@@ -49,7 +49,7 @@ pub struct Hints {
 }
 
 impl Hints {
-    pub fn derive(descriptor: &Descriptor, effects: &Effects) -> Self {
+    pub(crate) fn derive(descriptor: &Descriptor, effects: &Effects) -> Self {
         let authority = grants::authority(descriptor, effects);
         let read_only = authority.touches_nothing_but_reads() && !effects.network;
         let destructive = authority
