@@ -1,4 +1,4 @@
-//! Wasm runner benchmarks (issue 4). Prints figures; asserts nothing.
+//! Wasm runner benchmarks. Prints figures; asserts nothing.
 //!
 //! 1. Per-call latency of a trivial capability (the `echo` guest) through the
 //!    host's runner, against a bare pre-instantiated instantiate-and-run of

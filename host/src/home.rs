@@ -2,9 +2,10 @@
 //!
 //! Resolution order: an explicit directory (`--home`), else `$MODHOST_HOME`,
 //! else the XDG data directory (`$XDG_DATA_HOME/modhost`, falling back to
-//! `~/.local/share/modhost`). The layout is fixed by DESIGN.md; this module is
-//! the only place that spells its paths, so no other code joins path
-//! fragments onto the home by hand.
+//! `~/.local/share/modhost`). The layout is fixed (`modules/`, `state/`,
+//! `artifacts/`, `spill/`, `cache/`, `staging/`, `config.toml`, `pins.json`,
+//! `.lock`); this module is the only place that spells its paths, so no
+//! other code joins path fragments onto the home by hand.
 
 use std::path::{Path, PathBuf};
 

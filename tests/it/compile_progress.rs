@@ -1,6 +1,6 @@
 //! The first call of a component with an empty compile cache takes
 //! seconds; an MCP client that asked for progress hears why, naming the
-//! module (issue 12, item 6), and one that did not ask hears nothing.
+//! module, and one that did not ask hears nothing.
 //! (The terminal status line is `cli_conventions`.)
 
 use std::time::Duration;

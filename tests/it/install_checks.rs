@@ -1,4 +1,4 @@
-//! `modhost install` refuses what the host would refuse (issue 13, item 4):
+//! `modhost install` refuses what the host would refuse:
 //! each module here is written from the document as a shell script, broken
 //! in one way an author gets wrong. The install is refused (exit 2) with
 //! every finding and its remedy, and the home is exactly as it was: no

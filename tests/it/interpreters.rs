@@ -154,7 +154,7 @@ fn a_python_module_runs_confined_from_a_venv_outside_the_system_folders() {
     );
 }
 
-/// The case: the host started from a shell whose PATH names a pyenv
+/// The case this guards: the host started from a shell whose PATH names a pyenv
 /// (or /opt, asdf, conda) interpreter's `bin/` first, as `pyenv exec` does.
 #[test]
 fn a_python_module_runs_confined_from_an_interpreter_outside_the_system_folders() {

@@ -8,6 +8,7 @@
 
 mod cli;
 mod cli_conventions;
+mod code_map;
 mod compile_progress;
 mod confinement_failures;
 mod conformance;

@@ -1,5 +1,5 @@
 //! A capability that asks for approval is offered by `modhost mcp` and runs
-//! only after the user said yes through the client (issue 12, item 4).
+//! only after the user said yes through the client.
 //!
 //! The attack: a client (or a model steering it) calls a network capability
 //! and then declines, dismisses, never answers, forges a stateless approval

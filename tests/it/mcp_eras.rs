@@ -1,5 +1,4 @@
-//! The real `modhost mcp` in every MCP revision it speaks (issue 12, item
-//! 1): a client pinned to 2026-07-28 connects without a handshake, and a
+//! The real `modhost mcp` in every MCP revision it speaks: a client pinned to 2026-07-28 connects without a handshake, and a
 //! client of each handshake revision gets that revision, with tool lists
 //! and call results that carry no field its schema does not define. The
 //! tools here are the host's own exports (`tools::export`), so a field added

@@ -1,5 +1,5 @@
 //! `modhost mcp` cannot be knocked over by its client, and takes its
-//! workspace from where the client means it (issue 12, items 3 and 5).
+//! workspace from where the client means it.
 //!
 //! Each test starts the real server over stdio and writes raw bytes to it, as
 //! a broken or hostile client would: invalid UTF-8, lines far over the cap,

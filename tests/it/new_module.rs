@@ -1,4 +1,4 @@
-//! `modhost new NAME --lang rust|python|node|sh` (issue 13, item 9): each
+//! `modhost new NAME --lang rust|python|node|sh`: each
 //! skeleton, unchanged, installs, passes `modhost conformance` (exit 0, no
 //! error) and answers `modhost invoke` with the example input, keeping its
 //! count in its state root across calls. An existing folder is refused and

@@ -175,7 +175,7 @@ fn every_export_type_checks_against_the_providers_official_sdk_types() {
         panic!("an export does not match its provider's type:\n{errors}");
     }
     // The check can fail: the Chat Completions shape is not a Responses
-    // tool (the mistake the issue found), and tsc says so.
+    // tool (a mistake an export once made), and tsc says so.
     let wrong = type_check(&tsc, &[("wrong", "FunctionTool[]", &exported[0])])
         .expect_err("a Chat Completions tool passed as a Responses tool");
     assert!(wrong.contains("function"), "{wrong}");

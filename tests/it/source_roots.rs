@@ -1,5 +1,5 @@
-//! `--source-root NAME=PATH` on every command that runs module code
-//! (issue 13, item 5): `invoke`, `conformance`, `tools` and `mcp`. A name
+//! `--source-root NAME=PATH` on every command that runs module code:
+//! `invoke`, `conformance`, `tools` and `mcp`. A name
 //! the module does not declare is an error listing the declared ones (it
 //! was ignored silently, and the call ran without the root), and the host's
 //! diagnosis of a root it could not grant stays on the call's error even

@@ -1,4 +1,4 @@
-//! Every refusal names its real cause (issue 13, items 6 and 8): invoking
+//! Every refusal names its real cause: invoking
 //! any capability of a broken, refused, nonconforming, disabled, unpinned or
 //! changed module, by any spelling (`MODULE CAP`, `MODULE.CAP`, the tool
 //! name), reports that standing with its reason and remedy, never

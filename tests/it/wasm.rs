@@ -1,4 +1,4 @@
-//! WebAssembly components end to end, through the `modhost` CLI (issue 4):
+//! WebAssembly components end to end, through the `modhost` CLI:
 //!
 //! - the `files` module as a component gives the same outputs as its native
 //!   build for the same requests ("one source, two targets");

@@ -1,5 +1,5 @@
 //! Asking the user, through the client, to approve one call of a tool whose
-//! approval verdict is `ask` (issue 12, item 4).
+//! approval verdict is `ask`.
 //!
 //! Design decisions:
 //!

@@ -1,6 +1,6 @@
 //! The server loop: one reader, one writer task, one task per `tools/call`.
 //!
-//! Bounds (issue 12, "it cannot be knocked over"): a line is at most
+//! Bounds, so that no client can knock the server over: a line is at most
 //! [`MAX_LINE_BYTES`] and never held whole beyond it (`line.rs`); at most
 //! [`MAX_CONCURRENT_CALLS`] calls run at once, and a call beyond that is
 //! refused at once with an `isError` result saying so (refused rather than
