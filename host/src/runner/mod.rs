@@ -210,15 +210,24 @@ pub async fn run(
     }
 }
 
-/// Run a component call on a blocking-pool thread, not on the caller's
-/// runtime thread.
+/// Run a component call: its first slice on the caller's thread, the rest,
+/// if there is a rest, on a blocking-pool thread.
 ///
-/// A guest runs on a fiber that yields only at epoch ticks (10 ms) and host
-/// calls, and instantiating it is CPU work; on the runtime thread of a
-/// single-threaded server (`modhost mcp`) that would hold up `ping` and
-/// cancellations for as long. The call's future is driven by
-/// `Handle::block_on` on its own thread (timers and I/O still come from the
-/// caller's runtime), and dropping this future drops the call there at once.
+/// A guest runs on a fiber that yields only at epoch ticks
+/// ([`wasm::EPOCH_TICK`]) and when it waits (a slot, a compile, a file, a
+/// timer). Most calls (instantiate from the pool, read the request, write
+/// the answer) finish before either, in well under a millisecond: handing
+/// them to another thread and back would cost two thread wake-ups, more
+/// than the call itself on a busy two-core machine. So the call's future is
+/// polled once here; when it is not done by then, the rest is driven by
+/// `Handle::block_on` on a blocking-pool thread (timers and I/O still come
+/// from the caller's runtime), so a long or spinning guest never holds up
+/// the caller's thread (the single thread of `modhost mcp`, which must go on
+/// reading `ping` and cancellations) for more than one epoch tick. Dropping
+/// this future drops the call at once, wherever it runs.
+///
+/// Not inline: the very first component call of a host, which creates the
+/// engine (seconds of setup); it runs wholly on the blocking thread.
 #[cfg(feature = "wasm")]
 async fn run_component(
     engines: &Engines,
@@ -226,7 +235,11 @@ async fn run_component(
     call: &Call<'_>,
     notifications: Option<&NotificationSink>,
 ) -> Result<Exchange, RunError> {
-    // The engine is created on the first call (seconds of setup): there too.
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::Poll;
+
+    let inline = engines.wasm.get().is_some();
     let engines = engines.clone();
     let module = module.to_path_buf();
     let request_line = call.request_line.to_owned();
@@ -234,11 +247,8 @@ async fn run_component(
     let executables = call.executables.to_vec();
     let (limits, network, start_ahead) = (call.limits, call.network, call.start_ahead);
     let notifications = notifications.cloned();
-    let runtime = tokio::runtime::Handle::current();
-    // Dropped with this future: the call on the other thread ends with it.
-    let (_cancel_on_drop, cancelled) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::task::spawn_blocking(move || {
-        runtime.block_on(async move {
+    let mut guest: Pin<Box<dyn Future<Output = Result<Exchange, RunError>> + Send>> =
+        Box::pin(async move {
             let engine = engines.wasm().map_err(|message| RunError::Spawn {
                 message: format!("{}: {message}", module.display()),
             })?;
@@ -250,10 +260,27 @@ async fn run_component(
                 network,
                 start_ahead,
             };
+            engine
+                .run_module(&module, &call, notifications.as_ref())
+                .await
+        });
+    if inline {
+        // One poll, no await around it: either the call is done, or it is
+        // handed on below within this same poll of ours.
+        let first = std::future::poll_fn(|cx| Poll::Ready(guest.as_mut().poll(cx))).await;
+        if let Poll::Ready(result) = first {
+            return result;
+        }
+    }
+    let runtime = tokio::runtime::Handle::current();
+    // Dropped with this future: the call on the other thread ends with it.
+    let (_cancel_on_drop, cancelled) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async move {
             tokio::select! {
                 biased;
                 _ = cancelled => Err(RunError::Cancelled),
-                result = engine.run_module(&module, &call, notifications.as_ref()) => result,
+                result = guest => result,
             }
         })
     });
