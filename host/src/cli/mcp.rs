@@ -50,10 +50,11 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
 /// answer, a response line); on the multi-threaded runtime each link could
 /// hop between worker threads, and on a busy two-core machine every hop is a
 /// context switch on the latency path. One thread keeps the chain on one
-/// core; blocking work (a native module's spawn and reaping, component
-/// calls) goes to the runtime's blocking pool, in the runner
-/// (`runner::native::start`, `runner::run_component`), so neither a slow
-/// start nor a busy guest stalls the reader.
+/// core; blocking work (a native module's spawn and reaping, what a
+/// component call does after its first slice) goes to the runtime's
+/// blocking pool, in the runner (`runner::native::start`,
+/// `runner::run_component`), so neither a slow start nor a busy guest
+/// stalls the reader.
 ///
 /// The processes started ahead belong to that runtime, so they are stopped
 /// on it, after the last call and before it goes.
