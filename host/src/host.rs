@@ -183,6 +183,26 @@ impl Host {
         &self.validators
     }
 
+    /// For a host that keeps processes warm (a long-running host): compile
+    /// `schemas` on a background thread, so the first call of each
+    /// capability does not pay for its compile. Nothing runs a module.
+    pub(crate) fn prepare_schemas_ahead(&self, schemas: Vec<serde_json::Value>) {
+        if !self.engines.keeps_warm() || schemas.is_empty() {
+            return;
+        }
+        let validators = Arc::clone(&self.validators);
+        let preparing = std::thread::Builder::new()
+            .name("modhost-schemas-ahead".into())
+            .spawn(move || {
+                for schema in &schemas {
+                    validators.prepare(schema);
+                }
+            });
+        if let Err(e) = preparing {
+            tracing::debug!("not compiling schemas ahead: {e}");
+        }
+    }
+
     /// The operator's pins as they are now (one `stat` when unchanged).
     pub(crate) fn current_pins(&self) -> Result<Arc<crate::pins::Pins>, crate::pins::PinsError> {
         self.pins.current(self.layout.root())

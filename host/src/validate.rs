@@ -57,26 +57,35 @@ impl Validators {
     /// Check `instance` against `schema`, compiling it only the first time
     /// this text is seen.
     pub fn check(&self, schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
-        let key = schema.to_string();
-        let cached = self.lock().get(&key).cloned();
-        let compiled = match cached {
-            Some(compiled) => compiled,
-            None => {
-                // Compiled outside the lock: concurrent first calls may both
-                // compile, and either result is the same.
-                let compiled = Arc::new(compile(schema));
-                let mut map = self.lock();
-                if map.len() >= MAX_COMPILED {
-                    map.clear();
-                }
-                map.insert(key, Arc::clone(&compiled));
-                compiled
-            }
-        };
-        match compiled.as_ref() {
+        match self.compiled(schema).as_ref() {
             Ok(validator) => check_with(validator, instance),
             Err(failure) => Err(failure.clone()),
         }
+    }
+
+    /// Compile `schema` now, so the first call checked against it does not
+    /// pay for the compile (nor, for the host's first schema, for
+    /// `jsonschema`'s own one-time set-up: its meta-schemas, about a
+    /// megabyte of allocations). A broken schema is remembered as broken.
+    pub fn prepare(&self, schema: &Value) {
+        self.compiled(schema);
+    }
+
+    /// The compiled `schema`, compiled now if this text is new.
+    fn compiled(&self, schema: &Value) -> Compiled {
+        let key = schema.to_string();
+        if let Some(compiled) = self.lock().get(&key) {
+            return Arc::clone(compiled);
+        }
+        // Compiled outside the lock: concurrent first calls may both
+        // compile, and either result is the same.
+        let compiled = Arc::new(compile(schema));
+        let mut map = self.lock();
+        if map.len() >= MAX_COMPILED {
+            map.clear();
+        }
+        map.insert(key, Arc::clone(&compiled));
+        compiled
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Compiled>> {

@@ -114,6 +114,12 @@ impl Engines {
         self
     }
 
+    /// Whether these engines keep processes started ahead: a long-running
+    /// host, for which preparing ahead pays off.
+    pub fn keeps_warm(&self) -> bool {
+        self.warm.is_some()
+    }
+
     /// These engines without the processes started ahead: for one-off calls
     /// (a describe happens once per module's bytes), whose next process
     /// would only wait until shutdown.
@@ -148,6 +154,17 @@ impl Engines {
         }
         #[cfg(not(feature = "wasm"))]
         drop(components);
+    }
+
+    /// For engines that keep processes warm: resolve the `PATH` native
+    /// modules start with on a background thread now (a version manager
+    /// takes tens of milliseconds to answer, see [`native::environment`]),
+    /// so the first native call does not wait for it. For a host that has
+    /// native modules to serve; a no-op for other engines.
+    pub fn resolve_native_path_ahead(&self) {
+        if self.warm.is_some() {
+            native::environment::resolve_module_path_ahead();
+        }
     }
 
     /// Kill and reap every process started ahead (a no-op for engines that

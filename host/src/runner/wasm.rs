@@ -138,6 +138,11 @@ struct EngineInner {
     cache: ComponentCache,
     memory_limit: u64,
     loaded: Mutex<HashMap<blake3::Hash, Arc<LoadedComponent>>>,
+    /// One load at a time per path: a call that finds its component being
+    /// loaded (by the host's load-ahead thread, or another call) waits for
+    /// that load instead of reading, hashing and deserializing it again
+    /// beside it on a two-core machine.
+    loading: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
     digests: KnownDigests,
     slots: CallSlots,
     /// Also logged when the engine starts; kept for `modhost doctor`.
@@ -204,6 +209,7 @@ impl WasmEngine {
                 cache,
                 memory_limit: memory_limit_bytes,
                 loaded: Mutex::new(HashMap::new()),
+                loading: Mutex::default(),
                 digests: KnownDigests::default(),
                 slots: CallSlots::new(),
                 warnings,
@@ -237,6 +243,40 @@ impl WasmEngine {
         if let Some(loaded) = self.loaded_unchanged(path) {
             return Ok(loaded);
         }
+        let gate = Arc::clone(
+            self.inner
+                .loading
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .entry(path.to_owned())
+                .or_default(),
+        );
+        let loaded = {
+            let _one_at_a_time = gate.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            // The load this one waited for may have done the work.
+            match self.loaded_unchanged(path) {
+                Some(loaded) => Ok(loaded),
+                None => self.load_now(path, notifications),
+            }
+        };
+        let mut loading = self
+            .inner
+            .loading
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // The last one through removes the gate (a waiter still holds a clone).
+        if Arc::strong_count(&gate) == 2 {
+            loading.remove(path);
+        }
+        loaded
+    }
+
+    /// Read, hash and compile (or deserialize) the component at `path`.
+    fn load_now(
+        &self,
+        path: &Path,
+        notifications: Option<&NotificationSink>,
+    ) -> Result<Arc<LoadedComponent>, WasmError> {
         let read_error = |source| WasmError::Read {
             path: path.to_owned(),
             source,
@@ -1062,8 +1102,13 @@ mod tests {
             start_ahead: false,
         };
         let spin = guest("spin");
-        let running =
-            crate::runner::run(&engines, crate::runner::Transport::Component, &spin, &call, None);
+        let running = crate::runner::run(
+            &engines,
+            crate::runner::Transport::Component,
+            &spin,
+            &call,
+            None,
+        );
         let cpu_before = thread_cpu_ticks();
         let mut ticks = 0u32;
         let counting = async {

@@ -195,6 +195,22 @@ async fn load(
             .map(|m| m.program.clone())
             .collect(),
     );
+    if discovered.iter().any(|m| {
+        m.transport == crate::runner::Transport::Native
+            && m.status == crate::discovery::ModuleStatus::Enabled
+    }) {
+        host.engines().resolve_native_path_ahead();
+    }
+    host.prepare_schemas_ahead(
+        discovered
+            .iter()
+            .filter(|m| m.status == crate::discovery::ModuleStatus::Enabled)
+            .filter_map(|m| m.descriptor.as_deref())
+            .flat_map(|d| &d.capabilities)
+            .flat_map(|c| std::iter::once(&c.input_schema).chain(&c.output_schema))
+            .cloned()
+            .collect(),
+    );
     let mut loaded = Loaded::new(
         modules,
         &config.approval,

@@ -21,7 +21,8 @@
 //!   ([`crate::confine::interpreter`]) is resolved in this same `PATH`, so
 //!   what is granted is what runs.
 //! - **Asked once per host process, bounded in time.** A long-running host
-//!   asks when it starts ([`resolve_module_path_ahead`]), a one-off call when
+//!   asks when it finds an enabled native module ([`resolve_module_path_ahead`];
+//!   one that serves only components never runs a manager), a one-off call when
 //!   it first needs the answer. A manager that does
 //!   not answer within [`MANAGER_TIMEOUT`], or answers nothing usable, leaves
 //!   its `shims` folder in place: the module then fails as before, and the
@@ -61,11 +62,14 @@ pub fn module_environment() -> impl Iterator<Item = (OsString, OsString)> {
 /// first native call would otherwise wait for. Runs only the managers, the
 /// host's own helpers, never a module.
 pub fn resolve_module_path_ahead() {
-    let _ = std::thread::Builder::new()
-        .name("modhost-path".into())
-        .spawn(|| {
-            module_path();
-        });
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("modhost-path".into())
+            .spawn(|| {
+                module_path();
+            });
+    });
 }
 
 /// The host's `PATH` as modules get it (computed once per process).

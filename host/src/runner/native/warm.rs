@@ -121,11 +121,8 @@ impl Default for WarmPool {
 }
 
 impl WarmPool {
-    /// A pool whose processes wait at most [`IDLE_LIFE`] for a call. The
-    /// host that keeps one serves many calls: the modules' `PATH` is
-    /// resolved now, so its first call does not wait for it.
+    /// A pool whose processes wait at most [`IDLE_LIFE`] for a call.
     pub fn new() -> WarmPool {
-        super::environment::resolve_module_path_ahead();
         WarmPool::with_idle_life(IDLE_LIFE)
     }
 
