@@ -16,9 +16,11 @@
 //!   the filesystem has one, else change time), taken from the very
 //!   descriptor the rule was built from, and a call reuses the ruleset only
 //!   when every path `stat`s to that same identity now (a path that did not
-//!   exist must still not exist). A granted folder replaced (renamed over,
-//!   deleted and recreated) gets a new ruleset naming the new inode, and the
-//!   old inode, wherever it went, is no longer granted.
+//!   exist must still not exist; a path that carries two rules is checked
+//!   once: one `statx` per distinct path is the floor of this check). A
+//!   granted folder replaced (renamed over, deleted and recreated) gets a
+//!   new ruleset naming the new inode, and the old inode, wherever it went,
+//!   is no longer granted.
 //! - **Bounded.** At most [`MAX_RULESETS`] rulesets are kept; beyond, the
 //!   cache is emptied and refilled by the calls that follow.
 
@@ -104,10 +106,7 @@ pub(super) fn build(
     {
         let cache = lock();
         if let Some(cached) = cache.as_ref().and_then(|c| c.get(&key))
-            && rules
-                .iter()
-                .zip(&cached.identities)
-                .all(|(rule, known)| identity_at(&rule.path) == *known)
+            && unchanged(rules, &cached.identities)
         {
             return cached
                 .ruleset
@@ -132,6 +131,27 @@ pub(super) fn build(
         },
     );
     Ok(copy)
+}
+
+/// Whether every rule's path still names what its rule bound: one `statx`
+/// per distinct path (a path can carry two rules: the approved snapshot is
+/// the module's folder, read, and the snapshot, read and execute; the entry
+/// file is also the first file of its interpreter chain; `/usr` is a system
+/// folder and an interpreter's prefix).
+fn unchanged(rules: &[PathRule], identities: &[Option<Identity>]) -> bool {
+    let mut checked: Vec<(&Path, Option<Identity>)> = Vec::with_capacity(rules.len());
+    rules.len() == identities.len()
+        && rules.iter().zip(identities).all(|(rule, known)| {
+            let now = match checked.iter().find(|(path, _)| *path == rule.path) {
+                Some((_, identity)) => *identity,
+                None => {
+                    let identity = identity_at(&rule.path);
+                    checked.push((&rule.path, identity));
+                    identity
+                }
+            };
+            now == *known
+        })
 }
 
 fn lock() -> std::sync::MutexGuard<'static, Option<HashMap<Key, Cached>>> {
@@ -217,4 +237,60 @@ fn statx_identity(
         kind: u32::from(stx.stx_mode) & libc::S_IFMT,
         born: (born.tv_sec, born.tv_nsec),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cached_identities(
+        rules: &[PathRule],
+        support: &ConfinementSupport,
+    ) -> Vec<Option<Identity>> {
+        let key = Key {
+            rules: rules
+                .iter()
+                .map(|r| (r.path.clone(), r.access as u8))
+                .collect(),
+            deny_tcp: support.landlock_tcp(),
+            scopes: support.landlock_scopes(),
+        };
+        lock()
+            .as_ref()
+            .unwrap()
+            .get(&key)
+            .unwrap()
+            .identities
+            .clone()
+    }
+
+    /// A folder that carries two rules (read, and read-write) is checked
+    /// once per call, and still: replaced between two calls, the second
+    /// call gets a ruleset naming the new folder, for both rules.
+    #[test]
+    fn a_replaced_path_that_carries_two_rules_gets_a_new_ruleset() {
+        let support = super::super::probe();
+        if support.abi.is_none() {
+            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let granted = dir.path().join("granted");
+        std::fs::create_dir(&granted).unwrap();
+        let rule = |access| PathRule {
+            path: granted.clone(),
+            access,
+        };
+        let rules = [rule(PathAccess::Read), rule(PathAccess::ReadWrite)];
+        build(&rules, false, &support).unwrap();
+        let before = cached_identities(&rules, &support);
+        assert_eq!(before[0], identity_at(&granted));
+        assert_eq!(before[0], before[1]);
+
+        std::fs::rename(&granted, dir.path().join("moved")).unwrap();
+        std::fs::create_dir(&granted).unwrap();
+        build(&rules, false, &support).unwrap();
+        let after = cached_identities(&rules, &support);
+        assert_ne!(after[0], before[0], "the old folder's ruleset was reused");
+        assert_eq!(after, vec![identity_at(&granted); 2]);
+    }
 }

@@ -430,15 +430,16 @@ fn compile(network: bool) -> Result<Programs, String> {
     let mut table = Vec::new();
     let mut blocks = Vec::new();
     for (call, errno) in refusals(network) {
+        let number =
+            u32::try_from(call.number).map_err(|_| format!("{}: bad number", call.name))?;
         let verdict = match call.when {
             When::Always => dispatch::Verdict::Errno(errno as u32),
             When::AnyOf(_) => {
-                blocks.push(seccompiler_program(&[call], errno)?);
+                let program = seccompiler_program(&[call], errno)?;
+                blocks.push(dispatch::rule_block(&program, AUDIT_ARCH, number)?);
                 dispatch::Verdict::Rules(blocks.len() - 1)
             }
         };
-        let number =
-            u32::try_from(call.number).map_err(|_| format!("{}: bad number", call.name))?;
         table.push((number, verdict));
     }
     #[cfg(target_arch = "x86_64")]
@@ -775,6 +776,13 @@ mod tests {
             assert!(
                 new_steps * 10 < old_steps,
                 "{new_steps} instructions over 0..512 against {old_steps} for three filters"
+            );
+            // What the kernel converts and compiles at every install.
+            let old_len: usize = old.iter().map(Vec::len).sum();
+            assert!(
+                program.len() * 3 < old_len * 2,
+                "{} instructions against {old_len} for three filters",
+                program.len()
             );
         }
     }

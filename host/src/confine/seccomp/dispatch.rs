@@ -91,7 +91,7 @@ pub fn assemble(
         Op::Real(stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS)),
         Op::Real(stmt(LD_W_ABS, OFFSET_NR)),
     ];
-    program.extend(tree(&intervals));
+    program.extend(pooled(&intervals).unwrap_or_else(|| tree(&intervals)));
     let mut block_start = Vec::with_capacity(blocks.len());
     let mut next = program.len();
     for block in blocks {
@@ -110,6 +110,33 @@ pub fn assemble(
         assembled.extend_from_slice(block);
     }
     Ok(assembled)
+}
+
+/// The rules of seccompiler's program for the one call `number`, to be
+/// entered with the accumulator holding that number: its prefix (the
+/// architecture check, the load of the number and the test of it, which
+/// the dispatcher has done) is dropped. cBPF only jumps forward, so
+/// nothing that is kept jumps into the prefix; the prefix is checked to be
+/// exactly what seccompiler emits, so a new seccompiler layout fails here
+/// rather than filter wrongly.
+pub fn rule_block(
+    program: &[sock_filter],
+    audit_arch: u32,
+    number: u32,
+) -> Result<BpfProgram, String> {
+    let prefix = [
+        stmt(LD_W_ABS, OFFSET_ARCH),
+        jump(JEQ_K, audit_arch, 1, 0),
+        stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+        stmt(LD_W_ABS, OFFSET_NR),
+        jump(JEQ_K, number, 0, 1),
+    ];
+    match program.split_at_checked(prefix.len()) {
+        Some((head, rules)) if head == prefix && !rules.is_empty() => Ok(rules.to_vec()),
+        _ => Err(format!(
+            "seccompiler's program for system call {number} does not start as expected"
+        )),
+    }
 }
 
 /// An instruction, or a jump to a block whose place is known only once the
@@ -173,6 +200,95 @@ fn intervals(
         push(first, verdict);
     }
     Ok(intervals)
+}
+
+/// The tree of [`tree`] with its leaves shared: each `JGE` jumps straight
+/// to one of a pool of answers after the tree (`RET` of each verdict, `JA`
+/// to each block), so the tree costs one instruction per interval, not
+/// two. `None` when a jump would be longer than a conditional jump can
+/// reach (255 instructions); then the leaves are inline.
+fn pooled(intervals: &[Interval]) -> Option<Vec<Op>> {
+    if intervals.len() < 2 {
+        return None;
+    }
+    let nodes = pooled_nodes(intervals)?;
+    let mut pool: Vec<Verdict> = Vec::new();
+    for node in &nodes {
+        for dest in [node.upper, node.lower] {
+            if let Dest::Leaf(verdict) = dest
+                && !pool.contains(&verdict)
+            {
+                pool.push(verdict);
+            }
+        }
+    }
+    let pool_start = nodes.len();
+    let mut ops = Vec::with_capacity(nodes.len() + pool.len());
+    for (index, node) in nodes.iter().enumerate() {
+        let offset = |dest: Dest| -> Option<u8> {
+            match dest {
+                Dest::Skip(n) => Some(n),
+                Dest::Leaf(verdict) => {
+                    let at = pool_start + pool.iter().position(|v| *v == verdict)?;
+                    u8::try_from(at - index - 1).ok()
+                }
+            }
+        };
+        ops.push(Op::Real(jump(
+            JGE_K,
+            node.split,
+            offset(node.upper)?,
+            offset(node.lower)?,
+        )));
+    }
+    ops.extend(pool.into_iter().map(|verdict| match verdict {
+        Verdict::Rules(index) => Op::ToBlock(index),
+        verdict => Op::Real(stmt(RET_K, ret(verdict))),
+    }));
+    Some(ops)
+}
+
+/// Where a pooled `JGE` goes on one side.
+#[derive(Debug, Clone, Copy)]
+enum Dest {
+    /// This many instructions ahead (a subtree).
+    Skip(u8),
+    /// The pool's answer for this verdict.
+    Leaf(Verdict),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    split: u32,
+    upper: Dest,
+    lower: Dest,
+}
+
+/// The `JGE`s of a pooled tree over at least two intervals, in preorder.
+fn pooled_nodes(intervals: &[Interval]) -> Option<Vec<Node>> {
+    let middle = intervals.len() / 2;
+    let (lower, upper) = intervals.split_at(middle);
+    let side = |half: &[Interval]| -> Option<(Dest, Vec<Node>)> {
+        match half {
+            [only] => Some((Dest::Leaf(only.verdict), Vec::new())),
+            _ => Some((Dest::Skip(0), pooled_nodes(half)?)),
+        }
+    };
+    let (lower_dest, lower_nodes) = side(lower)?;
+    let (upper_dest, upper_nodes) = side(upper)?;
+    let upper_dest = match upper_dest {
+        Dest::Skip(_) => Dest::Skip(u8::try_from(lower_nodes.len()).ok()?),
+        leaf => leaf,
+    };
+    let mut nodes = Vec::with_capacity(1 + lower_nodes.len() + upper_nodes.len());
+    nodes.push(Node {
+        split: upper[0].first,
+        upper: upper_dest,
+        lower: lower_dest,
+    });
+    nodes.extend(lower_nodes);
+    nodes.extend(upper_nodes);
+    Some(nodes)
 }
 
 /// A balanced tree of `JGE` over `intervals` (the accumulator holds the
@@ -366,6 +482,46 @@ mod tests {
             };
             assert_eq!(verdict_of(&program, nr), expected, "number {nr}");
         }
+    }
+
+    #[test]
+    fn leaves_are_shared_when_the_tree_is_small_enough() {
+        // 1 | 2 | 3 ... alternating refused and allowed: 41 intervals.
+        let table: Vec<_> = (0..20).map(|n| (n * 2 + 1, Verdict::Errno(1))).collect();
+        let program = assemble(ARCH, &table, None, &[]).unwrap();
+        // 4 of head, 40 tests, 2 answers (allow, errno 1).
+        assert_eq!(program.len(), 4 + 40 + 2);
+        for nr in 0..50 {
+            let refused = nr % 2 == 1 && nr < 40;
+            let expected = if refused {
+                libc::SECCOMP_RET_ERRNO | 1
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+            assert_eq!(verdict_of(&program, nr), expected, "number {nr}");
+        }
+    }
+
+    #[test]
+    fn a_rule_block_is_taken_only_from_the_layout_it_expects() {
+        let rules = stmt(RET_K, libc::SECCOMP_RET_ERRNO | 1);
+        let mut program = vec![
+            stmt(LD_W_ABS, OFFSET_ARCH),
+            jump(JEQ_K, ARCH, 1, 0),
+            stmt(RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+            stmt(LD_W_ABS, OFFSET_NR),
+            jump(JEQ_K, 7, 0, 1),
+            rules.clone(),
+        ];
+        assert_eq!(rule_block(&program, ARCH, 7).unwrap(), vec![rules]);
+        assert!(rule_block(&program, ARCH, 8).is_err(), "another number");
+        assert!(
+            rule_block(&program, ARCH + 1, 7).is_err(),
+            "another architecture"
+        );
+        program[4].jf = 2;
+        assert!(rule_block(&program, ARCH, 7).is_err(), "another layout");
+        assert!(rule_block(&program[..5], ARCH, 7).is_err(), "no rules");
     }
 
     #[test]
