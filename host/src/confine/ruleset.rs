@@ -55,7 +55,9 @@ struct Identity {
 /// The rules of a call and what decides the ruleset besides them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
-    rules: Vec<(std::path::PathBuf, u8)>,
+    /// Paths as bytes: `Path` hashes and compares component by component,
+    /// which costs more than the lookup is worth.
+    rules: Vec<(std::ffi::OsString, u8)>,
     deny_tcp: bool,
     scopes: bool,
 }
@@ -98,7 +100,7 @@ pub(super) fn build(
     let key = Key {
         rules: rules
             .iter()
-            .map(|r| (r.path.clone(), r.access as u8))
+            .map(|r| (r.path.as_os_str().to_owned(), r.access as u8))
             .collect(),
         deny_tcp: !network && support.landlock_tcp(),
         scopes: support.landlock_scopes(),
@@ -142,7 +144,9 @@ fn unchanged(rules: &[PathRule], identities: &[Option<Identity>]) -> bool {
     let mut checked: Vec<(&Path, Option<Identity>)> = Vec::with_capacity(rules.len());
     rules.len() == identities.len()
         && rules.iter().zip(identities).all(|(rule, known)| {
-            let now = match checked.iter().find(|(path, _)| *path == rule.path) {
+            // Byte equality: `Path`'s own compares component by component.
+            let same = |path: &&Path| path.as_os_str() == rule.path.as_os_str();
+            let now = match checked.iter().find(|(path, _)| same(path)) {
                 Some((_, identity)) => *identity,
                 None => {
                     let identity = identity_at(&rule.path);
@@ -250,7 +254,7 @@ mod tests {
         let key = Key {
             rules: rules
                 .iter()
-                .map(|r| (r.path.clone(), r.access as u8))
+                .map(|r| (r.path.as_os_str().to_owned(), r.access as u8))
                 .collect(),
             deny_tcp: support.landlock_tcp(),
             scopes: support.landlock_scopes(),
