@@ -23,8 +23,12 @@
 //!   is no longer granted.
 //! - **Bounded.** At most [`MAX_RULESETS`] rulesets are kept; beyond, the
 //!   cache is emptied and refilled by the calls that follow.
+//! - **Cheap to look up, checked outside the lock.** A look-up compares the
+//!   call's rules in place (a hash first, then the paths as bytes) and builds
+//!   no key; the lock is held only to copy the entry's identities and
+//!   duplicate its descriptor, and the paths are checked after, so
+//!   concurrent calls do not queue behind each other's `statx`es.
 
-use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Mutex;
@@ -52,22 +56,51 @@ struct Identity {
     born: (i64, u32),
 }
 
-/// The rules of a call and what decides the ruleset besides them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    /// Paths as bytes: `Path` hashes and compares component by component,
-    /// which costs more than the lookup is worth.
-    rules: Vec<(std::ffi::OsString, u8)>,
+/// What decides a ruleset besides its rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Flags {
     deny_tcp: bool,
     scopes: bool,
 }
 
+/// A ruleset kept, with what it was built from.
 struct Cached {
+    /// [`fingerprint`] of `rules` and `flags`: compared first.
+    fingerprint: u64,
+    /// Paths as bytes (`Path` compares component by component).
+    rules: Vec<(std::ffi::OsString, u8)>,
+    flags: Flags,
     identities: Vec<Option<Identity>>,
     ruleset: OwnedFd,
 }
 
-static CACHE: Mutex<Option<HashMap<Key, Cached>>> = Mutex::new(None);
+impl Cached {
+    fn built_from(&self, fingerprint: u64, rules: &[PathRule], flags: Flags) -> bool {
+        self.fingerprint == fingerprint
+            && self.flags == flags
+            && self.rules.len() == rules.len()
+            && self.rules.iter().zip(rules).all(|((path, access), rule)| {
+                path.as_os_str() == rule.path.as_os_str() && *access == rule.access as u8
+            })
+    }
+}
+
+/// At most [`MAX_RULESETS`], found by a scan (no key is built for a look-up:
+/// a call's rules are compared in place).
+static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
+
+/// A hash of the rules as bytes and the flags.
+fn fingerprint(rules: &[PathRule], flags: Flags) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::ffi::OsStrExt;
+    let mut hasher = std::hash::DefaultHasher::new();
+    flags.hash(&mut hasher);
+    for rule in rules {
+        hasher.write(rule.path.as_os_str().as_bytes());
+        hasher.write_u8(rule.access as u8);
+    }
+    hasher.finish()
+}
 
 /// The filesystem rights the host asks the kernel to handle: everything
 /// the crate knows; the crate drops what the running kernel lacks.
@@ -97,41 +130,41 @@ pub(super) fn build(
     support: &ConfinementSupport,
 ) -> Result<OwnedFd, ConfineError> {
     let error = |message: String| ConfineError::Ruleset { message };
-    let key = Key {
-        rules: rules
-            .iter()
-            .map(|r| (r.path.as_os_str().to_owned(), r.access as u8))
-            .collect(),
+    let flags = Flags {
         deny_tcp: !network && support.landlock_tcp(),
         scopes: support.landlock_scopes(),
     };
+    let fingerprint = fingerprint(rules, flags);
+    // The lock is held only to copy the entry out: the paths are checked
+    // with other calls free to look up theirs.
+    let known = lock()
+        .iter()
+        .find(|c| c.built_from(fingerprint, rules, flags))
+        .map(|c| (c.identities.clone(), c.ruleset.try_clone()));
+    if let Some((identities, Ok(ruleset))) = known
+        && unchanged(rules, &identities)
     {
-        let cache = lock();
-        if let Some(cached) = cache.as_ref().and_then(|c| c.get(&key))
-            && unchanged(rules, &cached.identities)
-        {
-            return cached
-                .ruleset
-                .try_clone()
-                .map_err(|e| error(format!("duplicating the ruleset: {e}")));
-        }
+        return Ok(ruleset);
     }
-    let (ruleset, identities) = create(rules, &key)?;
+    let (ruleset, identities) = create(rules, flags)?;
     let copy = ruleset
         .try_clone()
         .map_err(|e| error(format!("duplicating the ruleset: {e}")))?;
     let mut cache = lock();
-    let map = cache.get_or_insert_with(HashMap::new);
-    if map.len() >= MAX_RULESETS {
-        map.clear();
+    cache.retain(|c| !c.built_from(fingerprint, rules, flags));
+    if cache.len() >= MAX_RULESETS {
+        cache.clear();
     }
-    map.insert(
-        key,
-        Cached {
-            identities,
-            ruleset,
-        },
-    );
+    cache.push(Cached {
+        fingerprint,
+        rules: rules
+            .iter()
+            .map(|r| (r.path.as_os_str().to_owned(), r.access as u8))
+            .collect(),
+        flags,
+        identities,
+        ruleset,
+    });
     Ok(copy)
 }
 
@@ -158,25 +191,28 @@ fn unchanged(rules: &[PathRule], identities: &[Option<Identity>]) -> bool {
         })
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<HashMap<Key, Cached>>> {
+fn lock() -> std::sync::MutexGuard<'static, Vec<Cached>> {
     CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A new ruleset and the identity each rule bound.
-fn create(rules: &[PathRule], key: &Key) -> Result<(OwnedFd, Vec<Option<Identity>>), ConfineError> {
+fn create(
+    rules: &[PathRule],
+    flags: Flags,
+) -> Result<(OwnedFd, Vec<Option<Identity>>), ConfineError> {
     let error = |message: String| ConfineError::Ruleset { message };
     let mut ruleset = Ruleset::default()
         .handle_access(handled_fs())
         .map_err(|e| error(e.to_string()))?;
-    if key.deny_tcp {
+    if flags.deny_tcp {
         // Handled with no port rule: every TCP bind and connect is denied.
         ruleset = ruleset
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
             .map_err(|e| error(e.to_string()))?;
     }
-    if key.scopes {
+    if flags.scopes {
         ruleset = ruleset
             .scope(Scope::AbstractUnixSocket | Scope::Signal)
             .map_err(|e| error(e.to_string()))?;
@@ -251,21 +287,16 @@ mod tests {
         rules: &[PathRule],
         support: &ConfinementSupport,
     ) -> Vec<Option<Identity>> {
-        let key = Key {
-            rules: rules
-                .iter()
-                .map(|r| (r.path.as_os_str().to_owned(), r.access as u8))
-                .collect(),
+        let flags = Flags {
             deny_tcp: support.landlock_tcp(),
             scopes: support.landlock_scopes(),
         };
+        let fingerprint = fingerprint(rules, flags);
         lock()
-            .as_ref()
-            .unwrap()
-            .get(&key)
-            .unwrap()
-            .identities
-            .clone()
+            .iter()
+            .find(|c| c.built_from(fingerprint, rules, flags))
+            .map(|c| c.identities.clone())
+            .expect("the ruleset was kept")
     }
 
     /// A folder that carries two rules (read, and read-write) is checked
