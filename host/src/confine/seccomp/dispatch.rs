@@ -340,9 +340,9 @@ pub mod cbpf {
             match offset {
                 0 => self.nr,
                 4 => self.arch,
-                16..=63 if offset % 4 == 0 => {
+                16..=63 if offset.is_multiple_of(4) => {
                     let arg = self.args[((offset - 16) / 8) as usize];
-                    if offset % 8 == 0 {
+                    if offset.is_multiple_of(8) {
                         arg as u32
                     } else {
                         (arg >> 32) as u32
