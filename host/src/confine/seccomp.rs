@@ -1,4 +1,4 @@
-//! The seccomp filters of a confined native call: the kernel surface a module
+//! The seccomp filter of a confined native call: the kernel surface a module
 //! never needs, closed.
 //!
 //! Landlock confines paths, TCP ports, signals and abstract sockets; it does
@@ -14,7 +14,9 @@
 //!   for some the argument values that make it dangerous (`mknod` of a device
 //!   but not of a FIFO, `clone` with a namespace flag but not a plain fork);
 //!   [`socket_rules`] says which sockets a call may create. `seccompiler`
-//!   (rust-vmm) turns that into BPF; nothing is hand-assembled.
+//!   (rust-vmm) turns each argument rule into BPF; the dispatcher in front
+//!   of them is generated from the same table ([`dispatch`]) and the tests
+//!   run the result against the table; nothing is hand-assembled.
 //! - **One program, dispatched by number.** A call needs three errnos:
 //!   `EPERM` for the kernel surface, `EACCES` for sockets, `ENOSYS` for
 //!   `clone3` (its flags live in memory a filter cannot read, and glibc
@@ -25,10 +27,10 @@
 //!   arguments. The child installs it with one `prctl`, and the kernel's
 //!   per-number work at install (building its allow cache) and at run time
 //!   is a dozen instructions, not a walk through every listed call.
-//! - **Built once, installed by the child.** The programs are compiled the
-//!   first time a call needs them (they depend only on the architecture and
+//! - **Built once, installed by the child.** A program is compiled the
+//!   first time a call needs it (it depends only on the architecture and
 //!   whether the call may use the network) and kept for the life of the host.
-//!   The child between `clone` and `exec` only passes a pointer to them to
+//!   The child between `clone` and `exec` only passes a pointer to it to
 //!   `prctl(PR_SET_SECCOMP)`: no allocation, no lock.
 //! - **Foreign system call ABIs are refused.** A filter matches numbers of
 //!   one ABI: the x32 ABI shares x86_64's audit architecture with other
