@@ -9,6 +9,10 @@
 //!
 //! The module is a tiny `/bin/sh` script written into a temp home, so the
 //! benchmark depends on no other crate's binaries.
+//!
+//! `cargo bench -p modhost --bench host -- <parts>` runs only the parts
+//! named (`off`, `default`, `warm`, `discover`): to profile one part alone
+//! (`perf record -g`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -134,6 +138,16 @@ fn report_invoke(label: &str, (host, bare): (Duration, Duration)) {
     );
 }
 
+/// Whether the part `name` was asked for (every part when none was named;
+/// cargo passes `--bench`, which names none).
+fn selected(name: &str) -> bool {
+    let names: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    names.is_empty() || names.iter().any(|n| n == name)
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -143,24 +157,41 @@ fn main() {
 
     // 1. Invoke latency: the host's own overhead (confinement off), and with
     //    the default confinement (landlock + rlimits applied before exec).
-    let unconfined = temp.path().join("invoke-unconfined");
-    report_invoke(
-        "confinement off",
-        measure_invoke(&runtime, &unconfined, "confinement = \"off\"\n", false),
-    );
-    let confined = temp.path().join("invoke-default");
-    report_invoke(
-        "confinement default",
-        measure_invoke(&runtime, &confined, "", false),
-    );
-    // A long-running host (`modhost mcp`) starts each call's process ahead.
-    let warm = temp.path().join("invoke-warm");
-    report_invoke(
-        "confinement default, warm processes",
-        measure_invoke(&runtime, &warm, "", true),
-    );
+    let parts: [(&str, &str, &str, &str, bool); 3] = [
+        (
+            "off",
+            "confinement off",
+            "invoke-unconfined",
+            "confinement = \"off\"\n",
+            false,
+        ),
+        (
+            "default",
+            "confinement default",
+            "invoke-default",
+            "",
+            false,
+        ),
+        // A long-running host (`modhost mcp`) starts each call's process ahead.
+        (
+            "warm",
+            "confinement default, warm processes",
+            "invoke-warm",
+            "",
+            true,
+        ),
+    ];
+    for (name, label, dir, config, warm) in parts {
+        if selected(name) {
+            let dir = temp.path().join(dir);
+            report_invoke(label, measure_invoke(&runtime, &dir, config, warm));
+        }
+    }
 
     // 2. discover with 100 cached modules.
+    if !selected("discover") {
+        return;
+    }
     let home = temp.path().join("discover-home");
     for i in 0..MODULES {
         install(&home, &format!("mod{i:03}"));

@@ -16,13 +16,19 @@
 //!   the filesystem has one, else change time), taken from the very
 //!   descriptor the rule was built from, and a call reuses the ruleset only
 //!   when every path `stat`s to that same identity now (a path that did not
-//!   exist must still not exist). A granted folder replaced (renamed over,
-//!   deleted and recreated) gets a new ruleset naming the new inode, and the
-//!   old inode, wherever it went, is no longer granted.
+//!   exist must still not exist; a path that carries two rules is checked
+//!   once: one `statx` per distinct path is the floor of this check). A
+//!   granted folder replaced (renamed over, deleted and recreated) gets a
+//!   new ruleset naming the new inode, and the old inode, wherever it went,
+//!   is no longer granted.
 //! - **Bounded.** At most [`MAX_RULESETS`] rulesets are kept; beyond, the
 //!   cache is emptied and refilled by the calls that follow.
+//! - **Cheap to look up, checked outside the lock.** A look-up compares the
+//!   call's rules in place (a hash first, then the paths as bytes) and builds
+//!   no key; the lock is held only to copy the entry's identities and
+//!   duplicate its descriptor, and the paths are checked after, so
+//!   concurrent calls do not queue behind each other's `statx`es.
 
-use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::sync::Mutex;
@@ -50,20 +56,51 @@ struct Identity {
     born: (i64, u32),
 }
 
-/// The rules of a call and what decides the ruleset besides them.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    rules: Vec<(std::path::PathBuf, u8)>,
+/// What decides a ruleset besides its rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Flags {
     deny_tcp: bool,
     scopes: bool,
 }
 
+/// A ruleset kept, with what it was built from.
 struct Cached {
+    /// [`fingerprint`] of `rules` and `flags`: compared first.
+    fingerprint: u64,
+    /// Paths as bytes (`Path` compares component by component).
+    rules: Vec<(std::ffi::OsString, u8)>,
+    flags: Flags,
     identities: Vec<Option<Identity>>,
     ruleset: OwnedFd,
 }
 
-static CACHE: Mutex<Option<HashMap<Key, Cached>>> = Mutex::new(None);
+impl Cached {
+    fn built_from(&self, fingerprint: u64, rules: &[PathRule], flags: Flags) -> bool {
+        self.fingerprint == fingerprint
+            && self.flags == flags
+            && self.rules.len() == rules.len()
+            && self.rules.iter().zip(rules).all(|((path, access), rule)| {
+                path.as_os_str() == rule.path.as_os_str() && *access == rule.access as u8
+            })
+    }
+}
+
+/// At most [`MAX_RULESETS`], found by a scan (no key is built for a look-up:
+/// a call's rules are compared in place).
+static CACHE: Mutex<Vec<Cached>> = Mutex::new(Vec::new());
+
+/// A hash of the rules as bytes and the flags.
+fn fingerprint(rules: &[PathRule], flags: Flags) -> u64 {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::ffi::OsStrExt;
+    let mut hasher = std::hash::DefaultHasher::new();
+    flags.hash(&mut hasher);
+    for rule in rules {
+        hasher.write(rule.path.as_os_str().as_bytes());
+        hasher.write_u8(rule.access as u8);
+    }
+    hasher.finish()
+}
 
 /// The filesystem rights the host asks the kernel to handle: everything
 /// the crate knows; the crate drops what the running kernel lacks.
@@ -93,66 +130,89 @@ pub(super) fn build(
     support: &ConfinementSupport,
 ) -> Result<OwnedFd, ConfineError> {
     let error = |message: String| ConfineError::Ruleset { message };
-    let key = Key {
-        rules: rules
-            .iter()
-            .map(|r| (r.path.clone(), r.access as u8))
-            .collect(),
+    let flags = Flags {
         deny_tcp: !network && support.landlock_tcp(),
         scopes: support.landlock_scopes(),
     };
+    let fingerprint = fingerprint(rules, flags);
+    // The lock is held only to copy the entry out: the paths are checked
+    // with other calls free to look up theirs.
+    let known = lock()
+        .iter()
+        .find(|c| c.built_from(fingerprint, rules, flags))
+        .map(|c| (c.identities.clone(), c.ruleset.try_clone()));
+    if let Some((identities, Ok(ruleset))) = known
+        && unchanged(rules, &identities)
     {
-        let cache = lock();
-        if let Some(cached) = cache.as_ref().and_then(|c| c.get(&key))
-            && rules
-                .iter()
-                .zip(&cached.identities)
-                .all(|(rule, known)| identity_at(&rule.path) == *known)
-        {
-            return cached
-                .ruleset
-                .try_clone()
-                .map_err(|e| error(format!("duplicating the ruleset: {e}")));
-        }
+        return Ok(ruleset);
     }
-    let (ruleset, identities) = create(rules, &key)?;
+    let (ruleset, identities) = create(rules, flags)?;
     let copy = ruleset
         .try_clone()
         .map_err(|e| error(format!("duplicating the ruleset: {e}")))?;
     let mut cache = lock();
-    let map = cache.get_or_insert_with(HashMap::new);
-    if map.len() >= MAX_RULESETS {
-        map.clear();
+    cache.retain(|c| !c.built_from(fingerprint, rules, flags));
+    if cache.len() >= MAX_RULESETS {
+        cache.clear();
     }
-    map.insert(
-        key,
-        Cached {
-            identities,
-            ruleset,
-        },
-    );
+    cache.push(Cached {
+        fingerprint,
+        rules: rules
+            .iter()
+            .map(|r| (r.path.as_os_str().to_owned(), r.access as u8))
+            .collect(),
+        flags,
+        identities,
+        ruleset,
+    });
     Ok(copy)
 }
 
-fn lock() -> std::sync::MutexGuard<'static, Option<HashMap<Key, Cached>>> {
+/// Whether every rule's path still names what its rule bound: one `statx`
+/// per distinct path (a path can carry two rules: the approved snapshot is
+/// the module's folder, read, and the snapshot, read and execute; the entry
+/// file is also the first file of its interpreter chain; `/usr` is a system
+/// folder and an interpreter's prefix).
+fn unchanged(rules: &[PathRule], identities: &[Option<Identity>]) -> bool {
+    let mut checked: Vec<(&Path, Option<Identity>)> = Vec::with_capacity(rules.len());
+    rules.len() == identities.len()
+        && rules.iter().zip(identities).all(|(rule, known)| {
+            // Byte equality: `Path`'s own compares component by component.
+            let same = |path: &&Path| path.as_os_str() == rule.path.as_os_str();
+            let now = match checked.iter().find(|(path, _)| same(path)) {
+                Some((_, identity)) => *identity,
+                None => {
+                    let identity = identity_at(&rule.path);
+                    checked.push((&rule.path, identity));
+                    identity
+                }
+            };
+            now == *known
+        })
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Vec<Cached>> {
     CACHE
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A new ruleset and the identity each rule bound.
-fn create(rules: &[PathRule], key: &Key) -> Result<(OwnedFd, Vec<Option<Identity>>), ConfineError> {
+fn create(
+    rules: &[PathRule],
+    flags: Flags,
+) -> Result<(OwnedFd, Vec<Option<Identity>>), ConfineError> {
     let error = |message: String| ConfineError::Ruleset { message };
     let mut ruleset = Ruleset::default()
         .handle_access(handled_fs())
         .map_err(|e| error(e.to_string()))?;
-    if key.deny_tcp {
+    if flags.deny_tcp {
         // Handled with no port rule: every TCP bind and connect is denied.
         ruleset = ruleset
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
             .map_err(|e| error(e.to_string()))?;
     }
-    if key.scopes {
+    if flags.scopes {
         ruleset = ruleset
             .scope(Scope::AbstractUnixSocket | Scope::Signal)
             .map_err(|e| error(e.to_string()))?;
@@ -217,4 +277,55 @@ fn statx_identity(
         kind: u32::from(stx.stx_mode) & libc::S_IFMT,
         born: (born.tv_sec, born.tv_nsec),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cached_identities(
+        rules: &[PathRule],
+        support: &ConfinementSupport,
+    ) -> Vec<Option<Identity>> {
+        let flags = Flags {
+            deny_tcp: support.landlock_tcp(),
+            scopes: support.landlock_scopes(),
+        };
+        let fingerprint = fingerprint(rules, flags);
+        lock()
+            .iter()
+            .find(|c| c.built_from(fingerprint, rules, flags))
+            .map(|c| c.identities.clone())
+            .expect("the ruleset was kept")
+    }
+
+    /// A folder that carries two rules (read, and read-write) is checked
+    /// once per call, and still: replaced between two calls, the second
+    /// call gets a ruleset naming the new folder, for both rules.
+    #[test]
+    fn a_replaced_path_that_carries_two_rules_gets_a_new_ruleset() {
+        let support = super::super::probe();
+        if support.abi.is_none() {
+            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let granted = dir.path().join("granted");
+        std::fs::create_dir(&granted).unwrap();
+        let rule = |access| PathRule {
+            path: granted.clone(),
+            access,
+        };
+        let rules = [rule(PathAccess::Read), rule(PathAccess::ReadWrite)];
+        build(&rules, false, &support).unwrap();
+        let before = cached_identities(&rules, &support);
+        assert_eq!(before[0], identity_at(&granted));
+        assert_eq!(before[0], before[1]);
+
+        std::fs::rename(&granted, dir.path().join("moved")).unwrap();
+        std::fs::create_dir(&granted).unwrap();
+        build(&rules, false, &support).unwrap();
+        let after = cached_identities(&rules, &support);
+        assert_ne!(after[0], before[0], "the old folder's ruleset was reused");
+        assert_eq!(after, vec![identity_at(&granted); 2]);
+    }
 }

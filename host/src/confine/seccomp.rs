@@ -1,4 +1,4 @@
-//! The seccomp filters of a confined native call: the kernel surface a module
+//! The seccomp filter of a confined native call: the kernel surface a module
 //! never needs, closed.
 //!
 //! Landlock confines paths, TCP ports, signals and abstract sockets; it does
@@ -14,23 +14,30 @@
 //!   for some the argument values that make it dangerous (`mknod` of a device
 //!   but not of a FIFO, `clone` with a namespace flag but not a plain fork);
 //!   [`socket_rules`] says which sockets a call may create. `seccompiler`
-//!   (rust-vmm) turns that into BPF; nothing is hand-assembled.
-//! - **One filter per errno.** A seccompiler filter has one action on match.
-//!   The host needs three: `EPERM` for the kernel surface, `EACCES` for
-//!   sockets, `ENOSYS` for `clone3` (its flags live in memory a filter cannot
-//!   read, and glibc falls back to `clone`, whose flags it can, only on
-//!   `ENOSYS`). The kernel runs every installed filter and the most severe
-//!   answer wins; the three cover disjoint system calls.
-//! - **Built once, installed by the child.** The programs are compiled the
-//!   first time a call needs them (they depend only on the architecture and
+//!   (rust-vmm) turns each argument rule into BPF; the dispatcher in front
+//!   of them is generated from the same table ([`dispatch`]) and the tests
+//!   run the result against the table; nothing is hand-assembled.
+//! - **One program, dispatched by number.** A call needs three errnos:
+//!   `EPERM` for the kernel surface, `EACCES` for sockets, `ENOSYS` for
+//!   `clone3` (its flags live in memory a filter cannot read, and glibc
+//!   falls back to `clone`, whose flags it can, only on `ENOSYS`). They go
+//!   into one program ([`dispatch`]): a binary search on the number answers
+//!   an always-refused call or an unlisted one within a dozen instructions,
+//!   and jumps into seccompiler's rules for the few calls refused by their
+//!   arguments. The child installs it with one `prctl`, and the kernel's
+//!   per-number work at install (building its allow cache) and at run time
+//!   is a dozen instructions, not a walk through every listed call.
+//! - **Built once, installed by the child.** A program is compiled the
+//!   first time a call needs it (it depends only on the architecture and
 //!   whether the call may use the network) and kept for the life of the host.
-//!   The child between `clone` and `exec` only passes a pointer to them to
+//!   The child between `clone` and `exec` only passes a pointer to it to
 //!   `prctl(PR_SET_SECCOMP)`: no allocation, no lock.
 //! - **Foreign system call ABIs are refused.** A filter matches numbers of
 //!   one ABI: the x32 ABI shares x86_64's audit architecture with other
-//!   numbers (bit 30 set), so each program starts by refusing those; 32-bit
-//!   compat calls fail seccompiler's architecture check, which kills the
-//!   process.
+//!   numbers (bit 30 set), so every such number is refused with `ENOSYS`
+//!   (no such ABI here; what the three filters this program replaced
+//!   answered too, the newest filter's errno winning a tie); 32-bit compat
+//!   calls fail the architecture check, which kills the process.
 //! - **x86_64 and aarch64 only.** seccompiler knows no other architecture the
 //!   host cares about; elsewhere [`SUPPORTED`] is false, the call's warning
 //!   says what is not enforced, and `required` refuses it.
@@ -42,6 +49,8 @@ use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
 };
+
+mod dispatch;
 
 /// What is not enforced where no filter is built (only x86_64 and aarch64
 /// Linux have one).
@@ -316,10 +325,10 @@ pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 1] = [&[ArgTest::MaskedEq {
     value: libc::SOCK_DGRAM as u64,
 }]];
 
-/// The compiled filters of a call, to install in order.
+/// The compiled filter of a call: one program.
 #[derive(Debug)]
 pub struct Programs {
-    programs: Vec<Program>,
+    program: Program,
 }
 
 /// One compiled filter, with its length checked to fit `sock_fprog`.
@@ -329,42 +338,49 @@ struct Program {
     len: u16,
 }
 
+impl Program {
+    fn new(instructions: BpfProgram) -> Result<Program, String> {
+        let len =
+            u16::try_from(instructions.len()).map_err(|_| "the filter is too long".to_string())?;
+        Ok(Program { instructions, len })
+    }
+}
+
 impl Programs {
-    /// Install every filter on the calling thread. Runs in the child between
-    /// `clone` and `exec`: a `prctl` per filter on memory prepared before
-    /// the clone, nothing else. `no_new_privs` must already be set.
+    /// Install the filter on the calling thread. Runs in the child between
+    /// `clone` and `exec`: one `prctl` on memory prepared before the clone,
+    /// nothing else. `no_new_privs` must already be set.
     #[allow(unsafe_code)]
     pub fn install(&self) -> Result<(), libc::c_int> {
-        for program in &self.programs {
-            let fprog = libc::sock_fprog {
-                len: program.len,
-                // seccompiler's sock_filter has libc's layout (repr(C),
-                // the same four fields).
-                filter: program
-                    .instructions
-                    .as_ptr()
-                    .cast::<libc::sock_filter>()
-                    .cast_mut(),
-            };
-            // SAFETY: `fprog` points at a well-formed program that outlives
-            // the call; the kernel copies it.
-            let status = unsafe {
-                libc::prctl(
-                    libc::PR_SET_SECCOMP,
-                    libc::SECCOMP_MODE_FILTER as libc::c_ulong,
-                    &raw const fprog,
-                )
-            };
-            if status != 0 {
-                return Err(super::errno::last_errno());
-            }
+        let program = &self.program;
+        let fprog = libc::sock_fprog {
+            len: program.len,
+            // seccompiler's sock_filter has libc's layout (repr(C), the
+            // same four fields).
+            filter: program
+                .instructions
+                .as_ptr()
+                .cast::<libc::sock_filter>()
+                .cast_mut(),
+        };
+        // SAFETY: `fprog` points at a well-formed program that outlives the
+        // call; the kernel copies it.
+        let status = unsafe {
+            libc::prctl(
+                libc::PR_SET_SECCOMP,
+                libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+                &raw const fprog,
+            )
+        };
+        if status != 0 {
+            return Err(super::errno::last_errno());
         }
         Ok(())
     }
 }
 
-/// The filters of a call with (or without) network, compiled once per host.
-/// `Err` says why they could not be built (an unsupported architecture).
+/// The filter of a call with (or without) network, compiled once per host.
+/// `Err` says why it could not be built (an unsupported architecture).
 pub fn programs(network: bool) -> Result<&'static Programs, String> {
     static WITHOUT_NETWORK: OnceLock<Result<Programs, String>> = OnceLock::new();
     static WITH_NETWORK: OnceLock<Result<Programs, String>> = OnceLock::new();
@@ -378,8 +394,21 @@ pub fn programs(network: bool) -> Result<&'static Programs, String> {
         .map_err(Clone::clone)
 }
 
+/// `AUDIT_ARCH_*` of the architecture the host runs on.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xc000_003e;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xc000_00b7;
+
+/// x86_64's x32 ABI: its numbers have this bit set.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// Every refused call of a call with (or without) network and its errno:
+/// [`REFUSED`] with `EPERM`, the sockets with `EACCES`, `clone3` with
+/// `ENOSYS`. The numbers are disjoint.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn compile(network: bool) -> Result<Programs, String> {
+fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
     let socket = [
         Refused {
             name: "socket",
@@ -392,16 +421,40 @@ fn compile(network: bool) -> Result<Programs, String> {
             when: When::AnyOf(&SOCKETPAIR_DATAGRAM),
         },
     ];
-    let clone3 = [always("clone3", libc::SYS_clone3)];
-    let programs = [
-        (REFUSED, libc::EPERM),
-        (&socket[..], libc::EACCES),
-        (&clone3[..], libc::ENOSYS),
-    ]
-    .into_iter()
-    .map(|(refused, errno)| compile_one(refused, errno))
-    .collect::<Result<_, _>>()?;
-    Ok(Programs { programs })
+    let refused = REFUSED.iter().map(|r| (*r, libc::EPERM));
+    let socket = socket.into_iter().map(|r| (r, libc::EACCES));
+    let clone3 = std::iter::once((always("clone3", libc::SYS_clone3), libc::ENOSYS));
+    refused.chain(socket).chain(clone3).collect()
+}
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn compile(network: bool) -> Result<Programs, String> {
+    let mut table = Vec::new();
+    let mut blocks = Vec::new();
+    for (call, errno) in refusals(network) {
+        let number =
+            u32::try_from(call.number).map_err(|_| format!("{}: bad number", call.name))?;
+        let verdict = match call.when {
+            When::Always => dispatch::Verdict::Errno(errno as u32),
+            When::AnyOf(_) => {
+                let program = seccompiler_program(&[call], errno)?;
+                blocks.push(dispatch::rule_block(&program, AUDIT_ARCH, number)?);
+                dispatch::Verdict::Rules(blocks.len() - 1)
+            }
+        };
+        table.push((number, verdict));
+    }
+    #[cfg(target_arch = "x86_64")]
+    let foreign = Some((
+        X32_SYSCALL_BIT,
+        dispatch::Verdict::Errno(libc::ENOSYS as u32),
+    ));
+    #[cfg(not(target_arch = "x86_64"))]
+    let foreign = None;
+    let program = dispatch::assemble(AUDIT_ARCH, &table, foreign, &blocks)?;
+    Ok(Programs {
+        program: Program::new(program)?,
+    })
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -409,8 +462,10 @@ fn compile(_network: bool) -> Result<Programs, String> {
     Err(UNSUPPORTED_REASON.into())
 }
 
+/// seccompiler's program for `refused`: `errno` when a listed call is
+/// refused, allow for everything else.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn compile_one(refused: &[Refused], errno: libc::c_int) -> Result<Program, String> {
+fn seccompiler_program(refused: &[Refused], errno: libc::c_int) -> Result<BpfProgram, String> {
     #[cfg(target_arch = "x86_64")]
     let arch = TargetArch::x86_64;
     #[cfg(target_arch = "aarch64")]
@@ -440,13 +495,9 @@ fn compile_one(refused: &[Refused], errno: libc::c_int) -> Result<Program, Strin
         arch,
     )
     .map_err(|e| e.to_string())?;
-    let compiled: BpfProgram = filter
+    filter
         .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    let instructions = refuse_foreign_abi(compiled, errno);
-    let len =
-        u16::try_from(instructions.len()).map_err(|_| "the filter is too long".to_string())?;
-    Ok(Program { instructions, len })
+        .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
 fn condition(test: ArgTest) -> Result<SeccompCondition, seccompiler::BackendError> {
@@ -465,46 +516,276 @@ fn condition(test: ArgTest) -> Result<SeccompCondition, seccompiler::BackendErro
     }
 }
 
-/// Prefix `program` with: a system call number with the x32 bit set is
-/// refused with `errno` (x86_64 only; aarch64 has no such ABI). The prefix
-/// only jumps within itself, so the program's own offsets stay valid.
-fn refuse_foreign_abi(program: BpfProgram, errno: libc::c_int) -> BpfProgram {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use seccompiler::sock_filter;
-        const X32_SYSCALL_BIT: u32 = 0x4000_0000;
-        const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
-        const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
-        const RET_K: u16 = 0x06; // BPF_RET | BPF_K
-        const OFFSET_NR: u32 = 0; // seccomp_data.nr
-        let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
-        let mut prefixed = vec![
-            op(LD_W_ABS, 0, 0, OFFSET_NR),
-            op(JGE_K, 0, 1, X32_SYSCALL_BIT),
-            op(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | errno as u32),
-        ];
-        prefixed.extend(program);
-        prefixed
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = errno;
-        program
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::dispatch::cbpf::{Data, run};
     use super::*;
 
-    #[test]
-    fn every_program_compiles_and_fits() {
-        for network in [false, true] {
-            let programs = programs(network).unwrap();
-            assert_eq!(programs.programs.len(), 3);
-            for program in &programs.programs {
-                assert_eq!(usize::from(program.len), program.instructions.len());
+    /// The verdict the tables give `nr` with `args`: what any layout of the
+    /// filter must answer.
+    fn expected(nr: u32, args: &[u64; 6], network: bool) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        if nr >= X32_SYSCALL_BIT {
+            return libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
+        }
+        let holds = |test: &ArgTest| match *test {
+            ArgTest::MaskedEq { arg, mask, value } => {
+                args[usize::from(arg)] as u32 & mask as u32 == (value & mask) as u32
             }
+            ArgTest::Ne { arg, value } => args[usize::from(arg)] as u32 != value as u32,
+        };
+        for (call, errno) in refusals(network) {
+            if call.number != i64::from(nr) {
+                continue;
+            }
+            let refused = match call.when {
+                When::Always => true,
+                When::AnyOf(any) => any.iter().any(|all| all.iter().all(holds)),
+            };
+            return if refused {
+                libc::SECCOMP_RET_ERRNO | errno as u32
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+        }
+        libc::SECCOMP_RET_ALLOW
+    }
+
+    /// The layout this module had before [`dispatch`]: one seccompiler
+    /// program per errno, each prefixed with the x32 refusal.
+    fn three_filter_layout(network: bool) -> Vec<BpfProgram> {
+        let refusals = refusals(network);
+        [libc::EPERM, libc::EACCES, libc::ENOSYS]
+            .into_iter()
+            .map(|errno| {
+                let calls: Vec<Refused> = refusals
+                    .iter()
+                    .filter(|(_, e)| *e == errno)
+                    .map(|(call, _)| *call)
+                    .collect();
+                let program = seccompiler_program(&calls, errno).unwrap();
+                refuse_foreign_abi(program, errno)
+            })
+            .collect()
+    }
+
+    /// The old per-program prefix: an x32 number is refused with `errno`.
+    fn refuse_foreign_abi(program: BpfProgram, errno: libc::c_int) -> BpfProgram {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use seccompiler::sock_filter;
+            let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+            let mut prefixed = vec![
+                op(0x20, 0, 0, 0),
+                op(0x35, 0, 1, X32_SYSCALL_BIT),
+                op(0x06, 0, 0, libc::SECCOMP_RET_ERRNO | errno as u32),
+            ];
+            prefixed.extend(program);
+            prefixed
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = errno;
+            program
+        }
+    }
+
+    /// What the kernel answers with `filters` installed in order: it runs
+    /// every filter, newest first, and keeps the first of the most severe
+    /// actions (`seccomp_run_filters`, actions compared as signed).
+    fn kernel_answer(filters: &[BpfProgram], data: &Data) -> u32 {
+        let mut answer = libc::SECCOMP_RET_ALLOW;
+        for filter in filters.iter().rev() {
+            let current = run(filter, data).ret;
+            let action = |ret: u32| (ret & libc::SECCOMP_RET_ACTION_FULL) as i32;
+            if action(current) < action(answer) {
+                answer = current;
+            }
+        }
+        answer
+    }
+
+    /// Argument values that make each test of the tables hold and fail:
+    /// the value, a bit of the mask flipped, bits outside the mask set,
+    /// garbage in the high word (ignored: only the low word counts).
+    fn candidates(arg: u8) -> Vec<u64> {
+        let mut values = vec![0, 1, u64::MAX, 0xffff_ffff];
+        let tests = [false, true]
+            .into_iter()
+            .flat_map(refusals)
+            .flat_map(|(call, _)| match call.when {
+                When::Always => Vec::new(),
+                When::AnyOf(any) => any.iter().flat_map(|all| all.iter().copied()).collect(),
+            });
+        for test in tests {
+            match test {
+                ArgTest::MaskedEq {
+                    arg: a,
+                    mask,
+                    value,
+                } if a == arg => {
+                    let low_bit = mask & mask.wrapping_neg();
+                    values.extend([
+                        value,
+                        value ^ low_bit,
+                        value | (!mask & 0xffff_ffff),
+                        value | 0xdead_beef_0000_0000,
+                    ]);
+                }
+                ArgTest::Ne { arg: a, value } if a == arg => {
+                    values.extend([value, value + 1, value | 0xdead_beef_0000_0000]);
+                }
+                _ => {}
+            }
+        }
+        values.sort_unstable();
+        values.dedup();
+        values
+    }
+
+    /// Every number 0..512 (and x32 ones), with representative arguments
+    /// (every combination of the first three for a call refused by its
+    /// arguments), answered by the one-program layout and by the old
+    /// three-filter layout exactly as the tables say.
+    #[test]
+    fn both_layouts_answer_every_number_as_the_tables_say() {
+        let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
+        for network in [false, true] {
+            let new = &programs(network).unwrap().program.instructions;
+            let old = three_filter_layout(network);
+            let refusals = refusals(network);
+            let numbers = (0..512u32).chain(
+                #[cfg(target_arch = "x86_64")]
+                [
+                    X32_SYSCALL_BIT,
+                    X32_SYSCALL_BIT | 41,
+                    X32_SYSCALL_BIT | 512,
+                    u32::MAX,
+                ],
+                #[cfg(not(target_arch = "x86_64"))]
+                [],
+            );
+            for nr in numbers {
+                let by_arguments = refusals
+                    .iter()
+                    .any(|(c, _)| c.number == i64::from(nr) && matches!(c.when, When::AnyOf(_)));
+                let args: Vec<[u64; 6]> = if by_arguments {
+                    a0.iter()
+                        .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
+                        .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
+                        .collect()
+                } else {
+                    vec![[0; 6], [u64::MAX; 6], [2, 3, 0x2000, 1, 1, 1]]
+                };
+                for args in args {
+                    let data = Data {
+                        nr,
+                        arch: AUDIT_ARCH,
+                        args,
+                    };
+                    let want = expected(nr, &args, network);
+                    assert_eq!(
+                        run(new, &data).ret,
+                        want,
+                        "one program, network {network}, number {nr}, args {args:x?}"
+                    );
+                    assert_eq!(
+                        kernel_answer(&old, &data),
+                        want,
+                        "three filters, network {network}, number {nr}, args {args:x?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The table is not empty of arguments: both outcomes occur for every
+    /// call refused by its arguments (else the comparison above proves
+    /// little).
+    #[test]
+    fn the_representative_arguments_reach_both_outcomes_of_every_rule() {
+        let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
+        for network in [false, true] {
+            for (call, _) in refusals(network) {
+                let When::AnyOf(_) = call.when else { continue };
+                let nr = call.number as u32;
+                let outcomes: std::collections::BTreeSet<u32> = a0
+                    .iter()
+                    .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
+                    .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
+                    .map(|args| expected(nr, &args, network))
+                    .collect();
+                assert_eq!(outcomes.len(), 2, "{} (network {network})", call.name);
+            }
+        }
+    }
+
+    /// A call from another architecture (32-bit compat) kills the process.
+    #[test]
+    fn another_architecture_is_killed() {
+        let data = Data {
+            nr: libc::SYS_socket as u32,
+            arch: 0x4000_0003, // AUDIT_ARCH_I386
+            args: [0; 6],
+        };
+        for network in [false, true] {
+            let program = &programs(network).unwrap().program.instructions;
+            assert_eq!(run(program, &data).ret, libc::SECCOMP_RET_KILL_PROCESS);
+        }
+    }
+
+    /// What makes the program cheap for the kernel: every number it allows
+    /// outright is decided without reading an argument (the kernel's allow
+    /// cache then skips the filter for it), and any number decided by the
+    /// tree runs a dozen or so instructions, where the old layout walked
+    /// its whole chain.
+    #[test]
+    fn every_number_is_decided_in_a_few_instructions_and_allowed_ones_are_cacheable() {
+        for network in [false, true] {
+            let program = &programs(network).unwrap().program.instructions;
+            let refusals = refusals(network);
+            let old = three_filter_layout(network);
+            let old_steps: usize = (0..512u32)
+                .map(|nr| {
+                    let data = Data {
+                        nr,
+                        arch: AUDIT_ARCH,
+                        args: [0; 6],
+                    };
+                    old.iter().map(|f| run(f, &data).steps).sum::<usize>()
+                })
+                .sum();
+            let mut new_steps = 0;
+            for nr in 0..512u32 {
+                let data = Data {
+                    nr,
+                    arch: AUDIT_ARCH,
+                    args: [0; 6],
+                };
+                let outcome = run(program, &data);
+                new_steps += outcome.steps;
+                let listed = refusals.iter().find(|(c, _)| c.number == i64::from(nr));
+                match listed.map(|(c, _)| c.when) {
+                    None => {
+                        assert_eq!(outcome.ret, libc::SECCOMP_RET_ALLOW, "number {nr}");
+                        assert!(!outcome.read_args, "number {nr} reads its arguments");
+                        assert!(outcome.steps <= 16, "number {nr}: {} steps", outcome.steps);
+                    }
+                    Some(When::Always) => assert!(outcome.steps <= 16, "number {nr}"),
+                    Some(When::AnyOf(_)) => {}
+                }
+            }
+            assert!(
+                new_steps * 10 < old_steps,
+                "{new_steps} instructions over 0..512 against {old_steps} for three filters"
+            );
+            // What the kernel converts and compiles at every install.
+            let old_len: usize = old.iter().map(Vec::len).sum();
+            assert!(
+                program.len() * 3 < old_len * 2,
+                "{} instructions against {old_len} for three filters",
+                program.len()
+            );
         }
     }
 
@@ -514,5 +795,18 @@ mod tests {
         numbers.sort_unstable();
         numbers.dedup();
         assert_eq!(numbers.len(), REFUSED.len());
+    }
+
+    #[test]
+    fn the_program_fits_and_checks_the_architecture_seccompiler_names() {
+        for network in [false, true] {
+            let program = &programs(network).unwrap().program;
+            assert_eq!(usize::from(program.len), program.instructions.len());
+            // seccompiler's own architecture check holds the audit value
+            // the dispatcher compares with.
+            let block = seccompiler_program(&[always("reboot", libc::SYS_reboot)], 1).unwrap();
+            assert_eq!(block[1].k, AUDIT_ARCH);
+            assert_eq!(program.instructions[1].k, AUDIT_ARCH);
+        }
     }
 }

@@ -77,20 +77,19 @@ impl Started {
 /// Start the process for `spec`: spawn and attach. The spawn blocks
 /// (landlock ruleset, clone, exec, its retries), so it runs on the blocking
 /// pool and the runtime thread that answers `ping` and cancellations never
-/// waits for it. Its own task: a call dropped meanwhile still gets its child
-/// attached, and so killed and reaped.
+/// waits for it. The attach runs there too, in the same task (a thread of
+/// the blocking pool has the runtime's context, which the pipes and the
+/// reaper need): one hand-off per start, not two. A call dropped meanwhile
+/// still gets its child attached, and so killed and reaped: a blocking task
+/// runs to its end, and the [`Started`] nobody takes is dropped, which
+/// kills the group.
 pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
     let spec = spec.clone();
-    let failed = |e: tokio::task::JoinError| RunError::Spawn {
-        message: format!("the start of the module failed: {e}"),
-    };
-    let starting = tokio::spawn(async move {
-        let spawned = tokio::task::spawn_blocking(move || spawn(&spec))
-            .await
-            .map_err(failed)??;
-        attach(spawned)
-    });
-    starting.await.map_err(failed)?
+    tokio::task::spawn_blocking(move || spawn(&spec).and_then(attach))
+        .await
+        .map_err(|e| RunError::Spawn {
+            message: format!("the start of the module failed: {e}"),
+        })?
 }
 
 /// A child that has exec'd, its group already guarded.

@@ -37,6 +37,12 @@
 //!   (`runner::native::group`);
 //! - a failure is reported as a stage and an errno through a close-on-exec
 //!   pipe, which closes unwritten when the exec succeeds.
+//!
+//! The child's stack is kept by the calling thread for its next spawn
+//! ([`ChildStack`]): mapping and unmapping a fresh one per spawn costs page
+//! faults and, in a host with many threads, a TLB shootdown on every
+//! unmap. A thread's stack is never used by two children at once: the
+//! thread is suspended (`CLONE_VFORK`) until its child has exec'd or exited.
 
 use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -46,6 +52,29 @@ use std::path::Path;
 use libc::{c_char, c_int, c_void};
 
 use crate::confine::ChildConfinement;
+
+/// A child's stack, kept by the thread that spawns for its next spawn.
+struct ChildStack(Box<[u8]>);
+
+impl ChildStack {
+    /// The calling thread's stack (a new one the first time, zeroed lazily by
+    /// the kernel), to give back with [`ChildStack::keep`].
+    fn take() -> ChildStack {
+        KEPT_STACK
+            .with(|kept| kept.take())
+            .unwrap_or_else(|| ChildStack(vec![0u8; STACK_BYTES].into_boxed_slice()))
+    }
+
+    /// Keep it for the calling thread's next spawn. Only once the child no
+    /// longer runs on it (it has exec'd or exited).
+    fn keep(self) {
+        KEPT_STACK.with(|kept| kept.set(Some(self)));
+    }
+}
+
+thread_local! {
+    static KEPT_STACK: std::cell::Cell<Option<ChildStack>> = const { std::cell::Cell::new(None) };
+}
 
 /// The child's stack. It only makes system calls; generous all the same,
 /// since an overflow here would write into the host's heap.
@@ -139,7 +168,7 @@ fn spawn_once(
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
     let (report_read, report_write) = pipe()?;
-    let mut stack = vec![0u8; STACK_BYTES];
+    let mut stack = ChildStack::take();
     let mut pidfd: c_int = -1;
 
     let mut context = ChildContext {
@@ -166,7 +195,7 @@ fn spawn_once(
         libc::sigfillset(&raw mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &raw const all, &raw mut host_mask);
         // The stack grows down from its end, 16-byte aligned as the ABI asks.
-        let top = stack.as_mut_ptr().add(STACK_BYTES);
+        let top = stack.0.as_mut_ptr().add(stack.0.len());
         let top = top.sub(top as usize % 16);
         // SAFETY of the clone: with CLONE_VFORK this thread is suspended
         // until the child execs or exits, so `context`, the strings it
@@ -192,7 +221,8 @@ fn spawn_once(
         }
         pid
     };
-    drop(stack);
+    // The child has exec'd or exited (CLONE_VFORK): its stack is free again.
+    stack.keep();
     // The child's ends close here; the child has exec'd (or exited) by now.
     drop((stdin_read, stdout_write, stderr_write, report_write));
     // SAFETY: the kernel wrote a new descriptor there (CLONE_PIDFD), owned
