@@ -320,3 +320,80 @@ async fn run_component(
         ),
     })
 }
+
+#[cfg(all(test, feature = "wasm"))]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::wasm::tests::{TEST_MEMORY_LIMIT, guest, request, target_dir};
+    use super::{Call, CallLimits, Engines, Transport, run};
+
+    /// The attack: a guest that spins, called on the single thread of a
+    /// server that must go on reading `ping` and cancellations. Its first
+    /// slice runs on the caller's thread (at most one epoch tick), the rest
+    /// on a blocking thread: a timer on the caller's runtime keeps firing
+    /// while the guest spins, and the caller's thread spends almost none of
+    /// its CPU time on the guest.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_spinning_guest_does_not_hold_the_callers_thread() {
+        let cache = target_dir().join("modhost-wasm-test-cache");
+        let engines = Engines::new(cache, TEST_MEMORY_LIMIT);
+        // Created ahead, so the call takes the inline path a server's
+        // calls take once its engine exists.
+        engines.wasm().expect("the wasm engine");
+        let line = request(&json!({}));
+        let call = Call {
+            request_line: &line,
+            limits: CallLimits {
+                deadline: Duration::from_secs(30),
+                ..CallLimits::default()
+            },
+            grants: &[],
+            executables: &[],
+            network: false,
+            start_ahead: false,
+        };
+        let spin = guest("spin");
+        let running = run(&engines, Transport::Component, &spin, &call, None);
+        let cpu_before = thread_cpu_ticks();
+        let mut ticks = 0u32;
+        let counting = async {
+            let mut interval = tokio::time::interval(Duration::from_millis(20));
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            loop {
+                interval.tick().await;
+                ticks += 1;
+            }
+        };
+        tokio::select! {
+            outcome = running => panic!("the spinning guest ended before it was dropped: {outcome:?}"),
+            () = counting => unreachable!(),
+            () = tokio::time::sleep(Duration::from_millis(1000)) => {}
+        }
+        // 50 ticks fit in the second; a guest held on this thread would
+        // let through one or two.
+        assert!(
+            ticks >= 20,
+            "the caller's thread ran its timer {ticks} times in 1 s while the guest spun"
+        );
+        // A guest driven here would have used most of the second (about
+        // 100 ticks of 10 ms), yielding only at epoch ticks.
+        let cpu = thread_cpu_ticks() - cpu_before;
+        assert!(
+            cpu < 30,
+            "the caller's thread spent {cpu} clock ticks of CPU while the guest spun elsewhere"
+        );
+    }
+
+    /// CPU time (user + system, in clock ticks) of the calling thread.
+    fn thread_cpu_ticks() -> u64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc is mounted");
+        // Fields after the command name (which may hold spaces): utime and
+        // stime are the 12th and 13th.
+        let after_name = &stat[stat.rfind(')').expect("a stat line") + 2..];
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+}

@@ -126,6 +126,55 @@ impl LoadedComponent {
     }
 }
 
+/// One path's loads, one at a time (see `EngineInner::loading`).
+#[derive(Default)]
+struct LoadGate {
+    turn: Mutex<()>,
+    waiting: Mutex<Waiting>,
+}
+
+/// The calls waiting for a load that asked to hear of a compile.
+#[derive(Default)]
+struct Waiting {
+    /// The compile under way, if the load holding the turn compiles.
+    compiling: Option<Arc<cache::CompileAnnouncement>>,
+    sinks: Vec<NotificationSink>,
+}
+
+impl LoadGate {
+    /// A call that waits: told now if a compile is under way, else when
+    /// one starts during this turn.
+    fn listen(&self, sink: &NotificationSink) {
+        let mut waiting = self.lock_waiting();
+        match &waiting.compiling {
+            Some(compile) => compile.tell(sink),
+            None => waiting.sinks.push(sink.clone()),
+        }
+    }
+
+    /// The load holding the turn compiles: tell every call waiting for it.
+    fn compiling(&self, compile: &Arc<cache::CompileAnnouncement>) {
+        let mut waiting = self.lock_waiting();
+        for sink in waiting.sinks.drain(..) {
+            compile.tell(&sink);
+        }
+        waiting.compiling = Some(Arc::clone(compile));
+    }
+
+    /// The turn is over: its compile, and who waited for it, are done with.
+    fn turn_over(&self) {
+        let mut waiting = self.lock_waiting();
+        waiting.compiling = None;
+        waiting.sinks.clear();
+    }
+
+    fn lock_waiting(&self) -> std::sync::MutexGuard<'_, Waiting> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
 /// The host's one WebAssembly engine. Cheap to clone (shared inside).
 #[derive(Clone)]
 pub struct WasmEngine {
@@ -142,7 +191,7 @@ struct EngineInner {
     /// loaded (by the host's load-ahead thread, or another call) waits for
     /// that load instead of reading, hashing and deserializing it again
     /// beside it on a two-core machine.
-    loading: Mutex<HashMap<PathBuf, Arc<Mutex<()>>>>,
+    loading: Mutex<HashMap<PathBuf, Arc<LoadGate>>>,
     digests: KnownDigests,
     slots: CallSlots,
     /// Also logged when the engine starts; kept for `modhost doctor`.
@@ -252,12 +301,25 @@ impl WasmEngine {
                 .or_default(),
         );
         let loaded = {
-            let _one_at_a_time = gate.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let _turn = match gate.turn.try_lock() {
+                Ok(turn) => turn,
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    if let Some(sink) = notifications {
+                        gate.listen(sink);
+                    }
+                    gate.turn
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                }
+            };
             // The load this one waited for may have done the work.
-            match self.loaded_unchanged(path) {
+            let loaded = match self.loaded_unchanged(path) {
                 Some(loaded) => Ok(loaded),
-                None => self.load_now(path, notifications),
-            }
+                None => self.load_now(path, notifications, &gate),
+            };
+            gate.turn_over();
+            loaded
         };
         let mut loading = self
             .inner
@@ -276,6 +338,7 @@ impl WasmEngine {
         &self,
         path: &Path,
         notifications: Option<&NotificationSink>,
+        gate: &LoadGate,
     ) -> Result<Arc<LoadedComponent>, WasmError> {
         let read_error = |source| WasmError::Read {
             path: path.to_owned(),
@@ -297,10 +360,17 @@ impl WasmEngine {
             Some(component) => (component, LoadOrigin::DiskCache),
             None => {
                 // Seconds for a large component: say so, naming the module.
-                let announcement =
-                    cache::CompileAnnouncement::start(path, bytes.len(), notifications);
+                let announcement = Arc::new(cache::CompileAnnouncement::start(
+                    path,
+                    bytes.len(),
+                    notifications,
+                ));
+                gate.compiling(&announcement);
                 let compiled = Component::new(&inner.engine, &bytes);
-                announcement.finish(compiled.is_ok());
+                gate.turn_over();
+                if let Ok(announcement) = Arc::try_unwrap(announcement) {
+                    announcement.finish(compiled.is_ok());
+                }
                 let component = compiled.map_err(|e| WasmError::Compile {
                     path: path.to_owned(),
                     message: error_chain(&e),
@@ -881,7 +951,7 @@ impl Drop for EpochTicker {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The hostile guests of `tests/guests`, one call each. The guests are
     //! built by the first test that needs them (a nested `$CARGO build
     //! --target wasm32-wasip2 --profile wasm-test -p files -p modhost-guests`, once per
@@ -897,7 +967,7 @@ mod tests {
     use super::*;
     use crate::runner::{CallLimits, Grant};
 
-    fn target_dir() -> PathBuf {
+    pub(crate) fn target_dir() -> PathBuf {
         if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
             return PathBuf::from(dir);
         }
@@ -955,7 +1025,7 @@ mod tests {
         })
     }
 
-    fn guest(name: &str) -> PathBuf {
+    pub(crate) fn guest(name: &str) -> PathBuf {
         let path = guests_dir().join(format!("{name}.wasm"));
         assert!(
             path.is_file(),
@@ -965,7 +1035,7 @@ mod tests {
         path
     }
 
-    const TEST_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
+    pub(crate) const TEST_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
 
     /// One engine for all tests, with its cache in the target dir so the
     /// (slow, unoptimized) compile happens once per guest build, not per run.
@@ -979,7 +1049,7 @@ mod tests {
 
     /// An invoke request whose `input` is `input` (the guests read their
     /// roots at `/roots/<name>` when the request names none).
-    fn request(input: &Value) -> String {
+    pub(crate) fn request(input: &Value) -> String {
         json!({"jsonrpc": "2.0", "id": 1, "method": "invoke", "params": {"input": input}})
             .to_string()
     }
@@ -1074,79 +1144,6 @@ mod tests {
     async fn spinning_guest_times_out() {
         let err = call_guest("spin", json!({}), &[], SHORT).await.unwrap_err();
         assert_eq!(err.kind(), "timeout", "{err}");
-    }
-
-    /// The attack: a guest that spins, called on the single thread of a
-    /// server that must go on reading `ping` and cancellations. Its first
-    /// slice runs on the caller's thread (at most one epoch tick), the rest
-    /// on a blocking thread: a timer on the caller's runtime keeps firing
-    /// while the guest spins, and the caller's thread spends almost none of
-    /// its CPU time on the guest.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_spinning_guest_does_not_hold_the_callers_thread() {
-        let cache = target_dir().join("modhost-wasm-test-cache");
-        let engines = crate::runner::Engines::new(cache, TEST_MEMORY_LIMIT);
-        // Created ahead, so the call takes the inline path a server's
-        // calls take once its engine exists.
-        engines.wasm().expect("the wasm engine");
-        let line = request(&json!({}));
-        let call = Call {
-            request_line: &line,
-            limits: CallLimits {
-                deadline: Duration::from_secs(30),
-                ..CallLimits::default()
-            },
-            grants: &[],
-            executables: &[],
-            network: false,
-            start_ahead: false,
-        };
-        let spin = guest("spin");
-        let running = crate::runner::run(
-            &engines,
-            crate::runner::Transport::Component,
-            &spin,
-            &call,
-            None,
-        );
-        let cpu_before = thread_cpu_ticks();
-        let mut ticks = 0u32;
-        let counting = async {
-            let mut interval = tokio::time::interval(Duration::from_millis(20));
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
-                interval.tick().await;
-                ticks += 1;
-            }
-        };
-        tokio::select! {
-            outcome = running => panic!("the spinning guest ended before it was dropped: {outcome:?}"),
-            () = counting => unreachable!(),
-            () = tokio::time::sleep(Duration::from_millis(1000)) => {}
-        }
-        // 50 ticks fit in the second; a guest held on this thread would
-        // let through one or two.
-        assert!(
-            ticks >= 20,
-            "the caller's thread ran its timer {ticks} times in 1 s while the guest spun"
-        );
-        // A guest driven here would have used most of the second (about
-        // 100 ticks of 10 ms), yielding only at epoch ticks.
-        let cpu = thread_cpu_ticks() - cpu_before;
-        assert!(
-            cpu < 30,
-            "the caller's thread spent {cpu} clock ticks of CPU while the guest spun elsewhere"
-        );
-    }
-
-    /// CPU time (user + system, in clock ticks) of the calling thread.
-    fn thread_cpu_ticks() -> u64 {
-        let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc is mounted");
-        // Fields after the command name (which may hold spaces): utime and
-        // stime are the 12th and 13th.
-        let after_name = &stat[stat.rfind(')').expect("a stat line") + 2..];
-        let fields: Vec<&str> = after_name.split_whitespace().collect();
-        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
     }
 
     #[tokio::test]

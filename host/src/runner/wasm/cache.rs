@@ -91,11 +91,22 @@ impl CompileAnnouncement {
             started: Instant::now(),
             notifications: notifications.cloned(),
         };
-        announcement.progress(format!(
-            "compiling module {} for this host (first run; later runs load it from the cache)",
-            announcement.module
-        ));
+        if let Some(sink) = &announcement.notifications {
+            announcement.tell(sink);
+        }
         announcement
+    }
+
+    /// Say that the compile started on `sink` too: a call that waits for
+    /// this compile (another call's, or the host's load ahead) hears why.
+    pub(super) fn tell(&self, sink: &NotificationSink) {
+        send_progress(
+            sink,
+            format!(
+                "compiling module {} for this host (first run; later runs load it from the cache)",
+                self.module
+            ),
+        );
     }
 
     /// The compile ended, `compiled` or failed.
@@ -105,23 +116,20 @@ impl CompileAnnouncement {
             watcher.finished(&self.module, elapsed, compiled);
         }
     }
+}
 
-    /// One `progress` at 0 with no total: the module's own reports follow
-    /// and must still count as increasing (MCP drops any that do not), so
-    /// the compile says only that it started.
-    fn progress(&self, message: String) {
-        let Some(sink) = &self.notifications else {
-            return;
-        };
-        let params = ProgressParams {
-            request_id: String::new(),
-            progress: 0.0,
-            total: None,
-            message: Some(message),
-        };
-        if let Ok(params) = serde_json::to_value(params) {
-            let _ = sink.send(Notification::new(modproto::METHOD_PROGRESS, Some(params)));
-        }
+/// One `progress` at 0 with no total: the module's own reports follow and
+/// must still count as increasing (MCP drops any that do not), so the
+/// compile says only that it started.
+fn send_progress(sink: &NotificationSink, message: String) {
+    let params = ProgressParams {
+        request_id: String::new(),
+        progress: 0.0,
+        total: None,
+        message: Some(message),
+    };
+    if let Ok(params) = serde_json::to_value(params) {
+        let _ = sink.send(Notification::new(modproto::METHOD_PROGRESS, Some(params)));
     }
 }
 
