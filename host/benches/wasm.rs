@@ -10,7 +10,7 @@
 //! Run: `cargo bench -p modhost --bench wasm`
 //! (`--profile dev` for a quick look; figures are then pessimistic).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,9 +42,10 @@ fn echo_component() -> PathBuf {
                 .to_owned()
         });
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("host/ lives in the workspace root");
+    // The folder cargo names when it runs the bench, not the one it was
+    // compiled in (a shared target directory may hold another checkout's).
+    let host = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo names host/"));
+    let workspace = host.parent().expect("host/ lives in the workspace root");
     let status = Command::new(&cargo)
         .current_dir(workspace)
         .args(["build", "--quiet", "--target", "wasm32-wasip2"])

@@ -24,7 +24,8 @@ const CHECKED_SECTIONS: &[&str] = &["modproto/", "sdk/", "conformance/", "host/"
 
 #[test]
 fn the_code_map_names_every_source_file_and_only_files_that_exist() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let tests = crate::support::tests_dir();
+    let root = tests.parent().unwrap();
     let document = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
     // A fenced block's fences would pair its backticks across the block.
     let document: String = document

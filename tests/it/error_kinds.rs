@@ -163,9 +163,10 @@ fn no_error_kind_is_spelled_outside_its_enum() {
         .map(|k| k.as_str().to_owned())
         .chain(HostErrorKind::ALL.iter().map(|k| k.as_str().to_owned()))
         .collect();
-    let repository = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+    let repository = crate::support::tests_dir()
         .parent()
         .expect("the repository")
+        .to_path_buf()
         .to_owned();
     let mut found = Vec::new();
     let mut files = 0;

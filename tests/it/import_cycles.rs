@@ -57,7 +57,8 @@ type UseFound = (Vec<String>, Vec<String>, Option<String>, bool);
 
 #[test]
 fn no_crate_has_an_import_cycle_between_its_files() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let tests = crate::support::tests_dir();
+    let root = tests.parent().unwrap();
     let mut report = String::new();
     for tree in crate_trees(root) {
         for cycle in cycles(&tree) {
@@ -150,7 +151,8 @@ const HOST_LAYERS: &[&[&str]] = &[
 
 #[test]
 fn the_host_keeps_its_layers() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let tests = crate::support::tests_dir();
+    let root = tests.parent().unwrap();
     let tree = read_tree(&root.join("host/src/lib.rs"));
     let layer_of = |module: &Vec<String>| {
         HOST_LAYERS.iter().position(|layer| {

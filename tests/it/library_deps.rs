@@ -4,7 +4,6 @@
 //! attack is a regression: a library file that starts using anyhow, or a
 //! dependency made non-optional again, puts them back in every user's build.
 
-use std::path::Path;
 use std::process::Command;
 
 /// The CLI's own crates, which only the `cli` feature may bring in.
@@ -13,9 +12,10 @@ const CLI_ONLY: &[&str] = &["clap", "clap_complete", "anyhow", "tracing-subscrib
 /// Every package `cargo tree` lists for `args`, by name.
 fn tree(args: &[&str]) -> Vec<String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let workspace = crate::support::tests_dir()
         .parent()
-        .expect("tests/ lives in the workspace root");
+        .expect("tests/ lives in the workspace root")
+        .to_path_buf();
     let output = Command::new(&cargo)
         .current_dir(workspace)
         .args(["tree", "--offline", "-p", "modhost", "-e", "normal"])

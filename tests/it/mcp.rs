@@ -8,7 +8,6 @@
 //! command that installs it (`.ci/run` runs it). The script leaves no process behind; it is given generous
 //! timeouts because the suite runs on small, loaded machines.
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,7 @@ pub(crate) const INSTALL: &str = "tests/setup";
 
 /// The interpreter of the Python `mcp` 1.x venv.
 pub(crate) fn python() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/.venv-mcp1/bin/python")
+    crate::support::tests_dir().join("mcp/.venv-mcp1/bin/python")
 }
 
 /// The whole script may take this long before the test calls it hung.
@@ -41,7 +40,7 @@ fn the_python_mcp_client_drives_modhost_mcp() {
         ),
         Ok(_) => {}
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/test_mcp_client.py");
+    let script = crate::support::tests_dir().join("mcp/test_mcp_client.py");
     let bins = binaries();
     let out_dir = tempfile::tempdir().expect("temp dir for output");
     let log = out_dir.path().join("log");

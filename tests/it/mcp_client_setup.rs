@@ -51,7 +51,7 @@ struct ServerSpec {
 
 /// The README's section, from its heading to the next `## `.
 fn section() -> String {
-    let readme = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    let readme = crate::support::tests_dir().join("../README.md");
     let text = std::fs::read_to_string(&readme).expect("read README.md");
     let start = text
         .find("## Use from an MCP client")

@@ -73,7 +73,7 @@ esac
 "#;
 
 fn mcp_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp")
+    crate::support::tests_dir().join("mcp")
 }
 
 /// The home every client is driven against (each client gets its own).

@@ -141,7 +141,8 @@ fn an_existing_folder_is_refused_and_left_as_it_was() {
 fn the_rust_skeleton_builds_installs_conforms_and_answers_unchanged() {
     let home = Home::new();
     let parent = home.outside();
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let tests = crate::support::tests_dir();
+    let repo = tests.parent().unwrap();
     let sdk = repo.join("sdk");
     let name = "new-rust";
     let folder = new_module(

@@ -33,7 +33,7 @@ import type { Tool as McpTool } from "@modelcontextprotocol/sdk/types.js";
 "#;
 
 fn providers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("providers")
+    crate::support::tests_dir().join("providers")
 }
 
 /// The TypeScript compiler installed in `tests/providers` (by `tests/setup`).

@@ -16,7 +16,7 @@ pub const EPERM: i64 = 1;
 pub const EBADF: i64 = 9;
 pub const EACCES: i64 = 13;
 
-/// A fixture script of `tests/fixtures` and the module id it describes.
+/// A fixture script of `tests/fixtures` (its name there) and the module id it describes.
 #[derive(Debug, Clone, Copy)]
 pub struct Attacker {
     pub id: &'static str,
@@ -25,12 +25,12 @@ pub struct Attacker {
 
 pub const KERNEL_ATTACKER: Attacker = Attacker {
     id: "attacker",
-    script: concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/attacker.py"),
+    script: "attacker.py",
 };
 
 pub const RED_TEAM: Attacker = Attacker {
     id: "redteam",
-    script: concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/redteam.py"),
+    script: "redteam.py",
 };
 
 impl Attacker {
@@ -45,7 +45,13 @@ impl Attacker {
         let home = Home::new();
         let target = home.module_path(self.id, Layout::Folder);
         std::fs::create_dir_all(target.parent().unwrap()).unwrap();
-        std::fs::copy(self.script, &target).unwrap();
+        std::fs::copy(
+            crate::support::tests_dir()
+                .join("fixtures")
+                .join(self.script),
+            &target,
+        )
+        .unwrap();
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
         home.run(&["pin", self.id]).expect_code(0);
         home.require_landlock();

@@ -170,8 +170,8 @@ fn install_sessions(home: &Home, root: &Path) {
     let staged = home.outside().join("package/sessions");
     std::fs::create_dir_all(staged.join("knowledge")).unwrap();
     std::fs::copy(module_binary("sessions"), staged.join("sessions")).unwrap();
-    let knowledge = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../modules/sessions/knowledge/using-sessions.md");
+    let knowledge =
+        crate::support::tests_dir().join("../modules/sessions/knowledge/using-sessions.md");
     std::fs::copy(&knowledge, staged.join("knowledge/using-sessions.md")).unwrap();
     let archive = home.outside().join("sessions.tar.gz");
     let status = Command::new("tar")

@@ -92,9 +92,10 @@ fn build_binaries() -> Binaries {
         .or_else(|| profile_dir.parent().map(Path::to_path_buf))
         .expect("a target directory");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let workspace_root = crate::support::tests_dir()
         .parent()
         .expect("tests/ lives in the workspace root")
+        .to_path_buf()
         .to_path_buf();
     let mut command = Command::new(&cargo);
     command
@@ -602,9 +603,10 @@ fn build_components() -> Components {
         .or_else(|| exe.ancestors().nth(3).map(Path::to_path_buf))
         .expect("a target directory");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let workspace_root = crate::support::tests_dir()
         .parent()
         .expect("tests/ lives in the workspace root")
+        .to_path_buf()
         .to_path_buf();
     let args = [
         "build",
@@ -737,9 +739,10 @@ fn cargo(args: &[&str]) -> PathBuf {
         .or_else(|| exe.ancestors().nth(3).map(Path::to_path_buf))
         .expect("a target directory");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let workspace_root = Path::new(env!("CARGO_MANIFEST_DIR"))
+    let workspace_root = crate::support::tests_dir()
         .parent()
-        .expect("tests/ lives in the workspace root");
+        .expect("tests/ lives in the workspace root")
+        .to_path_buf();
     let output = Command::new(&cargo)
         .current_dir(workspace_root)
         .args(args)
@@ -791,4 +794,14 @@ impl Run {
         }
         .invoke_error()
     }
+}
+
+/// The `tests` package's folder in the checkout under test, as cargo says
+/// when it starts the test (not when it compiled it): a target directory
+/// shared between checkouts, as CI reuses one, may hold a test binary
+/// built from another checkout of the same sources.
+pub fn tests_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }

@@ -984,9 +984,12 @@ pub(crate) mod tests {
         static DIR: OnceLock<PathBuf> = OnceLock::new();
         DIR.get_or_init(|| {
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .parent()
-                .expect("host/ lives in the workspace root");
+            // The folder cargo names when it runs the test, not the one it
+            // was compiled in (a shared target directory may hold another
+            // checkout's build of the same sources).
+            let host =
+                PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo names host/"));
+            let workspace = host.parent().expect("host/ lives in the workspace root");
             let args = [
                 "build",
                 "--quiet",
