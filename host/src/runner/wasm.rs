@@ -494,9 +494,7 @@ impl WasmEngine {
             );
         }
         let deadline = started + limits.deadline;
-        // Declared before the store, so dropped after it: the slot is free
-        // only once the instance is gone.
-        let Some(_slot) = self.call_slot(deadline).await else {
+        let Some(slot) = self.call_slot(deadline).await else {
             return Err(RunError::Timeout {
                 deadline_ms: limits.deadline.as_millis() as u64,
                 stderr_tail: String::new(),
@@ -512,11 +510,14 @@ impl WasmEngine {
         )?;
 
         let pre = &component.pre;
-        let guest = async move {
+        let guest = async {
             let command = pre.instantiate_async(&mut store).await?;
             command.wasi_cli_run().call_run(&mut store).await
         };
         let ended = converse(guest, lines_rx, &stdout, deadline.into(), notifications).await;
+        // The store first, then the slot: the slot is free only once the
+        // instance is gone.
+        release_after_answer((store, slot));
 
         let stderr_tail = stderr.text();
         let run_error = |failure: GuestFailure| match failure {
@@ -567,6 +568,24 @@ impl WasmEngine {
             }
             Err(failure) => Err(run_error(failure)),
         }
+    }
+}
+
+/// Tear down a call's instance once its caller has the answer: dropping a
+/// store resets the slot's memory, tables and stack for the next call
+/// (rewriting what the guest dirtied, discarding the rest), work the answer
+/// need not wait for. On a runtime it runs as a task that first lets the
+/// tasks already woken (the one that writes the answer out) go ahead; the
+/// slot stays taken until it is done, so the pool's bound holds.
+fn release_after_answer(instance: impl Send + 'static) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(async move {
+                tokio::task::yield_now().await;
+                drop(instance);
+            });
+        }
+        Err(_) => drop(instance),
     }
 }
 
