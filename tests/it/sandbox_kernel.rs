@@ -107,6 +107,11 @@ fn a_pathname_unix_socket_outside_the_grants_is_not_reached() {
         &[EACCES],
         "a datagram socketpair sending to a path",
     );
+    assert_refused(
+        &report["raw_pair"],
+        &[EACCES],
+        "a SOCK_RAW socketpair (a datagram pair to AF_UNIX) sending to a path",
+    );
     let mut buf = [0u8; 32];
     assert!(dgram.recv(&mut buf).is_err(), "a datagram arrived");
     assert_eq!(

@@ -320,13 +320,21 @@ pub fn socket_rules(network: bool) -> When {
 /// `socketpair` of datagram sockets, refused for every call: a datagram
 /// socket from a pair can still `sendto` any pathname datagram socket it
 /// names (`/dev/log`, `/run/systemd/notify`), which landlock confines only
-/// from ABI 9. Stream and seqpacket pairs refuse an address, and stay
+/// from ABI 9. `SOCK_RAW` too: `AF_UNIX` makes it a datagram socket
+/// (`unix_create`). Stream and seqpacket pairs refuse an address, and stay
 /// allowed: runtimes use them for their own pipes.
-pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 1] = [&[ArgTest::MaskedEq {
-    arg: 1,
-    mask: SOCK_TYPE_MASK,
-    value: libc::SOCK_DGRAM as u64,
-}]];
+pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 2] = [
+    &[ArgTest::MaskedEq {
+        arg: 1,
+        mask: SOCK_TYPE_MASK,
+        value: libc::SOCK_DGRAM as u64,
+    }],
+    &[ArgTest::MaskedEq {
+        arg: 1,
+        mask: SOCK_TYPE_MASK,
+        value: libc::SOCK_RAW as u64,
+    }],
+];
 
 /// The compiled filter of a call: one program.
 #[derive(Debug)]
@@ -829,6 +837,27 @@ mod tests {
                 args: [3, 0, 0, 0, 0, 0],
             };
             assert_eq!(run(program, &data).ret, libc::SECCOMP_RET_ALLOW);
+        }
+    }
+
+    /// Attack: `socketpair(AF_UNIX, SOCK_RAW)`, which `AF_UNIX` turns into
+    /// a datagram pair able to `sendto` any pathname datagram socket.
+    #[test]
+    fn a_raw_unix_socketpair_is_refused_as_a_datagram_one() {
+        for network in [false, true] {
+            let program = &programs(network).unwrap().program.instructions;
+            for kind in [libc::SOCK_RAW, libc::SOCK_RAW | libc::SOCK_CLOEXEC] {
+                let data = Data {
+                    nr: libc::SYS_socketpair as u32,
+                    arch: AUDIT_ARCH,
+                    args: [libc::AF_UNIX as u64, kind as u64, 0, 0, 0, 0],
+                };
+                assert_eq!(
+                    run(program, &data).ret,
+                    libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+                    "socketpair type {kind:#x} (network {network})"
+                );
+            }
         }
     }
 
