@@ -107,6 +107,11 @@ fn a_pathname_unix_socket_outside_the_grants_is_not_reached() {
         &[EACCES],
         "a datagram socketpair sending to a path",
     );
+    assert_refused(
+        &report["raw_pair"],
+        &[EACCES],
+        "a SOCK_RAW socketpair (a datagram pair to AF_UNIX) sending to a path",
+    );
     let mut buf = [0u8; 32];
     assert!(dgram.recv(&mut buf).is_err(), "a datagram arrived");
     assert_eq!(
@@ -183,4 +188,59 @@ fn a_capability_that_declares_network_gets_tcp_and_udp() {
     let mut buf = [0u8; 16];
     let n = udp.recv(&mut buf).unwrap();
     assert_eq!(&buf[..n], b"udp-ok");
+}
+
+const ENOSYS: i64 = 38;
+
+/// The refused system calls through the raw `syscall` instruction with edge
+/// arguments, with and without network (two programs): garbage in the high
+/// word of 32-bit arguments (the kernel reads the low word, so must the
+/// filter), a `utimensat` path mapped at 4 GiB (a pointer whose low word is
+/// zero is not `futimens`' null path), x32 numbers, numbers beyond the
+/// table and with the high bit set. Each is refused and nothing happened
+/// outside: no device node, the victim's times unchanged.
+#[test]
+fn refused_calls_with_edge_arguments_stay_refused() {
+    use std::os::unix::fs::MetadataExt;
+    let home = installed();
+    let victim = home.outside().join("victim.txt");
+    std::fs::write(&victim, "victim").unwrap();
+    let before = std::fs::metadata(&victim).unwrap();
+    for (verb, extra) in [("edges", &[][..]), ("network_edges", &["--approve"][..])] {
+        let input = json!({"victim": victim});
+        let run = home.invoke("attacker", &format!("attacker.{verb}"), &input, extra);
+        let report = run.invoke_result()["output"].clone();
+        home.assert_no_module_processes();
+        let refused = [
+            ("utimensat_path_at_4_gib", EPERM),
+            ("mknod_chr_high", EPERM),
+            ("mknodat_blk_high", EPERM),
+            ("clone_newuser_high", EPERM),
+            ("unshare_newuser_high", EPERM),
+            ("netlink_high", EACCES),
+            ("raw_type_high", EACCES),
+            ("socketpair_dgram_high", EACCES),
+            ("clone3", ENOSYS),
+            ("x32_mount", ENOSYS),
+            ("x32_unshare", ENOSYS),
+            ("x32_clone", ENOSYS),
+            ("beyond_the_table", ENOSYS),
+            ("high_bit", ENOSYS),
+            ("minus_one", ENOSYS),
+        ];
+        for (probe, errno) in refused {
+            assert_refused(&report[probe], &[errno], &format!("{verb}: {probe}"));
+        }
+        assert_eq!(report["still_alive"]["ok"], true, "{report:#}");
+        let state = home.path().join("state").join("attacker");
+        for node in ["kmsg", "sda"] {
+            assert!(!state.join(node).exists(), "{verb}: a {node} node was made");
+        }
+        let after = std::fs::metadata(&victim).unwrap();
+        assert_eq!(
+            (after.mtime(), after.atime()),
+            (before.mtime(), before.atime()),
+            "{verb}: utimensat reached outside: {report:#}"
+        );
+    }
 }

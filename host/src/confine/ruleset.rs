@@ -328,4 +328,42 @@ mod tests {
         assert_ne!(after[0], before[0], "the old folder's ruleset was reused");
         assert_eq!(after, vec![identity_at(&granted); 2]);
     }
+    /// The attack: the granted path is a symlink, swapped (a new link
+    /// renamed over it) between two calls to point at another folder. The
+    /// path's bytes are the same; what it names is not, so the second call
+    /// gets a ruleset bound to the new target, never the kept one.
+    #[test]
+    fn a_granted_symlink_swapped_between_calls_gets_a_new_ruleset() {
+        let support = super::super::probe();
+        if support.abi.is_none() {
+            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+        std::fs::create_dir(&first).unwrap();
+        std::fs::create_dir(&second).unwrap();
+        let granted = dir.path().join("granted");
+        std::os::unix::fs::symlink(&first, &granted).unwrap();
+        let rules = [PathRule {
+            path: granted.clone(),
+            access: PathAccess::ReadWrite,
+        }];
+        build(&rules, false, &support).unwrap();
+        assert_eq!(
+            cached_identities(&rules, &support),
+            vec![identity_at(&first)]
+        );
+
+        let swapped = dir.path().join("swapped");
+        std::os::unix::fs::symlink(&second, &swapped).unwrap();
+        std::fs::rename(&swapped, &granted).unwrap();
+        build(&rules, false, &support).unwrap();
+        let after = cached_identities(&rules, &support);
+        assert_eq!(
+            after,
+            vec![identity_at(&second)],
+            "the first folder's ruleset was reused"
+        );
+        assert_ne!(identity_at(&first), identity_at(&second));
+    }
 }

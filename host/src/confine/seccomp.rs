@@ -64,6 +64,9 @@ pub enum ArgTest {
     MaskedEq { arg: u8, mask: u64, value: u64 },
     /// `arg != value`.
     Ne { arg: u8, value: u64 },
+    /// `arg`, a pointer, is not null: compared on all 64 bits (a pointer
+    /// whose low word is zero is not null).
+    NotNull { arg: u8 },
 }
 
 /// When a listed system call is refused.
@@ -113,7 +116,7 @@ const SYS_FILE_SETATTR: libc::c_long = 469;
 
 /// `utimensat(dirfd, path, ...)` with a path: what `futimens(fd)` (a null
 /// path, times of a file the module opened) does not need.
-const UTIMENSAT_PATH: [&[ArgTest]; 1] = [&[ArgTest::Ne { arg: 1, value: 0 }]];
+const UTIMENSAT_PATH: [&[ArgTest]; 1] = [&[ArgTest::NotNull { arg: 1 }]];
 
 /// `clone(flags, ...)` with namespace flag `flag`.
 const fn new_namespace(flag: libc::c_int) -> ArgTest {
@@ -317,13 +320,21 @@ pub fn socket_rules(network: bool) -> When {
 /// `socketpair` of datagram sockets, refused for every call: a datagram
 /// socket from a pair can still `sendto` any pathname datagram socket it
 /// names (`/dev/log`, `/run/systemd/notify`), which landlock confines only
-/// from ABI 9. Stream and seqpacket pairs refuse an address, and stay
+/// from ABI 9. `SOCK_RAW` too: `AF_UNIX` makes it a datagram socket
+/// (`unix_create`). Stream and seqpacket pairs refuse an address, and stay
 /// allowed: runtimes use them for their own pipes.
-pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 1] = [&[ArgTest::MaskedEq {
-    arg: 1,
-    mask: SOCK_TYPE_MASK,
-    value: libc::SOCK_DGRAM as u64,
-}]];
+pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 2] = [
+    &[ArgTest::MaskedEq {
+        arg: 1,
+        mask: SOCK_TYPE_MASK,
+        value: libc::SOCK_DGRAM as u64,
+    }],
+    &[ArgTest::MaskedEq {
+        arg: 1,
+        mask: SOCK_TYPE_MASK,
+        value: libc::SOCK_RAW as u64,
+    }],
+];
 
 /// The compiled filter of a call: one program.
 #[derive(Debug)]
@@ -502,7 +513,9 @@ fn seccompiler_program(refused: &[Refused], errno: libc::c_int) -> Result<BpfPro
 
 fn condition(test: ArgTest) -> Result<SeccompCondition, seccompiler::BackendError> {
     // Socket families and types, mknod modes and clone flags are all 32-bit
-    // values: only the low word counts (the kernel ignores the rest).
+    // values: only the low word counts (the kernel ignores the rest). A
+    // pointer is 64-bit: `utimensat` of a path at an address whose low word
+    // is zero (a mapping at 4 GiB) is a path.
     match test {
         ArgTest::MaskedEq { arg, mask, value } => SeccompCondition::new(
             arg,
@@ -512,6 +525,9 @@ fn condition(test: ArgTest) -> Result<SeccompCondition, seccompiler::BackendErro
         ),
         ArgTest::Ne { arg, value } => {
             SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, value)
+        }
+        ArgTest::NotNull { arg } => {
+            SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
         }
     }
 }
@@ -533,6 +549,7 @@ mod tests {
                 args[usize::from(arg)] as u32 & mask as u32 == (value & mask) as u32
             }
             ArgTest::Ne { arg, value } => args[usize::from(arg)] as u32 != value as u32,
+            ArgTest::NotNull { arg } => args[usize::from(arg)] != 0,
         };
         for (call, errno) in refusals(network) {
             if call.number != i64::from(nr) {
@@ -634,6 +651,10 @@ mod tests {
                 }
                 ArgTest::Ne { arg: a, value } if a == arg => {
                     values.extend([value, value + 1, value | 0xdead_beef_0000_0000]);
+                }
+                ArgTest::NotNull { arg: a } if a == arg => {
+                    // A pointer at 4 GiB: its low word is zero.
+                    values.extend([0, 0x1_0000_0000, 0x7fff_0000_0000]);
                 }
                 _ => {}
             }
@@ -786,6 +807,57 @@ mod tests {
                 "{} instructions against {old_len} for three filters",
                 program.len()
             );
+        }
+    }
+
+    /// Attack: `utimensat(AT_FDCWD, path, times, 0)` with the path mapped
+    /// at 4 GiB, so the pointer's low word is zero. A filter reading only
+    /// the low word takes it for `futimens`' null path and lets the kernel
+    /// set the times of any file the module names.
+    #[test]
+    fn a_utimensat_path_whose_low_word_is_zero_is_refused() {
+        for network in [false, true] {
+            let program = &programs(network).unwrap().program.instructions;
+            for path in [0x1_0000_0000u64, 0x7fff_0000_0000, 0xffff_ffff_0000_0000] {
+                let data = Data {
+                    nr: libc::SYS_utimensat as u32,
+                    arch: AUDIT_ARCH,
+                    args: [libc::AT_FDCWD as u64, path, 0, 0, 0, 0],
+                };
+                assert_eq!(
+                    run(program, &data).ret,
+                    libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+                    "utimensat with its path at {path:#x} (network {network})"
+                );
+            }
+            // futimens (a null path) stays allowed.
+            let data = Data {
+                nr: libc::SYS_utimensat as u32,
+                arch: AUDIT_ARCH,
+                args: [3, 0, 0, 0, 0, 0],
+            };
+            assert_eq!(run(program, &data).ret, libc::SECCOMP_RET_ALLOW);
+        }
+    }
+
+    /// Attack: `socketpair(AF_UNIX, SOCK_RAW)`, which `AF_UNIX` turns into
+    /// a datagram pair able to `sendto` any pathname datagram socket.
+    #[test]
+    fn a_raw_unix_socketpair_is_refused_as_a_datagram_one() {
+        for network in [false, true] {
+            let program = &programs(network).unwrap().program.instructions;
+            for kind in [libc::SOCK_RAW, libc::SOCK_RAW | libc::SOCK_CLOEXEC] {
+                let data = Data {
+                    nr: libc::SYS_socketpair as u32,
+                    arch: AUDIT_ARCH,
+                    args: [libc::AF_UNIX as u64, kind as u64, 0, 0, 0, 0],
+                };
+                assert_eq!(
+                    run(program, &data).ret,
+                    libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
+                    "socketpair type {kind:#x} (network {network})"
+                );
+            }
         }
     }
 

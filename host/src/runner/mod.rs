@@ -387,6 +387,59 @@ mod tests {
         );
     }
 
+    /// The attack: a guest whose first act is one `memory.fill` of 200 MiB
+    /// (a single instruction: epoch interruption cannot cut it), run on the
+    /// single thread of a server, whose first slice of every component call
+    /// runs inline. The caller's thread must be back within a few epoch
+    /// ticks, not held for the whole fill.
+    #[tokio::test(flavor = "current_thread")]
+    #[ignore = "hole: a component call's first slice runs on the caller's thread, and one uninterruptible instruction (memory.fill of the memory limit) holds it for many epoch ticks"]
+    async fn a_guest_filling_its_memory_at_once_does_not_hold_the_callers_thread() {
+        use std::future::Future;
+        use std::task::Poll;
+        let cache = target_dir().join("modhost-wasm-test-cache");
+        // The production cap: what a guest of `modhost mcp` may fill.
+        let engines = Engines::new(cache, super::DEFAULT_MEMORY_LIMIT_BYTES);
+        let engine = engines.wasm().expect("the wasm engine").clone();
+        let fill = guest("fill");
+        // Loaded once its file is settled, so the call finds it loaded (a
+        // file just built is hashed again by every call, on a blocking
+        // thread).
+        let settled = crate::file_identity::RACY + Duration::from_millis(100);
+        let age = std::fs::metadata(&fill)
+            .and_then(|m| m.modified())
+            .map(|modified| modified.elapsed().unwrap_or_default())
+            .unwrap_or_default();
+        tokio::time::sleep(settled.saturating_sub(age)).await;
+        let loading = fill.clone();
+        tokio::task::spawn_blocking(move || engine.load(&loading))
+            .await
+            .unwrap()
+            .expect("the guest loads");
+        let line = request(&json!({}));
+        let call = Call {
+            request_line: &line,
+            limits: CallLimits {
+                deadline: Duration::from_secs(30),
+                ..CallLimits::default()
+            },
+            grants: &[],
+            executables: &[],
+            network: false,
+            start_ahead: false,
+        };
+        let mut running = std::pin::pin!(run(&engines, Transport::Component, &fill, &call, None));
+        let started = std::time::Instant::now();
+        let first = std::future::poll_fn(|cx| Poll::Ready(running.as_mut().poll(cx))).await;
+        let held = started.elapsed();
+        assert!(first.is_pending(), "the filling guest ended: {first:?}");
+        assert!(
+            held < super::wasm::EPOCH_TICK * 3,
+            "the caller's thread was held {held:?} by one poll (an epoch tick is {:?})",
+            super::wasm::EPOCH_TICK
+        );
+    }
+
     /// CPU time (user + system, in clock ticks) of the calling thread.
     fn thread_cpu_ticks() -> u64 {
         let stat = std::fs::read_to_string("/proc/thread-self/stat").expect("/proc is mounted");
