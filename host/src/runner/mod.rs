@@ -330,6 +330,21 @@ mod tests {
     use super::wasm::tests::{TEST_MEMORY_LIMIT, guest, request, target_dir};
     use super::{Call, CallLimits, Engines, Transport, run};
 
+    /// A call of `line` with no grants and a deadline far beyond the test.
+    fn long_call(line: &str) -> Call<'_> {
+        Call {
+            request_line: line,
+            limits: CallLimits {
+                deadline: Duration::from_secs(30),
+                ..CallLimits::default()
+            },
+            grants: &[],
+            executables: &[],
+            network: false,
+            start_ahead: false,
+        }
+    }
+
     /// The attack: a guest that spins, called on the single thread of a
     /// server that must go on reading `ping` and cancellations. Its first
     /// slice runs on the caller's thread (at most one epoch tick), the rest
@@ -344,17 +359,7 @@ mod tests {
         // calls take once its engine exists.
         engines.wasm().expect("the wasm engine");
         let line = request(&json!({}));
-        let call = Call {
-            request_line: &line,
-            limits: CallLimits {
-                deadline: Duration::from_secs(30),
-                ..CallLimits::default()
-            },
-            grants: &[],
-            executables: &[],
-            network: false,
-            start_ahead: false,
-        };
+        let call = long_call(&line);
         let spin = guest("spin");
         let running = run(&engines, Transport::Component, &spin, &call, None);
         let cpu_before = thread_cpu_ticks();
@@ -417,17 +422,7 @@ mod tests {
             .unwrap()
             .expect("the guest loads");
         let line = request(&json!({}));
-        let call = Call {
-            request_line: &line,
-            limits: CallLimits {
-                deadline: Duration::from_secs(30),
-                ..CallLimits::default()
-            },
-            grants: &[],
-            executables: &[],
-            network: false,
-            start_ahead: false,
-        };
+        let call = long_call(&line);
         let mut running = std::pin::pin!(run(&engines, Transport::Component, &fill, &call, None));
         let started = std::time::Instant::now();
         let first = std::future::poll_fn(|cx| Poll::Ready(running.as_mut().poll(cx))).await;

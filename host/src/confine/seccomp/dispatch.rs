@@ -468,20 +468,25 @@ mod tests {
         assert_eq!(run(&program, &data).ret, libc::SECCOMP_RET_KILL_PROCESS);
     }
 
+    /// Every number below `upto`: refused with errno 1 when odd and below
+    /// `limit`, else allowed.
+    fn assert_odd_numbers_refused_below(program: &[sock_filter], limit: u32, upto: u32) {
+        for nr in 0..upto {
+            let expected = if nr % 2 == 1 && nr < limit {
+                libc::SECCOMP_RET_ERRNO | 1
+            } else {
+                libc::SECCOMP_RET_ALLOW
+            };
+            assert_eq!(verdict_of(program, nr), expected, "number {nr}");
+        }
+    }
+
     #[test]
     fn a_tree_too_wide_for_a_conditional_jump_goes_through_ja() {
         // Every other number refused: 1,000 intervals, halves far beyond 255.
         let table: Vec<_> = (0..500).map(|n| (n * 2 + 1, Verdict::Errno(1))).collect();
         let program = assemble(ARCH, &table, None, &[]).unwrap();
-        for nr in 0..1100 {
-            let refused = nr % 2 == 1 && nr < 1000;
-            let expected = if refused {
-                libc::SECCOMP_RET_ERRNO | 1
-            } else {
-                libc::SECCOMP_RET_ALLOW
-            };
-            assert_eq!(verdict_of(&program, nr), expected, "number {nr}");
-        }
+        assert_odd_numbers_refused_below(&program, 1000, 1100);
     }
 
     #[test]
@@ -491,15 +496,7 @@ mod tests {
         let program = assemble(ARCH, &table, None, &[]).unwrap();
         // 4 of head, 40 tests, 2 answers (allow, errno 1).
         assert_eq!(program.len(), 4 + 40 + 2);
-        for nr in 0..50 {
-            let refused = nr % 2 == 1 && nr < 40;
-            let expected = if refused {
-                libc::SECCOMP_RET_ERRNO | 1
-            } else {
-                libc::SECCOMP_RET_ALLOW
-            };
-            assert_eq!(verdict_of(&program, nr), expected, "number {nr}");
-        }
+        assert_odd_numbers_refused_below(&program, 40, 50);
     }
 
     #[test]
