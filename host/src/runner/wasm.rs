@@ -15,6 +15,9 @@
 //!   what the module writes into its granted roots. Instances live in pooled
 //!   slots that are reset to the component's initial image between calls
 //!   (`wasm/pool.rs`): fresh by content, without mapping memory per call.
+//!   After an answer the next call's instance of the same component is made
+//!   while the host waits (`wasm/ahead.rs`); it gets the call's context only
+//!   when the call takes it.
 //! - **Only the grants.** Each [`Grant`] is preopened at its guest path
 //!   (`/roots/<name>`) with exactly its access; there is no other filesystem,
 //!   no environment, no network (no sockets, no name lookup), whatever the
@@ -34,6 +37,7 @@
 //!   instance is dropped; a failing exit after the response is a host
 //!   warning.
 
+mod ahead;
 mod cache;
 // What the CLI's status line implements and installs.
 #[cfg(feature = "cli")]
@@ -57,6 +61,7 @@ use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use self::ahead::{InstancesAhead, MadeAhead};
 use self::cache::ComponentCache;
 use self::known_digests::KnownDigests;
 use self::pool::{CallSlot, CallSlots};
@@ -194,6 +199,11 @@ struct EngineInner {
     loading: Mutex<HashMap<PathBuf, Arc<LoadGate>>>,
     digests: KnownDigests,
     slots: CallSlots,
+    /// The next call's instance of recently called components (`ahead.rs`).
+    ahead: InstancesAhead,
+    /// How many calls took an instance made ahead (what the tests check).
+    #[cfg(test)]
+    took_ahead: std::sync::atomic::AtomicUsize,
     /// Also logged when the engine starts; kept for `modhost doctor`.
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     warnings: Vec<String>,
@@ -261,6 +271,9 @@ impl WasmEngine {
                 loading: Mutex::default(),
                 digests: KnownDigests::default(),
                 slots: CallSlots::new(),
+                ahead: InstancesAhead::default(),
+                #[cfg(test)]
+                took_ahead: std::sync::atomic::AtomicUsize::new(0),
                 warnings,
                 _ticker: ticker,
             }),
@@ -469,10 +482,11 @@ impl WasmEngine {
         self.run(&component, call, notifications).await
     }
 
-    /// Run one call of `component` in a fresh store and instance.
+    /// Run one call of `component` in a fresh store and instance (made
+    /// ahead of the call when one is ready, see `ahead.rs`).
     pub async fn run(
         &self,
-        component: &LoadedComponent,
+        component: &Arc<LoadedComponent>,
         call: &Call<'_>,
         notifications: Option<&NotificationSink>,
     ) -> Result<Exchange, RunError> {
@@ -494,30 +508,50 @@ impl WasmEngine {
             );
         }
         let deadline = started + limits.deadline;
-        let Some(slot) = self.call_slot(deadline).await else {
-            return Err(RunError::Timeout {
-                deadline_ms: limits.deadline.as_millis() as u64,
-                stderr_tail: String::new(),
-            });
-        };
-        let mut store = self.call_store(
+        // Built first: a grant that cannot be preopened fails the call
+        // before it takes an instance.
+        let wasi = self.call_context(
             component,
             stdin_bytes,
             (stdout.clone(), stderr.clone()),
             call.grants,
-            Arc::clone(&memory_hit),
-            deadline,
         )?;
+        let (mut store, made, slot) = match self.inner.ahead.take(&component.digest) {
+            Some(MadeAhead {
+                store,
+                command,
+                slot,
+            }) => {
+                #[cfg(test)]
+                self.inner.took_ahead.fetch_add(1, Ordering::Relaxed);
+                (store, Some(command), slot)
+            }
+            None => {
+                let Some(slot) = self.call_slot(deadline).await else {
+                    return Err(RunError::Timeout {
+                        deadline_ms: limits.deadline.as_millis() as u64,
+                        stderr_tail: String::new(),
+                    });
+                };
+                (self.empty_store(false), None, slot)
+            }
+        };
+        // Everything the guest can reach is the call's from here on.
+        let state = store.data_mut();
+        state.wasi = Some(wasi);
+        state.limiter.hit = Arc::clone(&memory_hit);
+        arm_deadline(&mut store, deadline);
 
         let pre = &component.pre;
         let guest = async {
-            let command = pre.instantiate_async(&mut store).await?;
+            let command = match made {
+                Some(command) => command,
+                None => pre.instantiate_async(&mut store).await?,
+            };
             command.wasi_cli_run().call_run(&mut store).await
         };
         let ended = converse(guest, lines_rx, &stdout, deadline.into(), notifications).await;
-        // The store first, then the slot: the slot is free only once the
-        // instance is gone.
-        release_after_answer((store, slot));
+        self.after_answer(store, slot, component);
 
         let stderr_tail = stderr.text();
         let run_error = |failure: GuestFailure| match failure {
@@ -571,24 +605,6 @@ impl WasmEngine {
     }
 }
 
-/// Tear down a call's instance once its caller has the answer: dropping a
-/// store resets the slot's memory, tables and stack for the next call
-/// (rewriting what the guest dirtied, discarding the rest), work the answer
-/// need not wait for. On a runtime it runs as a task that first lets the
-/// tasks already woken (the one that writes the answer out) go ahead; the
-/// slot stays taken until it is done, so the pool's bound holds.
-fn release_after_answer(instance: impl Send + 'static) {
-    match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => {
-            runtime.spawn(async move {
-                tokio::task::yield_now().await;
-                drop(instance);
-            });
-        }
-        Err(_) => drop(instance),
-    }
-}
-
 /// What one run of a component over raw stdio produced: the lower level the
 /// conformance kit needs (arbitrary stdin bytes, including a malformed line
 /// or none at all; stdout as written, not parsed).
@@ -609,26 +625,32 @@ pub(crate) struct RawRun {
 
 impl WasmEngine {
     /// Wait for one of the pool's instance slots ([`pool`]) until `deadline`;
-    /// `None` when every slot stayed busy until then.
+    /// `None` when every slot stayed busy until then. An instance made
+    /// ahead gives its slot up rather than make a call wait.
     async fn call_slot(&self, deadline: Instant) -> Option<CallSlot> {
+        if let Some(slot) = self.inner.slots.try_acquire() {
+            return Some(slot);
+        }
+        while self.inner.ahead.give_up_one() {
+            if let Some(slot) = self.inner.slots.try_acquire() {
+                return Some(slot);
+            }
+        }
         tokio::time::timeout_at(deadline.into(), self.inner.slots.acquire())
             .await
             .ok()
     }
 
-    /// A fresh store for one call: `stdin` then EOF, the given stdout and
+    /// The WASI context of one call: `stdin` then EOF, the given stdout and
     /// stderr, `grants` preopened at their guest paths with exactly their
-    /// access, no network, the memory cap (recording a refusal in
-    /// `memory_hit`), and epoch ticks that yield and trap at `deadline`.
-    fn call_store(
+    /// access, no environment, no network.
+    fn call_context(
         &self,
         component: &LoadedComponent,
         stdin: Vec<u8>,
         (stdout, stderr): (CappedStdout, StderrTail),
         grants: &[Grant],
-        memory_hit: Arc<AtomicBool>,
-        deadline: Instant,
-    ) -> Result<Store<CallState>, RunError> {
+    ) -> Result<WasiCtx, RunError> {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdin(MemoryInputPipe::new(stdin))
             .stdout(stdout)
@@ -664,28 +686,95 @@ impl WasmEngine {
                     RunError::Spawn { message }
                 })?;
         }
+        Ok(wasi.build())
+    }
+
+    /// A store with no WASI context yet (an empty one if the guest asks:
+    /// no input, no output, no root, no network) and the memory cap: what
+    /// an instance is made in, before the call's context, memory flag and
+    /// deadline are set.
+    fn empty_store(&self, making_ahead: bool) -> Store<CallState> {
         let state = CallState {
-            wasi: wasi.build(),
+            wasi: None,
             table: ResourceTable::new(),
             limiter: MemoryCap {
                 limit: usize::try_from(self.inner.memory_limit).unwrap_or(usize::MAX),
-                hit: memory_hit,
+                hit: Arc::new(AtomicBool::new(false)),
             },
+            making_ahead,
+            wasi_used_ahead: false,
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            // Spinning guests come through here every tick: yield so the
-            // executor (and the deadline timer) gets a turn, and trap once
-            // the deadline has passed.
-            if Instant::now() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
+        store
+    }
+
+    /// After a call's answer: tear its instance down, then make the next
+    /// call's instance of the same component ahead (`ahead.rs`). Dropping a
+    /// store resets the slot's memory, tables and stack (rewriting what the
+    /// guest dirtied, discarding the rest), work the answer need not wait
+    /// for. On a runtime both run as a task that first lets the tasks
+    /// already woken (the one that writes the answer out) go ahead; the
+    /// slot stays taken until the instance is gone, so the pool's bound
+    /// holds.
+    fn after_answer(
+        &self,
+        store: Store<CallState>,
+        slot: CallSlot,
+        component: &Arc<LoadedComponent>,
+    ) {
+        // The store first, then the slot: the slot is free only once the
+        // instance is gone.
+        let instance = (store, slot);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            drop(instance);
+            return;
+        };
+        let engine = self.clone();
+        let component = Arc::clone(component);
+        runtime.spawn(async move {
+            tokio::task::yield_now().await;
+            drop(instance);
+            engine.make_ahead(&component).await;
         });
-        Ok(store)
+    }
+
+    /// Make the next call's instance of `component`, when one is wanted and
+    /// a slot is free; a component whose instantiation runs guest code is
+    /// refused for good instead (`ahead.rs`).
+    async fn make_ahead(&self, component: &Arc<LoadedComponent>) {
+        let ahead = &self.inner.ahead;
+        if !ahead.wanted(&component.digest) {
+            return;
+        }
+        let Some(slot) = self.inner.slots.try_acquire() else {
+            return;
+        };
+        let mut store = self.empty_store(true);
+        // Guest code running long enough to see a tick ends the making.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Interrupt));
+        let made = component.pre.instantiate_async(&mut store).await;
+        match made {
+            Ok(command) if !store.data().wasi_used_ahead => {
+                store.data_mut().making_ahead = false;
+                ahead.put(
+                    component.digest,
+                    MadeAhead {
+                        store,
+                        command,
+                        slot,
+                    },
+                );
+            }
+            _ => {
+                tracing::debug!(
+                    component = %component.name,
+                    "instantiating runs guest code: its instances are made at each call"
+                );
+                ahead.refuse(component.digest);
+            }
+        }
     }
 
     /// Run `component` once with `stdin` as its whole standard input, the
@@ -718,14 +807,15 @@ impl WasmEngine {
                 status: format!("not started within {timeout:?}: every instance slot was busy"),
             });
         };
-        let mut store = self.call_store(
+        let wasi = self.call_context(
             component,
             stdin.to_vec(),
             (stdout.clone(), stderr.clone()),
             grants,
-            Arc::new(AtomicBool::new(false)),
-            deadline,
         )?;
+        let mut store = self.empty_store(false);
+        store.data_mut().wasi = Some(wasi);
+        arm_deadline(&mut store, deadline);
         let pre = &component.pre;
         let guest = async move {
             let command = pre.instantiate_async(&mut store).await?;
@@ -885,17 +975,46 @@ fn error_chain(error: &wasmtime::Error) -> String {
     text
 }
 
+/// Epoch ticks from now on yield to the executor (so a spinning guest lets
+/// the deadline timer and other tasks run) and trap once `deadline` passed.
+fn arm_deadline(store: &mut Store<CallState>, deadline: Instant) {
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+}
+
 /// What one call's store holds.
 struct CallState {
-    wasi: WasiCtx,
+    /// The call's context; `None` until the call sets it.
+    wasi: Option<WasiCtx>,
     table: ResourceTable,
     limiter: MemoryCap,
+    /// While the instance is made ahead of its call (`ahead.rs`).
+    making_ahead: bool,
+    /// Whether the guest used WASI then: its instantiation runs guest code.
+    wasi_used_ahead: bool,
 }
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        // Every WASI import reaches the context through here.
+        if self.making_ahead {
+            self.wasi_used_ahead = true;
+        }
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self.wasi.get_or_insert_with(|| {
+                // Only guest code running at instantiation gets here.
+                WasiCtxBuilder::new()
+                    .allow_tcp(false)
+                    .allow_udp(false)
+                    .allow_ip_name_lookup(false)
+                    .build()
+            }),
             table: &mut self.table,
         }
     }
@@ -1087,6 +1206,16 @@ pub(crate) mod tests {
             .load_async(&guest(name))
             .await
             .expect("the guest loads");
+        call_on(engine, &component, input, grants, deadline).await
+    }
+
+    async fn call_on(
+        engine: &WasmEngine,
+        component: &Arc<LoadedComponent>,
+        input: Value,
+        grants: &[Grant],
+        deadline: Duration,
+    ) -> Result<Exchange, RunError> {
         let line = request(&input);
         let call = Call {
             request_line: &line,
@@ -1100,7 +1229,7 @@ pub(crate) mod tests {
             network: false,
             start_ahead: false,
         };
-        engine.run(&component, &call, None).await
+        engine.run(component, &call, None).await
     }
 
     fn grant(name: &str, host: &Path, access: Access) -> Grant {
@@ -1325,6 +1454,177 @@ pub(crate) mod tests {
             let err = slept.unwrap().unwrap_err();
             assert_eq!(err.kind(), "timeout", "{err}");
         }
+    }
+
+    /// An engine of its own, so what it makes ahead is this test's alone
+    /// (the compiled cache is shared: a load is a deserialize).
+    fn own_engine() -> WasmEngine {
+        let cache = target_dir().join("modhost-wasm-test-cache");
+        WasmEngine::new(&cache, TEST_MEMORY_LIMIT).expect("the wasm engine")
+    }
+
+    /// Wait until the next instance of `component` is made ahead (a task
+    /// does it after each answer).
+    async fn wait_made_ahead(engine: &WasmEngine, component: &LoadedComponent) {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !engine.inner.ahead.holds(&component.digest) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("an instance is made ahead after a call");
+    }
+
+    fn took_ahead(engine: &WasmEngine) -> usize {
+        engine.inner.took_ahead.load(Ordering::Relaxed)
+    }
+
+    #[tokio::test]
+    async fn an_instance_made_ahead_holds_nothing_of_the_last_call_and_only_its_own_grants() {
+        let engine = own_engine();
+        let echo = engine.load_async(&guest("echo")).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let grants = [grant("data", dir.path(), Access::Read)];
+        let inspect = json!({"inspect": true});
+        let granted = call_on(&engine, &echo, inspect.clone(), &grants, LONG)
+            .await
+            .unwrap();
+        assert_eq!(granted.response.outcome.unwrap()["output"]["data"], true);
+
+        // Made while the last call's grant was still fresh: this call, with
+        // no grant, must see neither it nor anything else.
+        wait_made_ahead(&engine, &echo).await;
+        let taken = took_ahead(&engine);
+        let bare = call_on(&engine, &echo, inspect.clone(), &[], LONG)
+            .await
+            .unwrap();
+        assert_eq!(took_ahead(&engine), taken + 1, "made ahead, then taken");
+        let seen = bare.response.outcome.unwrap()["output"].clone();
+        assert_eq!(seen["env"], json!([]), "no environment leaks in");
+        for elsewhere in ["data", "roots", "slash", "tmp", "cwd"] {
+            assert_eq!(seen[elsewhere], false, "{elsewhere} is visible: {seen}");
+        }
+        // And the grants of the call that takes it are there.
+        wait_made_ahead(&engine, &echo).await;
+        let regranted = call_on(&engine, &echo, inspect, &grants, LONG)
+            .await
+            .unwrap();
+        assert_eq!(regranted.response.outcome.unwrap()["output"]["data"], true);
+        assert_eq!(took_ahead(&engine), taken + 2);
+
+        // Nothing a call leaves in memory or in a static reaches the next
+        // call's instance, made ahead in the slot the last one left.
+        let remember = engine.load_async(&guest("remember")).await.unwrap();
+        for round in 0..3 {
+            if round > 0 {
+                wait_made_ahead(&engine, &remember).await;
+            }
+            let exchange = call_on(
+                &engine,
+                &remember,
+                json!({"token": "left-behind"}),
+                &[],
+                LONG,
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                exchange.response.outcome.unwrap()["output"],
+                json!({"counter": 7, "found": false, "zeroed": true, "own_traces_found": true}),
+                "call {round} saw state from an earlier call"
+            );
+        }
+        assert_eq!(took_ahead(&engine), taken + 4);
+    }
+
+    #[tokio::test]
+    async fn an_instance_made_ahead_keeps_the_calls_own_bounds() {
+        let engine = own_engine();
+        for (name, kind) in [
+            ("spin", "timeout"),
+            ("sleep", "timeout"),
+            ("alloc", "memory_limit"),
+            ("flood", "output_limit"),
+        ] {
+            let component = engine.load_async(&guest(name)).await.unwrap();
+            call_on(&engine, &component, json!({}), &[], SHORT)
+                .await
+                .unwrap_err();
+            wait_made_ahead(&engine, &component).await;
+            let taken = took_ahead(&engine);
+            let started = Instant::now();
+            let err = call_on(&engine, &component, json!({}), &[], SHORT)
+                .await
+                .unwrap_err();
+            assert_eq!(took_ahead(&engine), taken + 1, "{name}: made ahead");
+            assert_eq!(err.kind(), kind, "{name}: {err}");
+            assert!(
+                started.elapsed() < SHORT + Duration::from_secs(2),
+                "{name}: ended {:?} after a {SHORT:?} deadline",
+                started.elapsed()
+            );
+        }
+    }
+
+    /// A component of one core module whose `start` function (run at
+    /// instantiation) does `start`, and whose `run` returns at once.
+    fn component_with_start(dir: &Path, name: &str, imports: &str, start: &str) -> PathBuf {
+        let text = format!(
+            r#"(component
+                {imports}
+                (core module $m
+                    (import "host" "now" (func $now (result i64)))
+                    (func $start {start})
+                    (start $start)
+                    (func (export "run") (result i32) (i32.const 0)))
+                (core instance $host (export "now" (func $now)))
+                (core instance $i (instantiate $m (with "host" (instance $host))))
+                (func $run (result (result)) (canon lift (core func $i "run")))
+                (instance $cli (export "run" (func $run)))
+                (export "wasi:cli/run@0.2.0" (instance $cli)))"#
+        );
+        let path = dir.join(format!("{name}.wasm"));
+        std::fs::write(
+            &path,
+            wat::parse_str(&text).expect("the test component parses"),
+        )
+        .unwrap();
+        path
+    }
+
+    /// The attack: guest code that runs at instantiation, which an instance
+    /// made ahead would run outside any call: spinning there, or reading
+    /// the clock. It is stopped at its first tick or WASI use, and the
+    /// component is never made ahead again; its calls run as before.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_component_that_runs_code_at_instantiation_is_never_made_ahead() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = r#"(import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock (export "now" (func (result u64)))))
+                (core func $now (canon lower (func $clock "now")))"#;
+        let spins =
+            component_with_start(dir.path(), "spins", clock, "(loop $forever (br $forever))");
+        let reads_clock =
+            component_with_start(dir.path(), "reads_clock", clock, "(drop (call $now))");
+        let engine = own_engine();
+        for (path, kind) in [(spins, "timeout"), (reads_clock, "bad_response")] {
+            let component = engine.load_async(&path).await.unwrap();
+            for _ in 0..2 {
+                let err = call_on(&engine, &component, json!({}), &[], SHORT)
+                    .await
+                    .unwrap_err();
+                assert_eq!(err.kind(), kind, "{}: {err}", path.display());
+                // The making ahead after the call gave up on it.
+                tokio::time::timeout(Duration::from_secs(5), async {
+                    while !engine.inner.ahead.is_refused(&component.digest) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+                .await
+                .unwrap_or_else(|_| panic!("{}: still being made ahead", path.display()));
+                assert!(!engine.inner.ahead.holds(&component.digest));
+            }
+        }
+        assert_eq!(took_ahead(&engine), 0, "nothing made ahead was used");
     }
 
     #[tokio::test]

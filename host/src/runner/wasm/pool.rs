@@ -116,6 +116,12 @@ impl CallSlots {
         }
     }
 
+    /// A free slot, if there is one now.
+    pub(super) fn try_acquire(&self) -> Option<CallSlot> {
+        let permit = Arc::clone(&self.free).try_acquire_owned().ok()?;
+        Some(CallSlot { _permit: permit })
+    }
+
     /// Wait for a free slot.
     pub(super) async fn acquire(&self) -> CallSlot {
         let permit = Arc::clone(&self.free)
