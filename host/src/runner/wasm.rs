@@ -61,7 +61,7 @@ use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
-use self::ahead::{InstancesAhead, MadeAhead};
+use self::ahead::{Held, InstancesAhead, MadeAhead};
 use self::cache::ComponentCache;
 use self::known_digests::KnownDigests;
 use self::pool::{CallSlot, CallSlots};
@@ -110,6 +110,8 @@ pub struct LoadedComponent {
     name: String,
     origin: LoadOrigin,
     pre: CommandPre<CallState>,
+    /// A `start` function runs at instantiation: never made ahead.
+    runs_code_at_instantiation: bool,
 }
 
 impl std::fmt::Debug for LoadedComponent {
@@ -410,6 +412,7 @@ impl WasmEngine {
             name,
             origin,
             pre,
+            runs_code_at_instantiation: ahead::runs_code_at_instantiation(&bytes),
         });
         // Two racing loads of the same bytes both succeed; the first one stays.
         let mut map = self.lock_loaded();
@@ -516,15 +519,15 @@ impl WasmEngine {
             (stdout.clone(), stderr.clone()),
             call.grants,
         )?;
-        let (mut store, made, slot) = match self.inner.ahead.take(&component.digest) {
-            Some(MadeAhead {
-                store,
-                command,
-                slot,
-            }) => {
+        let made = call
+            .start_ahead
+            .then(|| self.inner.ahead.take(&component.digest))
+            .flatten();
+        let (mut held, made) = match made {
+            Some(MadeAhead { held, command }) => {
                 #[cfg(test)]
                 self.inner.took_ahead.fetch_add(1, Ordering::Relaxed);
-                (store, Some(command), slot)
+                (held, Some(command))
             }
             None => {
                 let Some(slot) = self.call_slot(deadline).await else {
@@ -533,25 +536,27 @@ impl WasmEngine {
                         stderr_tail: String::new(),
                     });
                 };
-                (self.empty_store(false), None, slot)
+                let store = self.empty_store(false);
+                (Held { store, _slot: slot }, None)
             }
         };
         // Everything the guest can reach is the call's from here on.
+        let store = &mut held.store;
         let state = store.data_mut();
         state.wasi = Some(wasi);
         state.limiter.hit = Arc::clone(&memory_hit);
-        arm_deadline(&mut store, deadline);
+        arm_deadline(store, deadline);
 
         let pre = &component.pre;
         let guest = async {
             let command = match made {
                 Some(command) => command,
-                None => pre.instantiate_async(&mut store).await?,
+                None => pre.instantiate_async(&mut *store).await?,
             };
-            command.wasi_cli_run().call_run(&mut store).await
+            command.wasi_cli_run().call_run(&mut *store).await
         };
         let ended = converse(guest, lines_rx, &stdout, deadline.into(), notifications).await;
-        self.after_answer(store, slot, component);
+        self.after_answer(held, component, call.start_ahead);
 
         let stderr_tail = stderr.text();
         let run_error = |failure: GuestFailure| match failure {
@@ -709,70 +714,68 @@ impl WasmEngine {
         store
     }
 
-    /// After a call's answer: tear its instance down, then make the next
-    /// call's instance of the same component ahead (`ahead.rs`). Dropping a
-    /// store resets the slot's memory, tables and stack (rewriting what the
-    /// guest dirtied, discarding the rest), work the answer need not wait
-    /// for. On a runtime both run as a task that first lets the tasks
-    /// already woken (the one that writes the answer out) go ahead; the
-    /// slot stays taken until the instance is gone, so the pool's bound
-    /// holds.
-    fn after_answer(
-        &self,
-        store: Store<CallState>,
-        slot: CallSlot,
-        component: &Arc<LoadedComponent>,
-    ) {
-        // The store first, then the slot: the slot is free only once the
-        // instance is gone.
-        let instance = (store, slot);
+    /// After a call's answer: tear its instance down, then, for a call the
+    /// host let start ahead, make the next call's instance of the same
+    /// component (`ahead.rs`). Dropping a store resets the slot's memory,
+    /// tables and stack (rewriting what the guest dirtied, discarding the
+    /// rest), work the answer need not wait for. On a runtime both run as a
+    /// task that first lets the tasks already woken (the one that writes the
+    /// answer out) go ahead; the slot stays taken until the instance is
+    /// gone, so the pool's bound holds.
+    fn after_answer(&self, held: Held, component: &Arc<LoadedComponent>, start_ahead: bool) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            drop(instance);
+            drop(held);
             return;
         };
         let engine = self.clone();
         let component = Arc::clone(component);
         runtime.spawn(async move {
             tokio::task::yield_now().await;
-            drop(instance);
-            engine.make_ahead(&component).await;
+            drop(held);
+            if start_ahead && !component.runs_code_at_instantiation {
+                engine.make_ahead(&component).await;
+            }
         });
     }
 
-    /// Make the next call's instance of `component`, when one is wanted and
-    /// a slot is free; a component whose instantiation runs guest code is
-    /// refused for good instead (`ahead.rs`).
-    async fn make_ahead(&self, component: &Arc<LoadedComponent>) {
+    /// Make the next call's instance of `component` when none is made or
+    /// being made and a slot is free; one that overruns [`ahead::MAKING_AT_MOST`],
+    /// fails or reaches WASI refuses the component for good (`ahead.rs`).
+    async fn make_ahead(&self, component: &LoadedComponent) {
         let ahead = &self.inner.ahead;
-        if !ahead.wanted(&component.digest) {
+        let Some(making) = ahead.start_making(component.digest) else {
             return;
-        }
+        };
         let Some(slot) = self.inner.slots.try_acquire() else {
             return;
         };
         let mut store = self.empty_store(true);
-        // Guest code running long enough to see a tick ends the making.
+        // Anything that spins yields, so the time bound can end it.
         store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Interrupt));
-        let made = component.pre.instantiate_async(&mut store).await;
+        store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Yield(1)));
+        let made = tokio::time::timeout(
+            ahead::MAKING_AT_MOST,
+            component.pre.instantiate_async(&mut store),
+        )
+        .await;
         match made {
-            Ok(command) if !store.data().wasi_used_ahead => {
+            Ok(Ok(command)) if !store.data().wasi_used_ahead => {
                 store.data_mut().making_ahead = false;
-                ahead.put(
-                    component.digest,
-                    MadeAhead {
-                        store,
-                        command,
-                        slot,
-                    },
-                );
+                let made = MadeAhead {
+                    held: Held { store, _slot: slot },
+                    command,
+                };
+                // No free slot: a call may be queued for one; it goes first.
+                if self.inner.slots.free() > 0 {
+                    ahead.put(making, made);
+                }
             }
             _ => {
-                tracing::debug!(
+                tracing::warn!(
                     component = %component.name,
-                    "instantiating runs guest code: its instances are made at each call"
+                    "making an instance ahead of its call failed or ran guest code; its instances are made at each call"
                 );
-                ahead.refuse(component.digest);
+                ahead.refuse(making);
             }
         }
     }
@@ -1227,7 +1230,9 @@ pub(crate) mod tests {
             grants,
             executables: &[],
             network: false,
-            start_ahead: false,
+            // As a long-running host's allowed call: instances are made
+            // ahead of the next one (`ahead.rs`).
+            start_ahead: true,
         };
         engine.run(component, &call, None).await
     }
@@ -1566,12 +1571,14 @@ pub(crate) mod tests {
         }
     }
 
-    /// A component of one core module whose `start` function (run at
-    /// instantiation) does `start`, and whose `run` returns at once.
-    fn component_with_start(dir: &Path, name: &str, imports: &str, start: &str) -> PathBuf {
-        let text = format!(
+    /// A component of one core module, given the clock's `now` as
+    /// `host.now`, whose `start` function (run at instantiation) does
+    /// `start`, and whose `run` returns at once.
+    fn with_start(start: &str) -> String {
+        format!(
             r#"(component
-                {imports}
+                (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock (export "now" (func (result u64)))))
+                (core func $now (canon lower (func $clock "now")))
                 (core module $m
                     (import "host" "now" (func $now (result i64)))
                     (func $start {start})
@@ -1582,49 +1589,204 @@ pub(crate) mod tests {
                 (func $run (result (result)) (canon lift (core func $i "run")))
                 (instance $cli (export "run" (func $run)))
                 (export "wasi:cli/run@0.2.0" (instance $cli)))"#
-        );
-        let path = dir.join(format!("{name}.wasm"));
-        std::fs::write(
-            &path,
-            wat::parse_str(&text).expect("the test component parses"),
         )
-        .unwrap();
+    }
+
+    /// A start function that waits on a monotonic-clock pollable that
+    /// never fires (`u64::MAX` ns).
+    const WAITS_AT_INSTANTIATION: &str = r#"(component
+        (import "wasi:io/poll@0.2.0" (instance $poll
+            (export "pollable" (type $pollable (sub resource)))
+            (export "[method]pollable.block" (func (param "self" (borrow $pollable))))))
+        (alias export $poll "pollable" (type $pollable))
+        (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock
+            (alias outer 1 $pollable (type $pollable))
+            (export "subscribe-duration" (func (param "when" u64) (result (own $pollable))))))
+        (core func $subscribe (canon lower (func $clock "subscribe-duration")))
+        (core func $block (canon lower (func $poll "[method]pollable.block")))
+        (core module $m
+            (import "host" "subscribe" (func $subscribe (param i64) (result i32)))
+            (import "host" "block" (func $block (param i32)))
+            (func $start (call $block (call $subscribe (i64.const -1))))
+            (start $start)
+            (func (export "run") (result i32) (i32.const 0)))
+        (core instance $host
+            (export "subscribe" (func $subscribe))
+            (export "block" (func $block)))
+        (core instance $i (instantiate $m (with "host" (instance $host))))
+        (func $run (result (result)) (canon lift (core func $i "run")))
+        (instance $cli (export "run" (func $run)))
+        (export "wasi:cli/run@0.2.0" (instance $cli)))"#;
+
+    /// The same wait, only when the guest sees no argument: only while it
+    /// would be made ahead (a call's context has the component's name as
+    /// argv[0]), so each call of it ends at once.
+    const WAITS_ONLY_WHEN_MADE_AHEAD: &str = r#"(component
+        (core module $libc
+            (memory (export "memory") 1)
+            (global $next (mut i32) (i32.const 1024))
+            (func (export "realloc") (param i32 i32 i32 i32) (result i32)
+                (local $at i32)
+                (local.set $at (global.get $next))
+                (global.set $next (i32.add (local.get $at) (local.get 3)))
+                (local.get $at)))
+        (core instance $libc (instantiate $libc))
+        (alias core export $libc "memory" (core memory $mem))
+        (alias core export $libc "realloc" (core func $realloc))
+        (import "wasi:cli/environment@0.2.0" (instance $env
+            (export "get-arguments" (func (result (list string))))))
+        (import "wasi:io/poll@0.2.0" (instance $poll
+            (export "pollable" (type $pollable (sub resource)))
+            (export "[method]pollable.block" (func (param "self" (borrow $pollable))))))
+        (alias export $poll "pollable" (type $pollable))
+        (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock
+            (alias outer 1 $pollable (type $pollable))
+            (export "subscribe-duration" (func (param "when" u64) (result (own $pollable))))))
+        (core func $args (canon lower (func $env "get-arguments") (memory $mem) (realloc $realloc)))
+        (core func $subscribe (canon lower (func $clock "subscribe-duration")))
+        (core func $block (canon lower (func $poll "[method]pollable.block")))
+        (core module $m
+            (import "libc" "memory" (memory 1))
+            (import "host" "args" (func $args (param i32)))
+            (import "host" "subscribe" (func $subscribe (param i64) (result i32)))
+            (import "host" "block" (func $block (param i32)))
+            (func $start
+                (call $args (i32.const 0))
+                (if (i32.eqz (i32.load offset=4 (i32.const 0)))
+                    (then (call $block (call $subscribe (i64.const -1))))))
+            (start $start)
+            (func (export "run") (result i32) (i32.const 0)))
+        (core instance $host
+            (export "args" (func $args))
+            (export "subscribe" (func $subscribe))
+            (export "block" (func $block)))
+        (core instance $i (instantiate $m
+            (with "libc" (instance $libc))
+            (with "host" (instance $host))))
+        (func $run (result (result)) (canon lift (core func $i "run")))
+        (instance $cli (export "run" (func $run)))
+        (export "wasi:cli/run@0.2.0" (instance $cli)))"#;
+
+    fn write_component(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(format!("{name}.wasm"));
+        let bytes = wat::parse_str(text).expect("the test component parses");
+        std::fs::write(&path, bytes).unwrap();
         path
     }
 
+    #[test]
+    fn code_at_instantiation_is_read_from_the_bytes() {
+        for name in ["echo", "remember", "spin"] {
+            let bytes = std::fs::read(guest(name)).unwrap();
+            assert!(!ahead::runs_code_at_instantiation(&bytes), "{name}");
+        }
+        let no_start = with_start("").replace("(start $start)", "");
+        for (text, runs) in [
+            (no_start, false),
+            (with_start(""), true),
+            (WAITS_AT_INSTANTIATION.to_owned(), true),
+            // A start one component down.
+            (
+                "(component (component (core module $m (func $s) (start $s)) (core instance (instantiate $m))))".to_owned(),
+                true,
+            ),
+        ] {
+            let bytes = wat::parse_str(&text).expect("the test component parses");
+            assert_eq!(ahead::runs_code_at_instantiation(&bytes), runs, "{text}");
+        }
+        assert!(ahead::runs_code_at_instantiation(
+            b"\0asm\x0d\0\x01\0\x01\xff"
+        ));
+    }
+
     /// The attack: guest code that runs at instantiation, which an instance
-    /// made ahead would run outside any call: spinning there, or reading
-    /// the clock. It is stopped at its first tick or WASI use, and the
-    /// component is never made ahead again; its calls run as before.
+    /// made ahead would run outside any call and before its approval:
+    /// spinning, reading the clock, waiting on it (for ever, or only when
+    /// it sees no call's context). None of it is ever made ahead; each call
+    /// runs it within its own deadline, and no slot stays taken: a call of
+    /// another component still runs after all of them.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_component_that_runs_code_at_instantiation_is_never_made_ahead() {
         let dir = tempfile::tempdir().unwrap();
-        let clock = r#"(import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock (export "now" (func (result u64)))))
-                (core func $now (canon lower (func $clock "now")))"#;
-        let spins =
-            component_with_start(dir.path(), "spins", clock, "(loop $forever (br $forever))");
-        let reads_clock =
-            component_with_start(dir.path(), "reads_clock", clock, "(drop (call $now))");
         let engine = own_engine();
-        for (path, kind) in [(spins, "timeout"), (reads_clock, "bad_response")] {
-            let component = engine.load_async(&path).await.unwrap();
-            for _ in 0..2 {
-                let err = call_on(&engine, &component, json!({}), &[], SHORT)
-                    .await
-                    .unwrap_err();
-                assert_eq!(err.kind(), kind, "{}: {err}", path.display());
-                // The making ahead after the call gave up on it.
-                tokio::time::timeout(Duration::from_secs(5), async {
-                    while !engine.inner.ahead.is_refused(&component.digest) {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                })
+        let cases = [
+            (
+                "spins",
+                with_start("(loop $forever (br $forever))"),
+                "timeout",
+            ),
+            (
+                "reads_clock",
+                with_start("(drop (call $now))"),
+                "bad_response",
+            ),
+            ("waits", WAITS_AT_INSTANTIATION.to_owned(), "timeout"),
+            (
+                "waits_unseen",
+                WAITS_ONLY_WHEN_MADE_AHEAD.to_owned(),
+                "bad_response",
+            ),
+        ];
+        for (name, text, kind) in cases {
+            let component = engine
+                .load_async(&write_component(dir.path(), name, &text))
                 .await
-                .unwrap_or_else(|_| panic!("{}: still being made ahead", path.display()));
-                assert!(!engine.inner.ahead.holds(&component.digest));
+                .unwrap();
+            // More calls, at once, than the pool has slots.
+            let mut calls = tokio::task::JoinSet::new();
+            for _ in 0..pool::SLOTS + 4 {
+                let (engine, component) = (engine.clone(), Arc::clone(&component));
+                calls.spawn(
+                    async move { call_on(&engine, &component, json!({}), &[], SHORT).await },
+                );
             }
+            while let Some(ended) = calls.join_next().await {
+                let err = ended.unwrap().unwrap_err();
+                assert_eq!(err.kind(), kind, "{name}: {err}");
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            assert!(!engine.inner.ahead.holds(&component.digest), "{name}");
+            assert_eq!(
+                engine.inner.slots.free(),
+                pool::SLOTS as usize,
+                "{name}: slots stay taken"
+            );
         }
-        assert_eq!(took_ahead(&engine), 0, "nothing made ahead was used");
+        assert_eq!(took_ahead(&engine), 0, "nothing was made ahead");
+        let echo = engine.load_async(&guest("echo")).await.unwrap();
+        let exchange = call_on(&engine, &echo, json!({"n": 1}), &[], Duration::from_secs(5)).await;
+        assert!(exchange.is_ok(), "{:?}", exchange.err());
+    }
+
+    /// A call the host did not let start ahead (its capability asks for
+    /// approval, or its caller did not weigh the policy) neither leaves an
+    /// instance made ahead nor takes one.
+    #[tokio::test]
+    async fn only_calls_allowed_to_start_ahead_make_or_take_instances_ahead() {
+        let engine = own_engine();
+        let echo = engine.load_async(&guest("echo")).await.unwrap();
+        let line = request(&json!({"n": 1}));
+        let call = Call {
+            request_line: &line,
+            limits: CallLimits::default(),
+            grants: &[],
+            executables: &[],
+            network: false,
+            start_ahead: false,
+        };
+        engine.run(&echo, &call, None).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !engine.inner.ahead.holds(&echo.digest),
+            "made after a call not allowed to"
+        );
+        call_on(&engine, &echo, json!({"n": 1}), &[], LONG)
+            .await
+            .unwrap();
+        wait_made_ahead(&engine, &echo).await;
+        engine.run(&echo, &call, None).await.unwrap();
+        assert_eq!(took_ahead(&engine), 0, "taken by a call not allowed to");
+        assert!(engine.inner.ahead.holds(&echo.digest));
     }
 
     #[tokio::test]

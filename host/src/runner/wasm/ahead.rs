@@ -9,32 +9,40 @@
 //!
 //! Design decisions:
 //!
-//! - **Still one fresh instance per call.** An instance made ahead has run
-//!   no guest code; it serves exactly one call and is then dropped (and its
-//!   slot reset) like any other. Nothing of an earlier call is in it: it is
-//!   made from the component's initial image in a slot that was reset.
-//! - **Nothing of the call is in it until the call.** It is made with an
-//!   empty WASI context: no standard input, no output, no environment, no
-//!   preopened root. The call replaces the whole context with its own
-//!   (request, output, grants), its memory flag and its deadline before the
-//!   guest's `run` starts, so what the guest can reach is decided at the
-//!   call exactly as for an instance made at the call.
-//! - **Only where instantiating runs no guest code.** A core module's start
-//!   function would run at instantiation, that is outside any call, with no
-//!   deadline but ours. While an instance is made ahead, the first epoch
-//!   tick that guest code sees ends it, and so does any WASI use (a start
-//!   function reading the clock, say); the component is then never made
-//!   ahead again by this engine, and its calls instantiate within their own
-//!   deadline as before. A compiler's `wasm32-wasip2` command has no start
-//!   function.
-//! - **Bounded, and never in a call's way.** At most one instance per
-//!   component is made ahead, and [`MOST_MADE_AHEAD`] in all (the oldest goes
-//!   first); each holds one of the pool's slots. One is made only when a
-//!   slot is free, and a call that finds no free slot drops one made ahead
-//!   before it waits, so instances made ahead never make a call wait.
+//! - **No guest code runs ahead.** A component whose instantiation would run
+//!   its own code (a `start` function in any core module or component,
+//!   [`runs_code_at_instantiation`], read from its bytes at load) is never
+//!   made ahead: that code could wait, spin or fill memory outside any call
+//!   and before any approval. Its calls instantiate within their own
+//!   deadline, as before. A compiler's `wasm32-wasip2` command has no start
+//!   function. What instantiation does run otherwise is wasmtime's own
+//!   initialization of tables, globals and memory from the component's
+//!   segments. As a second line, making ahead is bounded in time
+//!   ([`MAKING_AT_MOST`]), and one that overruns it, fails, or reaches WASI
+//!   refuses the component for good.
+//! - **Still one fresh instance per call.** An instance made ahead serves
+//!   exactly one call and is then dropped (and its slot reset) like any
+//!   other. It is made from the component's initial image in a slot that was
+//!   reset, in a store of its own.
+//! - **Nothing of the call is in it until the call.** It is made with no
+//!   WASI context at all. The call that takes it sets its own context
+//!   (request, output, grants), memory flag and deadline before the guest's
+//!   `run` starts, so what the guest can reach is decided at the call
+//!   exactly as for an instance made at the call.
+//! - **Only for allowed calls.** An instance is made ahead only after a call
+//!   the host marked [`crate::runner::Call::start_ahead`] (its capability is
+//!   allowed outright, in a long-running host), and taken only by such a
+//!   call, as native processes started ahead are.
+//! - **Bounded, and out of a call's way.** At most one instance per
+//!   component is made or waiting, and [`MOST_MADE_AHEAD`] in all (the oldest
+//!   waiting one goes first); each holds one of the pool's slots. One is made
+//!   only when a slot is free and kept only if one still is (no call can be
+//!   queued then), and a call that finds no free slot drops waiting ones
+//!   before it queues.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use wasmtime::Store;
 use wasmtime_wasi::p2::bindings::Command;
@@ -42,87 +50,133 @@ use wasmtime_wasi::p2::bindings::Command;
 use super::CallState;
 use super::pool::CallSlot;
 
-/// How many instances may wait made ahead at once, across components.
+/// How many instances may be made or wait made ahead at once, across
+/// components.
 const MOST_MADE_AHEAD: usize = 4;
 
-/// An instance made ahead, with the pool slot it holds.
-pub(super) struct MadeAhead {
-    // Dropped in this order: the instance before its slot is freed.
+/// How long making an instance ahead may take: tens of microseconds for a
+/// real component; beyond this something runs that should not.
+pub(super) const MAKING_AT_MOST: Duration = Duration::from_millis(100);
+
+/// Whether instantiating the component in `bytes` runs code of its own: a
+/// `start` section in any core module or component, nested ones included.
+/// Bytes that cannot be read count as yes.
+pub(super) fn runs_code_at_instantiation(bytes: &[u8]) -> bool {
+    for payload in wasmparser::Parser::new(0).parse_all(bytes) {
+        match payload {
+            Ok(
+                wasmparser::Payload::StartSection { .. }
+                | wasmparser::Payload::ComponentStartSection { .. },
+            )
+            | Err(_) => return true,
+            Ok(_) => {}
+        }
+    }
+    false
+}
+
+/// A store and the pool slot it holds, dropped in this order: the slot is
+/// free only once the instance is gone.
+pub(super) struct Held {
     pub(super) store: Store<CallState>,
+    pub(super) _slot: CallSlot,
+}
+
+/// An instance made ahead.
+pub(super) struct MadeAhead {
+    pub(super) held: Held,
     pub(super) command: Command,
-    pub(super) slot: CallSlot,
 }
 
 /// The instances made ahead, by the digest of their component's bytes.
 #[derive(Default)]
 pub(super) struct InstancesAhead {
-    ready: Mutex<VecDeque<(blake3::Hash, MadeAhead)>>,
-    /// Components whose instantiation ran guest code: never made ahead.
-    refused: Mutex<HashSet<blake3::Hash>>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    ready: VecDeque<(blake3::Hash, MadeAhead)>,
+    /// Being made now.
+    making: HashSet<blake3::Hash>,
+    /// Components whose making failed: never made ahead again.
+    refused: HashSet<blake3::Hash>,
+}
+
+/// One making under way; dropping it (done, failed or cancelled with its
+/// task) ends it.
+pub(super) struct Making<'a> {
+    ahead: &'a InstancesAhead,
+    digest: blake3::Hash,
+}
+
+impl Drop for Making<'_> {
+    fn drop(&mut self) {
+        self.ahead.lock().making.remove(&self.digest);
+    }
 }
 
 impl InstancesAhead {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// The instance made ahead for `digest`, if there is one.
     pub(super) fn take(&self, digest: &blake3::Hash) -> Option<MadeAhead> {
-        let mut ready = lock(&self.ready);
-        let at = ready.iter().position(|(made_for, _)| made_for == digest)?;
-        ready.remove(at).map(|(_, made)| made)
+        let mut state = self.lock();
+        let at = state
+            .ready
+            .iter()
+            .position(|(made_for, _)| made_for == digest)?;
+        state.ready.remove(at).map(|(_, made)| made)
     }
 
-    /// Whether an instance of `digest` should be made ahead now: none is
-    /// waiting already, and its instantiation is not known to run guest code.
-    pub(super) fn wanted(&self, digest: &blake3::Hash) -> bool {
-        !lock(&self.refused).contains(digest)
-            && !lock(&self.ready)
-                .iter()
-                .any(|(made_for, _)| made_for == digest)
+    /// Start making an instance of `digest` ahead, unless one is made or
+    /// waiting already, the bound is reached, or `digest` was refused.
+    pub(super) fn start_making(&self, digest: blake3::Hash) -> Option<Making<'_>> {
+        let mut state = self.lock();
+        let busy = state.ready.len() + state.making.len() >= MOST_MADE_AHEAD
+            || state.refused.contains(&digest)
+            || state.making.contains(&digest)
+            || state.ready.iter().any(|(made_for, _)| *made_for == digest);
+        if busy {
+            return None;
+        }
+        state.making.insert(digest);
+        Some(Making {
+            ahead: self,
+            digest,
+        })
     }
 
-    /// Keep `made` for the next call of `digest`; beyond the bound, the
-    /// oldest is dropped (outside the lock: dropping resets its slot).
-    pub(super) fn put(&self, digest: blake3::Hash, made: MadeAhead) {
-        let evicted = {
-            let mut ready = lock(&self.ready);
-            if ready.iter().any(|(made_for, _)| *made_for == digest) {
-                // Made twice by racing calls: one is enough.
-                Some(made)
-            } else {
-                ready.push_back((digest, made));
-                (ready.len() > MOST_MADE_AHEAD)
-                    .then(|| ready.pop_front().map(|(_, oldest)| oldest))
-                    .flatten()
-            }
-        };
-        drop(evicted);
+    /// Keep `made` for the next call of its component.
+    pub(super) fn put(&self, making: Making<'_>, made: MadeAhead) {
+        self.lock().ready.push_back((making.digest, made));
+        // Made: no longer being made (after the lock is released).
+        drop(making);
+    }
+
+    /// Making `digest` ahead failed: never try again.
+    pub(super) fn refuse(&self, making: Making<'_>) {
+        self.lock().refused.insert(making.digest);
+        drop(making);
     }
 
     /// Drop the oldest instance made ahead, freeing its slot for a call;
     /// `false` when there is none.
     pub(super) fn give_up_one(&self) -> bool {
-        let oldest = lock(&self.ready).pop_front();
+        // Dropped outside the lock: dropping resets its slot.
+        let oldest = self.lock().ready.pop_front();
         oldest.is_some()
-    }
-
-    /// `digest`'s instantiation ran guest code: never make it ahead again.
-    pub(super) fn refuse(&self, digest: blake3::Hash) {
-        lock(&self.refused).insert(digest);
     }
 
     #[cfg(test)]
     pub(super) fn holds(&self, digest: &blake3::Hash) -> bool {
-        lock(&self.ready)
+        self.lock()
+            .ready
             .iter()
             .any(|(made_for, _)| made_for == digest)
     }
-
-    #[cfg(test)]
-    pub(super) fn is_refused(&self, digest: &blake3::Hash) -> bool {
-        lock(&self.refused).contains(digest)
-    }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

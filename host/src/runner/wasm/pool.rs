@@ -122,6 +122,11 @@ impl CallSlots {
         Some(CallSlot { _permit: permit })
     }
 
+    /// How many slots are free now.
+    pub(super) fn free(&self) -> usize {
+        self.free.available_permits()
+    }
+
     /// Wait for a free slot.
     pub(super) async fn acquire(&self) -> CallSlot {
         let permit = Arc::clone(&self.free)
