@@ -63,15 +63,19 @@ pub fn place_arguments(args: Value) -> PlacedArguments {
 }
 
 /// A request id unique per call: time, process and a counter, so two hosts
-/// on one machine and two calls in one nanosecond still differ.
+/// on one machine and two calls in one nanosecond still differ. The process
+/// id is asked once (it is a system call each time, and modhost never forks
+/// without exec).
 pub fn new_request_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    static PROCESS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{nanos:x}-{:x}-{count}", std::process::id())
+    let process = PROCESS.get_or_init(std::process::id);
+    format!("{nanos:x}-{process:x}-{count}")
 }
 
 #[cfg(test)]

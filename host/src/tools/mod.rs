@@ -145,12 +145,12 @@ impl<I: Invoker> Toolbox<I> {
         progress: Option<ProgressSink>,
         workspace: Option<&Path>,
     ) -> Result<ToolOutcome, CallError> {
-        let loaded = match live::Live::current_for_call(&self.live).await {
-            Ok(loaded) => loaded,
+        let (loaded, glance) = match live::Live::current_for_call(&self.live).await {
+            Ok(current) => current,
             Err(unreadable) => return Ok(ToolOutcome::failure(unreadable)),
         };
         loaded
-            .call_in(name, input, approver, progress, workspace)
+            .call_in(name, input, approver, progress, workspace, glance)
             .await
     }
 }
