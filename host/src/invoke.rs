@@ -1143,12 +1143,6 @@ mod tests {
         std::fs::remove_file(&marker).unwrap();
         host.invoke_module(&module, call()).await.unwrap();
 
-        assert!(host.unpin("glanced").unwrap());
-        let err = host.invoke_module(&module, call()).await.unwrap_err();
-        assert_eq!(err.kind(), "unpinned", "{err}");
-        host.pin("glanced").await.unwrap();
-        host.invoke_module(&module, call()).await.unwrap();
-
         let text = std::fs::read_to_string(&path).unwrap();
         let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
         let swapped = text.replacen('x', "y", 1);
@@ -1162,6 +1156,12 @@ mod tests {
             .unwrap();
         let err = host.invoke_module(&module, call()).await.unwrap_err();
         assert_eq!(err.kind(), "changed", "{err}");
+        std::fs::write(&path, &text).unwrap();
+        host.invoke_module(&module, call()).await.unwrap();
+
+        assert!(host.unpin("glanced").unwrap());
+        let err = host.invoke_module(&module, call()).await.unwrap_err();
+        assert_eq!(err.kind(), "unpinned", "{err}");
     }
 
     /// The request line is the JSON-RPC request a module parses, written in
