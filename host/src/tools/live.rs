@@ -29,8 +29,13 @@
 //!   toolbox.
 //! - **The per-call gate does not wait for this.** A module disabled or
 //!   unpinned since discovery is refused by the invoke pipeline itself
-//!   (`Host::invoke_module`: the `.disabled` stat, `pins::PinsWatch`), so no
+//!   (`Host::invoke_module`: the `.disabled` marker, `pins::PinsWatch`), so no
 //!   poll interval is ever a window in which it runs.
+//! - **One `stat` per path per call.** The identities this check takes
+//!   before a call are handed to that call ([`Glance`], through
+//!   `InvokeCall`): the pipeline's own checks of `pins.json` and of the
+//!   module's folder read them there instead of looking again. After a
+//!   reload the call gets none and looks for itself.
 //! - **A tool that went away says why.** A call of a tool an earlier load
 //!   offered gets the reason it is gone (module disabled, unpinned, changed,
 //!   removed, capability disabled by an override) with its remedy, never a
