@@ -40,6 +40,10 @@ fn compile(schema: &Value) -> Result<jsonschema::Validator, SchemaFailure> {
 }
 
 fn check_with(validator: &jsonschema::Validator, instance: &Value) -> Result<(), SchemaFailure> {
+    // The common case, a value that fits, without building an error list.
+    if validator.is_valid(instance) {
+        return Ok(());
+    }
     let violations = modconform::schema::violations(validator, instance);
     if violations.is_empty() {
         Ok(())
