@@ -75,7 +75,7 @@ pub struct InvokeRequest {
     /// What a long-running caller saw of the home as this call started
     /// (`file_identity::Glance`): the checks below read a path's identity
     /// from it rather than `stat` it again. Empty by default.
-    pub(crate) glance: crate::file_identity::Glance,
+    pub(crate) glance: Glance,
 }
 
 impl InvokeRequest {
