@@ -61,7 +61,7 @@ use serde_json::Value;
 use crate::config::{Limits, PinsMode};
 use crate::contract::{ContractReport, ContractStanding};
 use crate::describe_cache::{self, DescribeCache, DescribeKey};
-use crate::file_identity::FileIdentity;
+use crate::file_identity::{FileIdentity, Glance};
 use crate::home::HomeLayout;
 use crate::module_tree::{self, TreeError, TreeState};
 use crate::pins::{PinCovers, PinStanding, Pins, PinsError};
@@ -207,7 +207,9 @@ impl InstalledModule {
     /// longer holds the approved tree is reported (and refused under
     /// `enforce`) until it is restored. A module without a digest has
     /// nothing to keep.
-    pub(crate) fn still_holds_its_digest(&self) -> std::io::Result<bool> {
+    /// `glance`: the identities the call already took (the module's
+    /// folder, for a long-running host), shared rather than taken again.
+    pub(crate) fn still_holds_its_digest(&self, glance: &Glance) -> std::io::Result<bool> {
         let (Some(tree), Some(digest)) = (&self.tree, &self.digest) else {
             return Ok(true);
         };
@@ -216,7 +218,7 @@ impl InstalledModule {
         {
             return Ok(false);
         }
-        if tree.still_matches() {
+        if tree.still_matches(glance) {
             return Ok(true);
         }
         let root = self.tree_root();
@@ -225,7 +227,7 @@ impl InstalledModule {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&key)
-            .is_some_and(TreeState::still_matches)
+            .is_some_and(|state| state.still_matches(glance))
         {
             return Ok(true);
         }

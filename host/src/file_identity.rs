@@ -19,7 +19,8 @@
 
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -65,6 +66,54 @@ impl FileIdentity {
         };
         let changed = self.mtime_ns.max(self.ctime_ns);
         changed + (RACY.as_nanos() as i128) <= at.as_nanos() as i128
+    }
+}
+
+/// The identities of a few paths, each taken with one `stat` (following
+/// links) when a call started: the checks of that call that look at one of
+/// these paths read it here instead of taking a `stat` of their own, so a
+/// path is looked at once per call, not once per check. A long-running
+/// host takes it where it looks for operator changes anyway
+/// (`tools::live`); a path not in it, or one that did not exist then, is
+/// stat'ed as before. It is never kept past its call: a later call takes
+/// its own.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Glance {
+    paths: Arc<[PathBuf]>,
+    identities: Arc<[Option<FileIdentity>]>,
+}
+
+impl Glance {
+    /// `identities[i]` is the identity of `paths[i]` (`None`: no such file).
+    pub(crate) fn new(paths: Arc<[PathBuf]>, identities: Arc<[Option<FileIdentity>]>) -> Glance {
+        debug_assert_eq!(paths.len(), identities.len());
+        Glance { paths, identities }
+    }
+
+    /// A glance at `paths` now, one `stat` each (what `tools::live` takes).
+    #[cfg(test)]
+    pub(crate) fn taken(paths: Arc<[PathBuf]>) -> Glance {
+        let identities = paths
+            .iter()
+            .map(|p| FileIdentity::of_path(p).ok())
+            .collect();
+        Glance::new(paths, identities)
+    }
+
+    /// The identity of the file at `path` (following links): as glanced
+    /// when the path was, else one `stat` now.
+    pub(crate) fn identity(&self, path: &Path) -> std::io::Result<FileIdentity> {
+        self.glanced(path)
+            .map_or_else(|| FileIdentity::of_path(path), Ok)
+    }
+
+    /// The identity of `path` as glanced, when it was and it existed.
+    pub(crate) fn glanced(&self, path: &Path) -> Option<FileIdentity> {
+        let at = self
+            .paths
+            .iter()
+            .position(|p| p.as_os_str() == path.as_os_str())?;
+        self.identities.get(at).copied().flatten()
     }
 }
 

@@ -203,9 +203,17 @@ impl Host {
         }
     }
 
-    /// The operator's pins as they are now (one `stat` when unchanged).
-    pub(crate) fn current_pins(&self) -> Result<Arc<crate::pins::Pins>, crate::pins::PinsError> {
-        self.pins.current(self.layout.root())
+    /// How `descriptor`, served by bytes with digest `digest`, stands
+    /// against the operator's pins now (one `stat` of `pins.json`; compared
+    /// again only for new pins or a new descriptor, see `pins::PinsWatch`).
+    pub(crate) fn pin_standing_now(
+        &self,
+        descriptor: &Arc<modproto::Descriptor>,
+        digest: &str,
+        glance: &crate::file_identity::Glance,
+    ) -> Result<crate::pins::PinStanding, crate::pins::PinsError> {
+        self.pins
+            .standing(self.layout.root(), descriptor, digest, glance)
     }
 
     /// This host, starting the next native process of each call shape ahead
@@ -476,17 +484,29 @@ mod snapshot_tests {
             started.elapsed() / ROUNDS
         };
         let baseline = time(&|| crate::file_identity::FileIdentity::of_path(&entry).is_ok());
-        let single = time(&|| one.still_holds_its_digest().unwrap());
-        let tree = time(&|| many.still_holds_its_digest().unwrap());
+        let single = time(&|| {
+            one.still_holds_its_digest(&crate::file_identity::Glance::default())
+                .unwrap()
+        });
+        let tree = time(&|| {
+            many.still_holds_its_digest(&crate::file_identity::Glance::default())
+                .unwrap()
+        });
         // A helper rewritten with the same bytes (as a restore does): one
         // digest, then stats again.
         let helper = dir.path().join("modules/many/lib/helper0.sh");
         write_executable(&helper, "echo helper\n");
         std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
         let started = Instant::now();
-        assert!(many.still_holds_its_digest().unwrap());
+        assert!(
+            many.still_holds_its_digest(&crate::file_identity::Glance::default())
+                .unwrap()
+        );
         let rehash = started.elapsed();
-        let restored = time(&|| many.still_holds_its_digest().unwrap());
+        let restored = time(&|| {
+            many.still_holds_its_digest(&crate::file_identity::Glance::default())
+                .unwrap()
+        });
         println!(
             "per-call check: baseline (one stat of the entry) {baseline:?}; snapshot check, 1-file module {single:?}; 22-entry module {tree:?}; after a restore: first call {rehash:?}, then {restored:?}"
         );

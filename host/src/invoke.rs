@@ -22,19 +22,20 @@
 //!    granted root (else dropped with a host warning).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use modproto::contract::{self, Decision};
 use modproto::{
     Approval, ErrorCode, ErrorKind, HostErrorKind, HostOnlyKind, InvokeParams, InvokeResult,
-    ModuleErrorKind, Notification, Request, RpcError,
+    ModuleErrorKind, Notification, RpcError,
 };
 use serde::Serialize;
 
 use crate::artifacts::{CheckedArtifact, check_artifacts};
 use crate::contract::ContractStanding;
 use crate::discovery::{InstalledModule, ModuleStatus};
+use crate::file_identity::{FileIdentity, Glance};
 use crate::host::{Host, HostError};
 use crate::pins::PinsMode;
 use crate::request::{new_request_id, place_arguments};
@@ -71,6 +72,10 @@ pub struct InvokeRequest {
     /// The workspace for this call, instead of the host's: an MCP client's
     /// root. Must be a directory; `None` is the host's.
     pub workspace: Option<PathBuf>,
+    /// What a long-running caller saw of the home as this call started
+    /// (`file_identity::Glance`): the checks below read a path's identity
+    /// from it rather than `stat` it again. Empty by default.
+    pub(crate) glance: Glance,
 }
 
 impl InvokeRequest {
@@ -375,6 +380,16 @@ impl InvokeError {
     }
 }
 
+/// The `invoke` request as the module reads it: a [`modproto::Request`] whose params
+/// are `params`, written out in one pass rather than through a `Value`.
+#[derive(Serialize)]
+struct InvokeLine<'a> {
+    jsonrpc: &'static str,
+    id: i64,
+    method: &'static str,
+    params: &'a InvokeParams,
+}
+
 /// Which side of a call a schema checks.
 #[derive(Debug, Clone, Copy)]
 enum Side {
@@ -451,12 +466,12 @@ impl Host {
     /// runs is the snapshot either way; this is what makes a folder changed
     /// under a long-running host `changed` until it is restored. Not looked
     /// at under `pins = "off"`.
-    fn change_since_discovery(&self, module: &InstalledModule) -> Option<String> {
+    fn change_since_discovery(&self, module: &InstalledModule, glance: &Glance) -> Option<String> {
         if self.config().pins == PinsMode::Off {
             return None;
         }
         let root = module.tree_root();
-        match module.still_holds_its_digest() {
+        match module.still_holds_its_digest(glance) {
             Ok(true) => None,
             Ok(false) => Some(format!(
                 "{} changed since module {} was discovered: these are not the files that were checked and approved",
@@ -482,9 +497,10 @@ impl Host {
         // Disabled since discovery: `modhost disable` while a long-running
         // host (`modhost mcp`) serves the module. The operator's switch
         // takes effect on the next call, not at the next restart (one
-        // `stat`; a bare module is moved into a folder by disable).
+        // `stat`, or none, see `marker_present`; a bare module is moved
+        // into a folder by disable).
         let folder = module.folder.as_deref().unwrap_or(&module.path);
-        if std::fs::symlink_metadata(folder.join(crate::discovery::DISABLED_MARKER)).is_ok() {
+        if marker_present(folder, &request.glance) {
             return Err(InvokeError::ModuleDisabled {
                 id: module.id.clone(),
             });
@@ -494,9 +510,11 @@ impl Host {
         // approval takes effect on the next call: `pins.json` is read again
         // when it changed (it is replaced atomically, so no lock is needed).
         if self.config().pins == PinsMode::Enforce {
-            let standing = self
-                .current_pins()
-                .map(|pins| crate::discovery::pin_standing(&pins, module));
+            let standing = self.pin_standing_now(
+                descriptor,
+                module.digest.as_deref().unwrap_or_default(),
+                &request.glance,
+            );
             let refusal = match &standing {
                 Ok(standing) => standing.refusal(&module.id),
                 Err(e) => Some(format!("{e}; refused until the pins can be read again")),
@@ -513,7 +531,7 @@ impl Host {
         }
         // Under `pins = "enforce"` a change refuses the call, under
         // `"warn"` it is a warning.
-        let changed = self.change_since_discovery(module);
+        let changed = self.change_since_discovery(module, &request.glance);
         if let Some(problem) = &changed
             && self.config().pins == PinsMode::Enforce
         {
@@ -570,7 +588,7 @@ impl Host {
             ));
         }
         self.validators()
-            .check(&capability.input_schema, &placed.input)
+            .check_in(descriptor, &capability.input_schema, &placed.input)
             .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
         let workspace = match &request.workspace {
@@ -639,17 +657,17 @@ impl Host {
             approval: request.approval,
             extra: placed.extra,
         };
-        let params = serde_json::to_value(&params).map_err(|e| {
+        let line = serde_json::to_string(&InvokeLine {
+            jsonrpc: modproto::jsonrpc::JSONRPC_VERSION,
+            id: runner::native::REQUEST_ID,
+            method: modproto::METHOD_INVOKE,
+            params: &params,
+        })
+        .map_err(|e| {
             InvokeError::Host(HostError::Refused(format!(
                 "could not encode the request: {e}"
             )))
         })?;
-        let line = serde_json::to_string(&Request::new(
-            runner::native::REQUEST_ID,
-            modproto::METHOD_INVOKE,
-            Some(params),
-        ))
-        .unwrap_or_default();
         let grants = &plan.roots;
         let call = Call {
             request_line: &line,
@@ -693,7 +711,7 @@ impl Host {
             })?;
         if let Some(schema) = &capability.output_schema {
             self.validators()
-                .check(schema, &result.output)
+                .check_in(descriptor, schema, &result.output)
                 .map_err(|failure| schema_error(&capability.id, Side::Output, failure))?;
         }
         let (artifacts, dropped) = check_artifacts(&result.artifacts, &plan.roots);
@@ -712,6 +730,45 @@ impl Host {
             elapsed: started.elapsed(),
         })
     }
+}
+
+/// Whether `folder` holds the `.disabled` marker now: one `lstat` of the
+/// marker, or none when the call's `glance` saw the folder with the very
+/// identity at which the marker was last found absent, and that identity
+/// had settled by then (its last change [`RACY`] older than the look).
+/// Creating the marker in the folder, or renaming it in, moves the folder's
+/// modification and status-change times, and the status-change time cannot
+/// be set back: the folder's unchanged identity proves the marker is still
+/// absent (the reasoning of `crate::file_identity`). A folder changed within
+/// the racy second is looked into again, as is every folder of a caller
+/// that took no glance.
+///
+/// [`RACY`]: crate::file_identity::RACY
+fn marker_present(folder: &Path, glance: &Glance) -> bool {
+    type AbsentAt = std::sync::Mutex<std::collections::HashMap<PathBuf, FileIdentity>>;
+    static ABSENT_AT: std::sync::OnceLock<AbsentAt> = std::sync::OnceLock::new();
+    let absent_at = || {
+        ABSENT_AT
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    };
+    let seen = glance.glanced(folder);
+    if seen.is_some() && absent_at().get(folder) == seen.as_ref() {
+        return false;
+    }
+    let looked_at = std::time::SystemTime::now();
+    let present = std::fs::symlink_metadata(folder.join(crate::discovery::DISABLED_MARKER)).is_ok();
+    match seen {
+        Some(seen) if !present && seen.settled_at(looked_at) => {
+            absent_at().insert(folder.to_path_buf(), seen);
+        }
+        // Present, or not provably absent from now on: forget any proof.
+        _ => {
+            absent_at().remove(folder);
+        }
+    }
+    present
 }
 
 /// Why `module`, as discovery found it, may not be called at all (its
@@ -1052,6 +1109,96 @@ mod tests {
         // Put back byte for byte: the approved bytes run again.
         std::fs::write(&path, &text).unwrap();
         host.invoke_module(&module, call()).await.unwrap();
+    }
+
+    /// The attack on the checks a long-running host shares with its
+    /// toolbox's look at the home (`Glance`: pins.json and the module's
+    /// folder, as `tools::live` takes them at the start of each call): a
+    /// module disabled, unpinned, or rewritten in place (same size, mtime
+    /// put back) between two calls is refused on the very next call, also
+    /// once the folder settled and the marker's absence is remembered.
+    #[tokio::test]
+    async fn a_change_between_two_calls_is_refused_by_the_next_one_despite_the_shared_glance() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, _) = install(dir.path(), "glanced", false);
+        let host = open(dir.path()).await;
+        let module = host.module("glanced").await.unwrap();
+        let folder = module.folder.clone().unwrap();
+        let watched: std::sync::Arc<[PathBuf]> =
+            vec![host.layout().pins_path(), folder.clone()].into();
+        let call = || InvokeRequest {
+            glance: Glance::taken(std::sync::Arc::clone(&watched)),
+            ..InvokeRequest::new("glanced", "glanced.run", json!({"msg": "x"}))
+        };
+        // Settled: from now on an unchanged folder vouches for its marker.
+        std::thread::sleep(crate::file_identity::RACY + Duration::from_millis(100));
+        for _ in 0..2 {
+            host.invoke_module(&module, call()).await.unwrap();
+        }
+
+        let marker = folder.join(crate::discovery::DISABLED_MARKER);
+        std::fs::write(&marker, "").unwrap();
+        let err = host.invoke_module(&module, call()).await.unwrap_err();
+        assert_eq!(err.kind(), "module_disabled", "{err}");
+        std::fs::remove_file(&marker).unwrap();
+        host.invoke_module(&module, call()).await.unwrap();
+
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let swapped = text.replacen('x', "y", 1);
+        assert_eq!(swapped.len(), text.len());
+        std::fs::write(&path, &swapped).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let err = host.invoke_module(&module, call()).await.unwrap_err();
+        assert_eq!(err.kind(), "changed", "{err}");
+        std::fs::write(&path, &text).unwrap();
+        host.invoke_module(&module, call()).await.unwrap();
+
+        assert!(host.unpin("glanced").unwrap());
+        let err = host.invoke_module(&module, call()).await.unwrap_err();
+        assert_eq!(err.kind(), "unpinned", "{err}");
+    }
+
+    /// The request line is the JSON-RPC request a module parses, written in
+    /// one pass: the same message as through a `Value`.
+    #[test]
+    fn the_invoke_line_is_the_request_it_always_was() {
+        let mut extra = serde_json::Map::new();
+        extra.insert("mode".into(), json!("fast"));
+        let params = InvokeParams {
+            protocol: modproto::PROTOCOL_VERSION.to_owned(),
+            contract_version: "1.0".into(),
+            request_id: "r".into(),
+            capability: "m.run".into(),
+            input: json!({"msg": "x"}),
+            roots: BTreeMap::new(),
+            binaries: BTreeMap::new(),
+            deadline_ms: 5,
+            max_output_bytes: 7,
+            approval: None,
+            extra,
+        };
+        let line = serde_json::to_string(&InvokeLine {
+            jsonrpc: modproto::jsonrpc::JSONRPC_VERSION,
+            id: runner::native::REQUEST_ID,
+            method: modproto::METHOD_INVOKE,
+            params: &params,
+        })
+        .unwrap();
+        let expected = modproto::Request::new(
+            runner::native::REQUEST_ID,
+            modproto::METHOD_INVOKE,
+            Some(serde_json::to_value(&params).unwrap()),
+        );
+        assert_eq!(
+            serde_json::from_str::<modproto::Request>(&line).unwrap(),
+            expected
+        );
     }
 
     #[tokio::test]

@@ -34,7 +34,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::file_identity::FileIdentity;
+use crate::file_identity::{FileIdentity, Glance};
 use crate::home::DISABLED_MARKER;
 
 /// Why a module's tree could not be digested.
@@ -89,11 +89,19 @@ pub struct TreeState {
 impl TreeState {
     /// Whether every entry still has the identity it had (one `lstat` each).
     /// `false` means "look again", not necessarily "changed": the caller
-    /// digests the tree to know.
-    pub fn still_matches(&self) -> bool {
-        self.entries.iter().all(|(path, identity)| {
-            std::fs::symlink_metadata(path).is_ok_and(|m| FileIdentity::of(&m) == *identity)
-        })
+    /// digests the tree to know. The root's identity is read from `glance`
+    /// when the call already took it with the very identity recorded (dev,
+    /// inode, size and both times equal is as strong as an `lstat` of the
+    /// same path agreeing); anything else is `lstat`ed.
+    pub(crate) fn still_matches(&self, glance: &Glance) -> bool {
+        self.entries
+            .iter()
+            .enumerate()
+            .all(|(at, (path, identity))| {
+                (at == 0 && glance.glanced(path) == Some(*identity))
+                    || std::fs::symlink_metadata(path)
+                        .is_ok_and(|m| FileIdentity::of(&m) == *identity)
+            })
     }
 
     /// Whether every entry had last changed at least [`crate::file_identity::RACY`]
@@ -397,18 +405,18 @@ mod tests {
         write(&m.join("m"), "#!/bin/sh\n", 0o755);
         write(&m.join("lib/helper.sh"), "one", 0o644);
         let state = walk(&m).unwrap().state;
-        assert!(state.still_matches());
+        assert!(state.still_matches(&Glance::default()));
         std::thread::sleep(std::time::Duration::from_millis(20));
         write(&m.join("lib/helper.sh"), "two", 0o644);
-        assert!(!state.still_matches(), "a write");
+        assert!(!state.still_matches(&Glance::default()), "a write");
 
         let state = walk(&m).unwrap().state;
         std::thread::sleep(std::time::Duration::from_millis(20));
         write(&m.join("lib/new.sh"), "x", 0o644);
-        assert!(!state.still_matches(), "an added file");
+        assert!(!state.still_matches(&Glance::default()), "an added file");
 
         let state = walk(&m).unwrap().state;
         std::fs::remove_file(m.join("lib/new.sh")).unwrap();
-        assert!(!state.still_matches(), "a removed file");
+        assert!(!state.still_matches(&Glance::default()), "a removed file");
     }
 }

@@ -40,7 +40,7 @@ use modproto::{Capability, Descriptor};
 use serde::{Deserialize, Serialize};
 
 use crate::atomic_file::write_bytes_atomically;
-use crate::file_identity::FileIdentity;
+use crate::file_identity::{FileIdentity, Glance};
 use crate::home_lock::{HomeLock, HomeLockError};
 
 /// The file name inside the host home.
@@ -134,15 +134,40 @@ pub struct PinFile {
 /// not trusted and the file is read again next time.
 ///
 /// [`RACY`]: crate::file_identity::RACY
+///
+/// A long-running host also asks, on every call, how the called module
+/// stands against these pins: [`PinsWatch::standing`] compares once per
+/// pins generation and module, and remembers the answer with the very
+/// `Pins` and descriptor it was computed from (held, so neither address can
+/// be reused): a re-read `pins.json` is a new `Pins`, a rediscovered module
+/// a new descriptor, and either compares again.
 #[derive(Debug, Default)]
 pub struct PinsWatch {
     cached: std::sync::Mutex<Option<(FileIdentity, std::sync::Arc<Pins>)>>,
+    standings: std::sync::Mutex<std::collections::HashMap<String, Compared>>,
 }
 
+/// One module's standing, with what it was computed from.
+#[derive(Debug)]
+struct Compared {
+    pins: std::sync::Arc<Pins>,
+    descriptor: std::sync::Arc<Descriptor>,
+    digest: String,
+    standing: PinStanding,
+}
+
+/// The most standings a watch remembers; past it they are compared afresh.
+const MAX_STANDINGS: usize = 1024;
+
 impl PinsWatch {
-    /// The pins of `home` as they are now.
-    pub fn current(&self, home: &Path) -> Result<std::sync::Arc<Pins>, PinsError> {
-        let identity = FileIdentity::of_path(&home.join(PINS_FILE)).ok();
+    /// The pins of `home` as they are now; the identity of `pins.json` is
+    /// read from `glance` when the call already took it.
+    pub(crate) fn current(
+        &self,
+        home: &Path,
+        glance: &Glance,
+    ) -> Result<std::sync::Arc<Pins>, PinsError> {
+        let identity = glance.identity(&home.join(PINS_FILE)).ok();
         let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
         if let (Some(now), Some((known, pins))) = (identity, cached.as_ref())
             && now == *known
@@ -155,6 +180,54 @@ impl PinsWatch {
             .filter(|id| id.settled_at(read_at))
             .map(|id| (id, std::sync::Arc::clone(&pins)));
         Ok(pins)
+    }
+
+    /// How `descriptor`, served by bytes with digest `digest`, stands
+    /// against the pins of `home` as they are now: [`Pins::standing`] of
+    /// [`PinsWatch::current`], compared only when the pins, the descriptor
+    /// or the digest differ from the last time this module was asked about.
+    pub(crate) fn standing(
+        &self,
+        home: &Path,
+        descriptor: &std::sync::Arc<Descriptor>,
+        digest: &str,
+        glance: &Glance,
+    ) -> Result<PinStanding, PinsError> {
+        let pins = self.current(home, glance)?;
+        let remembered = |standings: &std::collections::HashMap<String, Compared>| {
+            standings
+                .get(&descriptor.id)
+                .filter(|c| {
+                    std::sync::Arc::ptr_eq(&c.pins, &pins)
+                        && std::sync::Arc::ptr_eq(&c.descriptor, descriptor)
+                        && c.digest == digest
+                })
+                .map(|c| c.standing.clone())
+        };
+        if let Some(standing) = remembered(&self.lock_standings()) {
+            return Ok(standing);
+        }
+        let standing = pins.standing(descriptor, digest);
+        let mut standings = self.lock_standings();
+        if standings.len() >= MAX_STANDINGS {
+            standings.clear();
+        }
+        standings.insert(
+            descriptor.id.clone(),
+            Compared {
+                pins,
+                descriptor: std::sync::Arc::clone(descriptor),
+                digest: digest.to_owned(),
+                standing: standing.clone(),
+            },
+        );
+        Ok(standing)
+    }
+
+    fn lock_standings(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, Compared>> {
+        self.standings.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -517,7 +590,7 @@ mod tests {
             .pin(PinRecord::new(&d, "d1", None))
             .unwrap();
         let watch = PinsWatch::default();
-        let first = watch.current(home.path()).unwrap();
+        let first = watch.current(home.path(), &Glance::default()).unwrap();
         assert_eq!(first.standing(&d, "d1"), PinStanding::Pinned);
 
         assert!(
@@ -526,7 +599,7 @@ mod tests {
                 .unpin("m")
                 .unwrap()
         );
-        let after = watch.current(home.path()).unwrap();
+        let after = watch.current(home.path(), &Glance::default()).unwrap();
         assert_eq!(after.standing(&d, "d1"), PinStanding::Unpinned);
 
         // Settled (changed over a second before the read): kept, not parsed.
@@ -536,9 +609,59 @@ mod tests {
         assert!(settled.settled_at(later));
         *watch.cached.lock().unwrap() = Some((settled, std::sync::Arc::clone(&after)));
         assert!(std::sync::Arc::ptr_eq(
-            &watch.current(home.path()).unwrap(),
+            &watch.current(home.path(), &Glance::default()).unwrap(),
             &after
         ));
+    }
+
+    /// The attack on the remembered standing: a pins.json rewritten
+    /// between two calls (unpinned, pinned to other bytes) and a module
+    /// rediscovered with another descriptor are each compared afresh.
+    #[test]
+    fn a_remembered_standing_never_outlives_its_pins_or_descriptor() {
+        let home = tempfile::tempdir().unwrap();
+        let lock = HomeLock::acquire(home.path()).unwrap();
+        let d = std::sync::Arc::new(descriptor(&[("m.a", "A")]));
+        let pin = |digest: &str| {
+            Pins::load_locked(home.path(), &lock)
+                .unwrap()
+                .pin(PinRecord::new(&d, digest, None))
+                .unwrap();
+        };
+        pin("d1");
+        let watch = PinsWatch::default();
+        let glance = Glance::default();
+        let standing = |d: &std::sync::Arc<Descriptor>, digest: &str| {
+            watch.standing(home.path(), d, digest, &glance).unwrap()
+        };
+        // As a settled file is kept: the same `Pins` on every call, so the
+        // second look is the remembered standing.
+        let settled = FileIdentity::of_path(&home.path().join(PINS_FILE)).unwrap();
+        let kept = std::sync::Arc::new(Pins::load(home.path()).unwrap());
+        *watch.cached.lock().unwrap() = Some((settled, std::sync::Arc::clone(&kept)));
+        for _ in 0..2 {
+            assert_eq!(standing(&d, "d1"), PinStanding::Pinned);
+        }
+        assert!(std::sync::Arc::ptr_eq(
+            &watch.lock_standings()["m"].pins,
+            &kept
+        ));
+        assert!(matches!(standing(&d, "d2"), PinStanding::Changed(_)));
+
+        Pins::load_locked(home.path(), &lock)
+            .unwrap()
+            .unpin("m")
+            .unwrap();
+        assert_eq!(standing(&d, "d1"), PinStanding::Unpinned);
+        pin("d2");
+        assert!(matches!(standing(&d, "d1"), PinStanding::Changed(_)));
+        assert_eq!(standing(&d, "d2"), PinStanding::Pinned);
+
+        let altered = std::sync::Arc::new(descriptor(&[("m.a", "A, but different")]));
+        let PinStanding::Changed(change) = standing(&altered, "d2") else {
+            panic!("another descriptor is compared again")
+        };
+        assert_eq!(change.capabilities_altered, ["m.a"]);
     }
 
     #[test]

@@ -62,16 +62,23 @@ pub fn place_arguments(args: Value) -> PlacedArguments {
     }
 }
 
-/// A request id unique per call: time, process and a counter, so two hosts
-/// on one machine and two calls in one nanosecond still differ.
+/// A request id unique per call: the time of this process's first id, the
+/// process and a counter, so two hosts on one machine (even one pid reused
+/// later) and two calls in one nanosecond still differ. The prefix is
+/// written once: the process id is a system call each time, and modhost
+/// never forks without exec.
 pub fn new_request_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let prefix = PREFIX.get_or_init(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        format!("{nanos:x}-{:x}-", std::process::id())
+    });
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{nanos:x}-{:x}-{count}", std::process::id())
+    format!("{prefix}{count}")
 }
 
 #[cfg(test)]

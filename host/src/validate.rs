@@ -11,10 +11,19 @@
 //! capabilities over and over, so [`Validators`] keeps each compiled schema,
 //! keyed by the schema's own text: a module that changes its schema gets a
 //! new entry, never a stale validator.
+//!
+//! A call finds its compiled schema without writing the schema out as text
+//! ([`Validators::check_in`]): by the address of the schema inside the
+//! descriptor that owns it. A descriptor behind an `Arc` never changes
+//! (`Arc::get_mut` fails while the entry's `Weak` exists, `make_mut` moves
+//! the value), and the `Weak` keeps its allocation, so the address is never
+//! another descriptor's while the entry lives: a rediscovered module is a
+//! new descriptor and is looked up by its text again.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
+use modproto::Descriptor;
 use serde_json::Value;
 
 /// Why a value was not accepted.
@@ -31,6 +40,10 @@ fn compile(schema: &Value) -> Result<jsonschema::Validator, SchemaFailure> {
 }
 
 fn check_with(validator: &jsonschema::Validator, instance: &Value) -> Result<(), SchemaFailure> {
+    // The common case, a value that fits, without building an error list.
+    if validator.is_valid(instance) {
+        return Ok(());
+    }
     let violations = modconform::schema::violations(validator, instance);
     if violations.is_empty() {
         Ok(())
@@ -43,6 +56,16 @@ fn check_with(validator: &jsonschema::Validator, instance: &Value) -> Result<(),
 #[derive(Debug, Default)]
 pub struct Validators {
     compiled: Mutex<HashMap<String, Compiled>>,
+    /// By (descriptor, schema) address: see the module docs.
+    by_address: Mutex<HashMap<(usize, usize), Owned>>,
+}
+
+/// A compiled schema of one descriptor, found by address.
+#[derive(Debug)]
+struct Owned {
+    /// Held so the descriptor's address is never reused while this lives.
+    _owner: Weak<Descriptor>,
+    compiled: Compiled,
 }
 
 /// A schema's validator, or why it does not compile (remembered too: a
@@ -61,6 +84,54 @@ impl Validators {
             Ok(validator) => check_with(validator, instance),
             Err(failure) => Err(failure.clone()),
         }
+    }
+
+    /// [`Validators::check`] of `schema`, one of `owner`'s capability
+    /// schemas: found by address after the first time, not by its text. A
+    /// schema that is not `owner`'s own is looked up by its text.
+    pub fn check_in(
+        &self,
+        owner: &Arc<Descriptor>,
+        schema: &Value,
+        instance: &Value,
+    ) -> Result<(), SchemaFailure> {
+        let owned = owner.capabilities.iter().any(|c| {
+            std::ptr::eq(&c.input_schema, schema)
+                || c.output_schema
+                    .as_ref()
+                    .is_some_and(|s| std::ptr::eq(s, schema))
+        });
+        if !owned {
+            return self.check(schema, instance);
+        }
+        match self.compiled_in(owner, schema).as_ref() {
+            Ok(validator) => check_with(validator, instance),
+            Err(failure) => Err(failure.clone()),
+        }
+    }
+
+    /// The compiled `schema` of `owner`, by address.
+    fn compiled_in(&self, owner: &Arc<Descriptor>, schema: &Value) -> Compiled {
+        let key = (
+            Arc::as_ptr(owner) as usize,
+            std::ptr::from_ref(schema) as usize,
+        );
+        if let Some(owned) = lock(&self.by_address).get(&key) {
+            return Arc::clone(&owned.compiled);
+        }
+        let compiled = self.compiled(schema);
+        let mut by_address = lock(&self.by_address);
+        if by_address.len() >= MAX_COMPILED {
+            by_address.clear();
+        }
+        by_address.insert(
+            key,
+            Owned {
+                _owner: Arc::downgrade(owner),
+                compiled: Arc::clone(&compiled),
+            },
+        );
+        compiled
     }
 
     /// Compile `schema` now, so the first call checked against it does not
@@ -89,8 +160,12 @@ impl Validators {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Compiled>> {
-        self.compiled.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.compiled)
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -162,6 +237,45 @@ mod tests {
             ));
         }
         assert_eq!(validators.lock().len(), 3);
+    }
+
+    fn descriptor(schema: &Value) -> Arc<Descriptor> {
+        Arc::new(
+            serde_json::from_value(json!({"id": "m", "version": "1.0.0", "capabilities": [
+                {"id": "m.run", "description": "run", "input_schema": schema}
+            ]}))
+            .unwrap(),
+        )
+    }
+
+    /// The attack on the look-up by address: a module rediscovered with a
+    /// stricter schema (its old descriptor dropped, the new one possibly at
+    /// the freed address) is checked against the stricter schema; a schema
+    /// that is not the owner's own is checked by its text.
+    #[test]
+    fn a_schema_found_by_address_is_never_another_descriptors() {
+        let validators = Validators::default();
+        let loose = descriptor(&json!({"type": "object"}));
+        let instance = json!({"pattern": "x"});
+        for _ in 0..2 {
+            let schema = &loose.capabilities[0].input_schema;
+            assert_eq!(validators.check_in(&loose, schema, &instance), Ok(()));
+        }
+        drop(loose);
+        for _ in 0..8 {
+            let strict = descriptor(&json!({"type": "object", "required": ["other"]}));
+            let schema = &strict.capabilities[0].input_schema;
+            assert!(matches!(
+                validators.check_in(&strict, schema, &instance),
+                Err(SchemaFailure::Violations(_))
+            ));
+        }
+        let owner = descriptor(&json!({"type": "object"}));
+        let foreign = json!({"type": "string"});
+        assert!(matches!(
+            validators.check_in(&owner, &foreign, &instance),
+            Err(SchemaFailure::Violations(_))
+        ));
     }
 
     #[test]

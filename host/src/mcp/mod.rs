@@ -119,9 +119,8 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
     }
 
     fn approval_rule(&self, name: &str) -> Option<String> {
-        let tool = self.toolbox.get(name)?;
-        (tool.approval.verdict == Verdict::Ask && !self.delegate_approval)
-            .then(|| tool.approval.rule.clone())
+        let approval = self.toolbox.approval_of(name)?;
+        (approval.verdict == Verdict::Ask && !self.delegate_approval).then_some(approval.rule)
     }
 
     async fn call_tool_approved(

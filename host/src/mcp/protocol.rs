@@ -114,26 +114,32 @@ pub fn tools_list_result(revision: &Revision, tools: Vec<Value>, ttl_ms: u64) ->
 /// revision has them, and `structuredContent` when the output is an object
 /// and the revision has it.
 pub fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
-    let mut content = vec![json!({"type": "text", "text": outcome.text})];
-    if revision.has_content("resource_link") {
-        content.extend(
-            outcome
-                .artifacts
-                .iter()
-                .filter_map(resource_link)
-                .map(|link| keep_fields(link, revision.resource_link)),
-        );
-    }
+    // Only the members `revision` defines are written: what `keep_fields`
+    // would leave, without building the others first.
+    let defined = |member: &str| revision.call_result.contains(&member);
     let mut result = Map::new();
-    result.insert("content".into(), Value::Array(content));
-    if let Some(structured @ Value::Object(_)) = &outcome.structured {
+    if defined("content") {
+        let mut content = vec![json!({"type": "text", "text": outcome.text})];
+        if revision.has_content("resource_link") {
+            content.extend(
+                outcome
+                    .artifacts
+                    .iter()
+                    .filter_map(resource_link)
+                    .map(|link| keep_fields(link, revision.resource_link)),
+            );
+        }
+        result.insert("content".into(), Value::Array(content));
+    }
+    if defined("structuredContent")
+        && let Some(structured @ Value::Object(_)) = &outcome.structured
+    {
         result.insert("structuredContent".into(), structured.clone());
     }
-    result.insert("isError".into(), json!(outcome.is_error));
-    stamp(
-        revision,
-        keep_fields(Value::Object(result), revision.call_result),
-    )
+    if defined("isError") {
+        result.insert("isError".into(), json!(outcome.is_error));
+    }
+    stamp(revision, Value::Object(result))
 }
 
 /// The multi-round-trip interim result (2026-07-28): the client asks the

@@ -410,7 +410,7 @@ impl<B: Backend> Connection<B> {
             );
             return self.reply(id, Err(error)).await;
         }
-        let params = request.params.unwrap_or(Value::Null);
+        let mut params = request.params.unwrap_or(Value::Null);
         let Some(name) = params
             .get("name")
             .and_then(Value::as_str)
@@ -422,9 +422,10 @@ impl<B: Backend> Connection<B> {
             );
             return self.reply(id, Err(error)).await;
         };
-        let arguments = match params.get("arguments") {
+        // Moved out, not copied: nothing below reads them from `params`.
+        let arguments = match params.get_mut("arguments").map(Value::take) {
             None | Some(Value::Null) => json!({}),
-            Some(v) => v.clone(),
+            Some(v) => v,
         };
         // Refused before anything is asked or spent (a stateless approval
         // is consumed when presented).

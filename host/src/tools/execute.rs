@@ -65,6 +65,9 @@ pub struct InvokeCall {
     pub progress: Option<ProgressSink>,
     /// The workspace for this call instead of the host's (an MCP client's root).
     pub workspace: Option<PathBuf>,
+    /// What the toolbox saw of the home when this call started, for the
+    /// pipeline's own checks to share (`file_identity::Glance`).
+    pub(crate) glance: crate::file_identity::Glance,
 }
 
 /// Why an invocation produced no result.

@@ -61,6 +61,7 @@ impl Invoker for HostInvoker {
             start_ahead: call.start_ahead,
             progress: call.progress.is_some().then_some(sink),
             workspace: call.workspace,
+            glance: call.glance,
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };
         let invocation = self.host.invoke_module(module, request);

@@ -29,8 +29,13 @@
 //!   toolbox.
 //! - **The per-call gate does not wait for this.** A module disabled or
 //!   unpinned since discovery is refused by the invoke pipeline itself
-//!   (`Host::invoke_module`: the `.disabled` stat, `pins::PinsWatch`), so no
+//!   (`Host::invoke_module`: the `.disabled` marker, `pins::PinsWatch`), so no
 //!   poll interval is ever a window in which it runs.
+//! - **One `stat` per path per call.** The identities this check takes
+//!   before a call are handed to that call ([`Glance`], through
+//!   `InvokeCall`): the pipeline's own checks of `pins.json` and of the
+//!   module's folder read them there instead of looking again. After a
+//!   reload the call gets none and looks for itself.
 //! - **A tool that went away says why.** A call of a tool an earlier load
 //!   offered gets the reason it is gone (module disabled, unpinned, changed,
 //!   removed, capability disabled by an override) with its remedy, never a
@@ -61,7 +66,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::{Invoker, Loaded};
-use crate::file_identity::FileIdentity;
+use crate::file_identity::{FileIdentity, Glance};
 
 /// How often an idle server looks for operator changes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -84,7 +89,7 @@ pub(crate) use super::withdrawn::{Why, Withdrawn};
 
 /// The identities of the watched paths, one `stat` each.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct Fingerprint(Vec<Option<FileIdentity>>);
+struct Fingerprint(Arc<[Option<FileIdentity>]>);
 
 impl Fingerprint {
     fn of(paths: &[PathBuf]) -> Self {
@@ -94,6 +99,16 @@ impl Fingerprint {
                 .map(|p| FileIdentity::of_path(p).ok())
                 .collect(),
         )
+    }
+
+    /// Whether `paths` still have these identities (one `stat` each, up
+    /// to the first that differs; nothing is allocated).
+    fn still_of(&self, paths: &[PathBuf]) -> bool {
+        self.0.len() == paths.len()
+            && paths
+                .iter()
+                .zip(self.0.iter())
+                .all(|(path, seen)| FileIdentity::of_path(path).ok() == *seen)
     }
 
     /// Whether every identity is old enough to vouch that nothing changed
@@ -106,7 +121,7 @@ impl Fingerprint {
 /// What is being served now.
 struct Current<I> {
     loaded: Arc<Loaded<I>>,
-    watched: Vec<PathBuf>,
+    watched: Arc<[PathBuf]>,
     seen: Fingerprint,
     /// The check that produced `seen` may have missed a change in the same tick.
     settled: bool,
@@ -137,7 +152,7 @@ impl<I: Invoker> Live<I> {
         Live {
             current: RwLock::new(Current {
                 loaded: Arc::new(loaded),
-                watched: Vec::new(),
+                watched: Arc::default(),
                 seen: Fingerprint::default(),
                 settled: true,
                 unreadable: None,
@@ -158,7 +173,7 @@ impl<I: Invoker> Live<I> {
                 loaded: Arc::new(first.loaded),
                 settled: seen.settled_at(checked_at),
                 seen,
-                watched: first.watched,
+                watched: first.watched.into(),
                 unreadable: None,
             }),
             source: Some(source),
@@ -203,24 +218,33 @@ impl<I: Invoker> Live<I> {
     }
 
     /// [`Live::current`] for a call: the reload, if any, runs on the
-    /// blocking pool. `Err`: the last reload failed, and why.
-    pub(crate) async fn current_for_call(live: &Arc<Self>) -> Result<Arc<Loaded<I>>, String> {
-        if live.is_stale(false) {
-            let again = Arc::clone(live);
-            // A panic in discovery is a failed reload like any other.
-            if tokio::task::spawn_blocking(move || again.refresh(false))
-                .await
-                .is_err()
-            {
-                return Err(
-                    "reloading the modules failed unexpectedly; restart the server".to_owned(),
-                );
+    /// blocking pool. With it, the watched paths as this check saw them,
+    /// for the call's own checks to share ([`Glance`]); empty after a
+    /// reload (the call then looks for itself, after the reload rather than
+    /// before it). `Err`: the last reload failed, and why.
+    pub(crate) async fn current_for_call(
+        live: &Arc<Self>,
+    ) -> Result<(Arc<Loaded<I>>, Glance), String> {
+        let glance = match live.unchanged(false) {
+            Some(glance) => glance,
+            None => {
+                let again = Arc::clone(live);
+                // A panic in discovery is a failed reload like any other.
+                if tokio::task::spawn_blocking(move || again.refresh(false))
+                    .await
+                    .is_err()
+                {
+                    return Err(
+                        "reloading the modules failed unexpectedly; restart the server".to_owned(),
+                    );
+                }
+                Glance::default()
             }
-        }
+        };
         let current = live.read();
         match &current.unreadable {
             Some(why) => Err(why.clone()),
-            None => Ok(Arc::clone(&current.loaded)),
+            None => Ok((Arc::clone(&current.loaded), glance)),
         }
     }
 
@@ -228,31 +252,34 @@ impl<I: Invoker> Live<I> {
         self.current.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether a watched path changed since the last load (or, for the
-    /// timer, the last check could have missed one).
-    fn is_stale(&self, unsettled_counts: bool) -> bool {
+    /// `None` when a watched path changed since the last load (or, for
+    /// the timer, the last check could have missed one); else the watched
+    /// paths as they are now, every one as last seen.
+    fn unchanged(&self, unsettled_counts: bool) -> Option<Glance> {
         if self.source.is_none() {
-            return false;
+            return Some(Glance::default());
         }
         let current = self.read();
-        (unsettled_counts && !current.settled) || Fingerprint::of(&current.watched) != current.seen
+        let stale =
+            (unsettled_counts && !current.settled) || !current.seen.still_of(&current.watched);
+        (!stale).then(|| Glance::new(Arc::clone(&current.watched), Arc::clone(&current.seen.0)))
     }
 
     /// Reload when stale; signal when the tool list changed.
     fn refresh(&self, unsettled_counts: bool) {
         let Some(source) = &self.source else { return };
-        if !self.is_stale(unsettled_counts) {
+        if self.unchanged(unsettled_counts).is_some() {
             return;
         }
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.is_stale(unsettled_counts) {
+        if self.unchanged(unsettled_counts).is_some() {
             return;
         }
         let previous = Arc::clone(&self.read().loaded);
         // Taken before loading, so a change made during the load is seen
         // by the next check.
         let checked_at = SystemTime::now();
-        let watched_before = self.read().watched.clone();
+        let watched_before = Arc::clone(&self.read().watched);
         let seen_before = Fingerprint::of(&watched_before);
         let reloaded = source.load(&previous);
         let mut current = self.current.write().unwrap_or_else(|e| e.into_inner());
@@ -261,7 +288,7 @@ impl<I: Invoker> Live<I> {
                 // What the new load watches (a module installed meanwhile
                 // adds a folder); its identities are read now, so a change
                 // of an old path during the load still shows as stale.
-                let seen = if next.watched == watched_before {
+                let seen = if *next.watched == *watched_before {
                     seen_before
                 } else {
                     Fingerprint::of(&next.watched)
@@ -277,7 +304,7 @@ impl<I: Invoker> Live<I> {
                     loaded: Arc::new(next.loaded),
                     settled: seen.settled_at(checked_at),
                     seen,
-                    watched: next.watched,
+                    watched: next.watched.into(),
                     unreadable: None,
                 };
                 drop(current);

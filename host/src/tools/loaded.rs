@@ -14,6 +14,7 @@ use super::registry::{Registry, build_registry};
 use super::tool_def::{ModuleEntry, ToolDef};
 use super::withdrawn::Withdrawn;
 use crate::approval::{self, ApprovalConfig, ApprovedBy};
+use crate::file_identity::Glance;
 use crate::home::HomeLayout;
 use crate::overrides::CapabilityOverride;
 
@@ -73,6 +74,7 @@ impl<I: Invoker> Loaded<I> {
         approver: Option<ApprovedBy>,
         progress: Option<ProgressSink>,
         workspace: Option<&Path>,
+        glance: Glance,
     ) -> Result<ToolOutcome, CallError> {
         let Some(tool) = self.get(name) else {
             return match self.withdrawn.get(name) {
@@ -93,6 +95,7 @@ impl<I: Invoker> Loaded<I> {
             start_ahead: tool.approval.allows_starting_ahead(),
             progress,
             workspace: workspace.map(Path::to_path_buf),
+            glance,
         };
         let result = self.invoker.invoke(call).await;
         let roots = execute::RootPaths {

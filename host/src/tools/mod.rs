@@ -118,6 +118,16 @@ impl<I: Invoker> Toolbox<I> {
         self.live.last_loaded().get(name).cloned()
     }
 
+    /// The approval verdict of tool `name` as last loaded: what
+    /// [`Toolbox::get`] says of it, without copying the tool (its schemas
+    /// and descriptions) on every call.
+    pub(crate) fn approval_of(&self, name: &str) -> Option<crate::approval::Decision> {
+        self.live
+            .last_loaded()
+            .get(name)
+            .map(|tool| tool.approval.clone())
+    }
+
     /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
     pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.live.changes()
@@ -145,12 +155,12 @@ impl<I: Invoker> Toolbox<I> {
         progress: Option<ProgressSink>,
         workspace: Option<&Path>,
     ) -> Result<ToolOutcome, CallError> {
-        let loaded = match live::Live::current_for_call(&self.live).await {
-            Ok(loaded) => loaded,
+        let (loaded, glance) = match live::Live::current_for_call(&self.live).await {
+            Ok(current) => current,
             Err(unreadable) => return Ok(ToolOutcome::failure(unreadable)),
         };
         loaded
-            .call_in(name, input, approver, progress, workspace)
+            .call_in(name, input, approver, progress, workspace, glance)
             .await
     }
 }
