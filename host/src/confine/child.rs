@@ -16,7 +16,7 @@ use super::capabilities::CapabilityDrop;
 use super::errno::last_errno;
 use super::limits::ResourceLimits;
 use super::pids::PidsCgroup;
-use super::seccomp::Programs;
+use super::seccomp::{Layer, Programs};
 
 /// Values the child needs, all prepared before the clone.
 #[derive(Debug)]
@@ -24,9 +24,15 @@ pub(super) struct Prepared {
     pub(super) ruleset: Option<OwnedFd>,
     pub(super) limits: Option<ResourceLimits>,
     pub(super) capabilities: Option<CapabilityDrop>,
-    pub(super) seccomp: Option<&'static Programs>,
-    /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind.
+    /// The filter and the layer of it the child installs (the whole, or
+    /// only the process-group calls over a base its thread carries).
+    pub(super) seccomp: Option<(&'static Programs, Layer)>,
+    /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind
+    /// (`None` too when the starting thread is in it: `carrier`).
     pub(super) cgroup: Option<&'static PidsCgroup>,
+    /// The spawner thread that carries the parts left out above; the child
+    /// must be cloned from it (`ChildConfinement::check_thread`).
+    pub(super) carrier: Option<libc::pid_t>,
 }
 
 impl Prepared {
@@ -69,8 +75,8 @@ impl Prepared {
                 return Err(last_errno());
             }
         }
-        if let Some(programs) = self.seccomp {
-            programs.install()?;
+        if let Some((programs, layer)) = self.seccomp {
+            programs.install(layer)?;
         }
         Ok(())
     }

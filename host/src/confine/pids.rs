@@ -35,7 +35,6 @@ use std::sync::OnceLock;
 /// The cgroup a root host's modules join.
 #[derive(Debug)]
 pub struct PidsCgroup {
-    #[expect(dead_code, reason = "where the cgroup is, shown by Debug")]
     path: PathBuf,
     /// `cgroup.procs`, opened for writing, close-on-exec.
     procs: OwnedFd,
@@ -61,6 +60,21 @@ impl PidsCgroup {
                 .unwrap_or(libc::EIO));
         }
         Ok(())
+    }
+}
+
+impl PidsCgroup {
+    /// Move the calling thread alone into the cgroup (cgroup v1 only: its
+    /// `tasks` file takes a thread id; under v2 a thread stays with its
+    /// process and this fails). Every process the thread starts is then
+    /// born in the cgroup and need not join it (`confine::carrier`). The
+    /// thread itself counts against `pids.max`.
+    pub fn join_thread(&self) -> std::io::Result<()> {
+        let tid = super::carrier::current_thread();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.path.join("tasks"))
+            .and_then(|mut tasks| std::io::Write::write_all(&mut tasks, tid.to_string().as_bytes()))
     }
 }
 

@@ -31,21 +31,37 @@ pub(crate) fn run_confined_blocking(
     executables: &[std::path::PathBuf],
     network: bool,
 ) -> (bool, String) {
-    let confinement = prepare(
-        Path::new(program),
-        grants,
-        executables,
+    // Prepared and started on a spawner thread, as production starts every
+    // confined module (`runner::native::carriers`).
+    let (program, grants, executables) =
+        (program.to_owned(), grants.to_vec(), executables.to_vec());
+    // Some tests call this from the runtime's thread: the child comes back
+    // on a channel that may block it.
+    let (started, child) = std::sync::mpsc::channel();
+    crate::runner::native::carriers::run(
         network,
-        ConfinementMode::BestEffort,
+        move || {
+            let confinement = prepare(
+                Path::new(&program),
+                &grants,
+                &executables,
+                network,
+                ConfinementMode::BestEffort,
+            )
+            .map_err(|e| e.to_string())?;
+            let child = spawn::spawn(
+                Path::new(&program),
+                std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
+                None,
+                confinement.into_child().as_ref(),
+            );
+            let _ = started.send(child.map_err(|e| e.to_string()));
+            Ok::<(), String>(())
+        },
+        drop,
     )
     .unwrap();
-    let child = spawn::spawn(
-        Path::new(program),
-        std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
-        None,
-        confinement.into_child().as_ref(),
-    )
-    .unwrap();
+    let child = child.recv().unwrap().unwrap();
     let group = Group::new(
         rustix::process::Pid::from_raw(child.pid).unwrap(),
         child.pidfd,
