@@ -46,6 +46,14 @@
 //!   beforehand ([`child`]): async-signal-safe, no allocation, no panic. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
+//! - **What every call shares is carried by the spawner threads.** The
+//!   bounding set, securebits, `no_new_privs`, all but the process-group
+//!   calls of the seccomp filter, and a root host's pids cgroup are per
+//!   thread in Linux and inherited at `clone`: the threads modules are
+//!   started from take them once ([`carrier`]), and [`prepare`] leaves them
+//!   out of the child's steps (about 100 us per child). A confinement so
+//!   prepared is only started from its thread
+//!   ([`ChildConfinement::may_start_here`]).
 //! - **The enforcement level is computed, part by part.** [`probe`] asks the
 //!   kernel once for its landlock ABI and whether it filters with seccomp;
 //!   [`ConfinementSupport`] (`support.rs`) says which [`Part`] of a call's

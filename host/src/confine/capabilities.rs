@@ -15,6 +15,11 @@
 //! 3. the ambient set cleared;
 //! 4. effective, permitted and inheritable zeroed with `capset`.
 //!
+//! Steps 1 to 3 are per thread and inherited at `clone`: a spawner thread
+//! (`confine::carrier`) takes them once for all the children it starts,
+//! which then only take step 4 (41 `prctl`s, each a new set of credentials,
+//! cost some 28 us per child).
+//!
 //! Then `no_new_privs` (set before landlock) keeps setuid and file
 //! capabilities from giving anything back at exec. The module keeps uid 0,
 //! so it still owns root-owned files; landlock decides which it may open.

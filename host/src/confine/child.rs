@@ -8,7 +8,9 @@
 //! Order: resource limits (lowering needs no privilege), the pids cgroup
 //! (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
 //! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
-//! so nothing above is itself filtered.
+//! so nothing above is itself filtered. Steps the spawning thread carries
+//! (`carrier`: the cgroup, the bounding set, the base seccomp layer) are
+//! left out by the preparation; the child inherits them at the clone.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 

@@ -20,6 +20,12 @@
 //!   consequence: the limit is shared by the calls a host runs at once
 //!   (and its warm processes); a fork bomb in one call can make another's
 //!   spawn fail until its group is killed at the end of the call.
+//! - **Spawner threads are born members.** Under cgroup v1 a thread can be
+//!   in a cgroup of its own; the threads confined modules are started from
+//!   (`confine::carrier`) join it once (its `tasks` file), and their children
+//!   are born in it with no write per call. Each such thread counts against
+//!   `pids.max`, and while a fork bomb holds the cgroup full their clones
+//!   fail (`EAGAIN`) until its group is killed: the same sharing as above.
 //! - **cgroup v1 or a delegated v2.** A v1 `pids` hierarchy takes a child
 //!   cgroup anywhere. Under v2 a child cgroup only has `pids.max` when the
 //!   host's cgroup delegates the controller, which a process inside that
