@@ -51,7 +51,7 @@
 //!   calls of the seccomp filter, and a root host's pids cgroup are per
 //!   thread in Linux and inherited at `clone`: the threads modules are
 //!   started from take them once ([`carrier`]), and [`prepare`] leaves them
-//!   out of the child's steps (about 100 us per child). A confinement so
+//!   out of the child's steps (about 80 us per child). A confinement so
 //!   prepared is only started from its thread
 //!   ([`ChildConfinement::may_start_here`]).
 //! - **The enforcement level is computed, part by part.** [`probe`] asks the

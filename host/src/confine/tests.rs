@@ -41,22 +41,24 @@ pub(crate) fn run_confined_blocking(
     crate::runner::native::carriers::run(
         network,
         move || {
-            let confinement = prepare(
+            let child = prepare(
                 Path::new(&program),
                 &grants,
                 &executables,
                 network,
                 ConfinementMode::BestEffort,
             )
-            .map_err(|e| e.to_string())?;
-            let child = spawn::spawn(
-                Path::new(&program),
-                std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
-                None,
-                confinement.into_child().as_ref(),
-            );
-            let _ = started.send(child.map_err(|e| e.to_string()));
-            Ok::<(), String>(())
+            .map_err(|e| e.to_string())
+            .and_then(|confinement| {
+                spawn::spawn(
+                    Path::new(&program),
+                    std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
+                    None,
+                    confinement.into_child().as_ref(),
+                )
+                .map_err(|e| e.to_string())
+            });
+            let _ = started.send(child);
         },
         drop,
     )
