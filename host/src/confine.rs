@@ -47,9 +47,9 @@
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
 //! - **What every call shares is carried by the spawner threads.** The
-//!   bounding set, securebits, `no_new_privs`, all but the process-group
-//!   calls of the seccomp filter, and a root host's pids cgroup are per
-//!   thread in Linux and inherited at `clone`: the threads modules are
+//!   bounding set, securebits, `no_new_privs` and all but the process-group
+//!   calls of the seccomp filter are per thread in Linux and inherited at
+//!   `clone`: the threads modules are
 //!   started from take them once ([`carrier`]), and [`prepare`] leaves them
 //!   out of the child's steps (about 80 us per child). A confinement so
 //!   prepared is only started from its thread
@@ -433,10 +433,7 @@ pub fn prepare(
     #[cfg(target_os = "linux")]
     // A root host without its pids cgroup is reported (and refused under
     // `required`) by `support` as the resource-limits part, like any part.
-    let cgroup = match carried {
-        Some(c) if c.cgroup => None,
-        _ => process_bound(),
-    };
+    let cgroup = process_bound();
     #[cfg(target_os = "linux")]
     let capabilities = capabilities::prepare().map(|drop| match carried {
         Some(c) if c.bounding => drop.after_inherited_bounding(),

@@ -6,15 +6,14 @@
 //! root host): installing the whole seccomp program cost about 75 us (the
 //! kernel converts, compiles and emulates its ~190 instructions at every
 //! install), dropping the bounding set one capability at a time (41
-//! `prctl`, each a new set of credentials) about 28 us, joining the pids
-//! cgroup about 8 us. All of it is per thread in Linux and copied to a
-//! child by `clone`: the bounding set, securebits and ambient set (the
-//! thread's credentials), `no_new_privs`, the seccomp filters, and under
-//! cgroup v1 the thread's cgroup. So a thread made for starting modules
-//! takes them once ([`carry`]), and a child it starts only zeroes its
-//! capability sets, lowers its limits, enters its landlock domain and adds
-//! the one seccomp layer the thread cannot carry (the process-group calls:
-//! the child makes its own `setpgid` first; see `seccomp::Layer`).
+//! `prctl`, each a new set of credentials) about 28 us. Both are per thread
+//! in Linux and copied to a child by `clone`: the bounding set, securebits
+//! and ambient set (the thread's credentials), `no_new_privs`, the seccomp
+//! filters. So a thread made for starting modules takes them once
+//! ([`carry`]), and a child it starts only lowers its limits, joins the
+//! pids cgroup, zeroes its capability sets, enters its landlock domain and
+//! adds the one seccomp layer the thread cannot carry (the process-group
+//! calls: the child makes its own `setpgid` first; see `seccomp::Layer`).
 //!
 //! Design decisions:
 //!
@@ -25,10 +24,16 @@
 //!   capabilities (a root host opens granted paths of other users while
 //!   building a ruleset), never execs, and creates no thread.
 //! - **What a thread carries is recorded, per part.** [`carried`] says
-//!   exactly what the calling thread took; a part it could not take (cgroup
-//!   v2 has no per-thread membership; an architecture without a filter)
-//!   is entered by the child as before. `confine::prepare` reads it and
-//!   leaves out only what the thread carries.
+//!   exactly what the calling thread took; a part it could not take (an
+//!   architecture without a filter, a host without capabilities) is entered
+//!   by the child as before. `confine::prepare` reads it and leaves out only
+//!   what the thread carries.
+//! - **Not the pids cgroup.** Under cgroup v1 the thread could join it and
+//!   its children be born there, saving a write per child (about 8 us); but
+//!   then, while a fork bomb of one call holds the cgroup full, the clone of
+//!   every other call's module would fail. A child that joins after its
+//!   clone is let in over the limit (the pids controller never refuses an
+//!   attach), so a module that does not fork still starts.
 //! - **A child is started from the thread that prepared it.** The
 //!   preparation records the carrier thread's id; the spawn refuses to clone
 //!   from any other thread (`ChildConfinement::check_thread`), so a
@@ -50,8 +55,6 @@ pub(super) struct Carried {
     pub(super) seccomp_base: bool,
     /// Securebits locked, bounding set empty, ambient set clear.
     pub(super) bounding: bool,
-    /// In the pids cgroup of a root host.
-    pub(super) cgroup: bool,
 }
 
 thread_local! {
@@ -71,9 +74,8 @@ pub fn current_thread() -> libc::pid_t {
 }
 
 /// Make the calling thread a carrier of the shared confinement of calls
-/// with (or without) `network`: into the pids cgroup (a root host, cgroup
-/// v1), securebits locked, bounding and ambient sets emptied,
-/// `no_new_privs`, the base seccomp layer. Irreversible: only on a thread
+/// with (or without) `network`: securebits locked, bounding and ambient
+/// sets emptied, `no_new_privs`, the base seccomp layer. Irreversible: only on a thread
 /// made for starting modules (see the module documentation). A part that
 /// fails is left to each child; [`carried`] says which were taken.
 pub fn carry(network: bool) {
@@ -85,7 +87,8 @@ pub fn carry(network: bool) {
     // asked for its prefix runs one of each).
     let support = super::probe();
     let _ = crate::runner::native::environment::module_path();
-    let cgroup = super::process_bound().is_some_and(|cgroup| cgroup.join_thread().is_ok());
+    // The cgroup is created here too, not joined (see the module documentation).
+    let _ = super::process_bound();
     let bounding =
         super::capabilities::prepare().is_some_and(|drop| drop.lock_and_empty_bounding().is_ok());
     let seccomp_base = support.seccomp && no_new_privs() && install_base(network);
@@ -95,7 +98,6 @@ pub fn carry(network: bool) {
             network,
             seccomp_base,
             bounding,
-            cgroup,
         }));
     });
 }

@@ -9,7 +9,7 @@
 //! (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
 //! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
 //! so nothing above is itself filtered. Steps the spawning thread carries
-//! (`carrier`: the cgroup, the bounding set, the base seccomp layer) are
+//! (`carrier`: the bounding set, the base seccomp layer) are
 //! left out by the preparation; the child inherits them at the clone.
 
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -29,8 +29,7 @@ pub(super) struct Prepared {
     /// The filter and the layer of it the child installs (the whole, or
     /// only the process-group calls over a base its thread carries).
     pub(super) seccomp: Option<(&'static Programs, Layer)>,
-    /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind
-    /// (`None` too when the starting thread is in it: `carrier`).
+    /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind.
     pub(super) cgroup: Option<&'static PidsCgroup>,
     /// The spawner thread that carries the parts left out above; the child
     /// must be cloned from it (`ChildConfinement::check_thread`).

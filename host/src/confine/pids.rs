@@ -20,12 +20,6 @@
 //!   consequence: the limit is shared by the calls a host runs at once
 //!   (and its warm processes); a fork bomb in one call can make another's
 //!   spawn fail until its group is killed at the end of the call.
-//! - **Spawner threads are born members.** Under cgroup v1 a thread can be
-//!   in a cgroup of its own; the threads confined modules are started from
-//!   (`confine::carrier`) join it once (its `tasks` file), and their children
-//!   are born in it with no write per call. Each such thread counts against
-//!   `pids.max`, and while a fork bomb holds the cgroup full their clones
-//!   fail (`EAGAIN`) until its group is killed: the same sharing as above.
 //! - **cgroup v1 or a delegated v2.** A v1 `pids` hierarchy takes a child
 //!   cgroup anywhere. Under v2 a child cgroup only has `pids.max` when the
 //!   host's cgroup delegates the controller, which a process inside that
@@ -41,6 +35,7 @@ use std::sync::OnceLock;
 /// The cgroup a root host's modules join.
 #[derive(Debug)]
 pub struct PidsCgroup {
+    #[expect(dead_code, reason = "where the cgroup is, shown by Debug")]
     path: PathBuf,
     /// `cgroup.procs`, opened for writing, close-on-exec.
     procs: OwnedFd,
@@ -66,21 +61,6 @@ impl PidsCgroup {
                 .unwrap_or(libc::EIO));
         }
         Ok(())
-    }
-}
-
-impl PidsCgroup {
-    /// Move the calling thread alone into the cgroup (cgroup v1 only: its
-    /// `tasks` file takes a thread id; under v2 a thread stays with its
-    /// process and this fails). Every process the thread starts is then
-    /// born in the cgroup and need not join it (`confine::carrier`). The
-    /// thread itself counts against `pids.max`.
-    pub fn join_thread(&self) -> std::io::Result<()> {
-        let tid = super::carrier::current_thread();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(self.path.join("tasks"))
-            .and_then(|mut tasks| std::io::Write::write_all(&mut tasks, tid.to_string().as_bytes()))
     }
 }
 

@@ -3,8 +3,7 @@
 //! A confined start (its preparation, the clone and the wait for the exec)
 //! runs on a spawner thread that carries the confinement every child shares
 //! (`confine::carrier`: the bounding set emptied, `no_new_privs`, the base
-//! seccomp layer, the pids cgroup), so each child inherits it instead of
-//! entering it. Such a thread must run nothing else: what it started, a
+//! seccomp layer), so each child inherits it instead of entering it. Such a thread must run nothing else: what it started, a
 //! thread or a program, would inherit the same. So the starts go to threads
 //! of their own, never to the runtime's blocking pool.
 //!
@@ -110,7 +109,11 @@ pub(crate) fn run<T: Send + 'static>(
 
 /// A carrier's life: take the shared confinement, then run starts.
 fn work(pool: &'static Pool) {
-    crate::confine::carrier::carry(pool.network);
+    // A carry that panicked records nothing: the thread's children then
+    // enter the whole confinement themselves (what it took is only
+    // repeated), and the thread still serves its queue.
+    let network = pool.network;
+    let _ = std::panic::catch_unwind(move || crate::confine::carrier::carry(network));
     loop {
         let job = {
             let mut state = pool.lock();
