@@ -8,7 +8,9 @@
 //! Order: resource limits (lowering needs no privilege), the pids cgroup
 //! (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
 //! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
-//! so nothing above is itself filtered.
+//! so nothing above is itself filtered. Steps the spawning thread carries
+//! (`carrier`: the bounding set, the base seccomp layer) are
+//! left out by the preparation; the child inherits them at the clone.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -16,7 +18,7 @@ use super::capabilities::CapabilityDrop;
 use super::errno::last_errno;
 use super::limits::ResourceLimits;
 use super::pids::PidsCgroup;
-use super::seccomp::Programs;
+use super::seccomp::{Layer, Programs};
 
 /// Values the child needs, all prepared before the clone.
 #[derive(Debug)]
@@ -24,9 +26,14 @@ pub(super) struct Prepared {
     pub(super) ruleset: Option<OwnedFd>,
     pub(super) limits: Option<ResourceLimits>,
     pub(super) capabilities: Option<CapabilityDrop>,
-    pub(super) seccomp: Option<&'static Programs>,
+    /// The filter and the layer of it the child installs (the whole, or
+    /// only the process-group calls over a base its thread carries).
+    pub(super) seccomp: Option<(&'static Programs, Layer)>,
     /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind.
     pub(super) cgroup: Option<&'static PidsCgroup>,
+    /// The spawner thread that carries the parts left out above; the child
+    /// must be cloned from it (`ChildConfinement::check_thread`).
+    pub(super) carrier: Option<libc::pid_t>,
 }
 
 impl Prepared {
@@ -69,8 +76,8 @@ impl Prepared {
                 return Err(last_errno());
             }
         }
-        if let Some(programs) = self.seccomp {
-            programs.install()?;
+        if let Some((programs, layer)) = self.seccomp {
+            programs.install(layer)?;
         }
         Ok(())
     }

@@ -336,11 +336,39 @@ pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 2] = [
     }],
 ];
 
-/// The compiled filter of a call: one program.
+/// The compiled filter of a call, whole and split in two layers.
+///
+/// A spawner thread of the host carries [`Layer::Base`] (`confine::carrier`)
+/// and every child it starts inherits it; such a child installs only
+/// [`Layer::Group`] after its own `setpgid`. Stacked, the two answer every
+/// system call as [`Layer::Full`] does (a test runs both over the tables).
 #[derive(Debug)]
 pub struct Programs {
     program: Program,
+    base: Program,
+    group: Program,
 }
+
+/// Which part of a call's filter to install.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layer {
+    /// Everything: what a child started from an ordinary thread installs.
+    Full,
+    /// Everything but the process-group calls: what a spawner thread
+    /// carries (the child it starts still has to `setpgid`).
+    Base,
+    /// Only the process-group calls ([`GROUP_CALLS`]): what a child of a
+    /// spawner thread installs over the inherited base, a program of a
+    /// dozen instructions where the whole is some two hundred (the
+    /// kernel converts, compiles and emulates every instruction at each
+    /// install).
+    Group,
+}
+
+/// The calls refused so that whatever a module starts stays in the process
+/// group the host kills; the child itself makes one of them (`setpgid`)
+/// before exec, so a thread that starts children cannot carry their refusal.
+const GROUP_CALLS: [libc::c_long; 2] = [libc::SYS_setsid, libc::SYS_setpgid];
 
 /// One compiled filter, with its length checked to fit `sock_fprog`.
 #[derive(Debug)]
@@ -358,12 +386,16 @@ impl Program {
 }
 
 impl Programs {
-    /// Install the filter on the calling thread. Runs in the child between
+    /// Install `layer` on the calling thread. Runs in the child between
     /// `clone` and `exec`: one `prctl` on memory prepared before the clone,
     /// nothing else. `no_new_privs` must already be set.
     #[allow(unsafe_code)]
-    pub fn install(&self) -> Result<(), libc::c_int> {
-        let program = &self.program;
+    pub fn install(&self, layer: Layer) -> Result<(), libc::c_int> {
+        let program = match layer {
+            Layer::Full => &self.program,
+            Layer::Base => &self.base,
+            Layer::Group => &self.group,
+        };
         let fprog = libc::sock_fprog {
             len: program.len,
             // seccompiler's sock_filter has libc's layout (repr(C), the
@@ -440,9 +472,22 @@ fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn compile(network: bool) -> Result<Programs, String> {
+    let refusals = refusals(network);
+    let in_group = |call: &Refused| GROUP_CALLS.contains(&call.number);
+    let (group, base): (Vec<_>, Vec<_>) = refusals.iter().copied().partition(|(c, _)| in_group(c));
+    Ok(Programs {
+        program: compile_program(refusals)?,
+        base: compile_program(base)?,
+        group: compile_program(group)?,
+    })
+}
+
+/// One program refusing `refusals` (numbers unique), allowing the rest.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn compile_program(refusals: Vec<(Refused, libc::c_int)>) -> Result<Program, String> {
     let mut table = Vec::new();
     let mut blocks = Vec::new();
-    for (call, errno) in refusals(network) {
+    for (call, errno) in refusals {
         let number =
             u32::try_from(call.number).map_err(|_| format!("{}: bad number", call.name))?;
         let verdict = match call.when {
@@ -462,10 +507,7 @@ fn compile(network: bool) -> Result<Programs, String> {
     ));
     #[cfg(not(target_arch = "x86_64"))]
     let foreign = None;
-    let program = dispatch::assemble(AUDIT_ARCH, &table, foreign, &blocks)?;
-    Ok(Programs {
-        program: Program::new(program)?,
-    })
+    Program::new(dispatch::assemble(AUDIT_ARCH, &table, foreign, &blocks)?)
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -717,6 +759,71 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// x32 numbers on x86_64; none elsewhere.
+    #[cfg(target_arch = "x86_64")]
+    const X32_SYSCALL_BIT_OR_ZERO: u32 = X32_SYSCALL_BIT;
+    #[cfg(not(target_arch = "x86_64"))]
+    const X32_SYSCALL_BIT_OR_ZERO: u32 = 0;
+
+    /// The attack on the split: a module started by a spawner thread runs
+    /// under the thread's base layer and its own group layer. Stacked, they
+    /// must answer every number and argument exactly as the whole program
+    /// does (a call the base forgot, or a group layer that allowed what the
+    /// whole refuses, would let a module out); and the base alone must let
+    /// the child make its `setpgid` (it refuses nothing of the group).
+    #[test]
+    fn the_base_and_group_layers_stacked_answer_as_the_whole_program() {
+        let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
+        for network in [false, true] {
+            let programs = programs(network).unwrap();
+            let whole = &programs.program.instructions;
+            let layers = [
+                programs.base.instructions.clone(),
+                programs.group.instructions.clone(),
+            ];
+            let refusals = refusals(network);
+            for nr in (0..512u32).chain([X32_SYSCALL_BIT_OR_ZERO | 41, u32::MAX]) {
+                let by_arguments = refusals
+                    .iter()
+                    .any(|(c, _)| c.number == i64::from(nr) && matches!(c.when, When::AnyOf(_)));
+                let args: Vec<[u64; 6]> = if by_arguments {
+                    a0.iter()
+                        .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
+                        .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
+                        .collect()
+                } else {
+                    vec![[0; 6], [u64::MAX; 6], [2, 3, 0x2000, 1, 1, 1]]
+                };
+                for args in args {
+                    let data = Data {
+                        nr,
+                        arch: AUDIT_ARCH,
+                        args,
+                    };
+                    assert_eq!(
+                        kernel_answer(&layers, &data),
+                        run(whole, &data).ret,
+                        "network {network}, number {nr}, args {args:x?}"
+                    );
+                }
+            }
+            for nr in GROUP_CALLS {
+                let data = Data {
+                    nr: nr as u32,
+                    arch: AUDIT_ARCH,
+                    args: [0; 6],
+                };
+                assert_eq!(run(&layers[0], &data).ret, libc::SECCOMP_RET_ALLOW);
+                assert_eq!(
+                    run(&layers[1], &data).ret,
+                    libc::SECCOMP_RET_ERRNO | libc::EPERM as u32
+                );
+            }
+            // What the child converts and compiles at its install.
+            assert!(layers[1].len() <= 16, "{} instructions", layers[1].len());
         }
     }
 

@@ -31,21 +31,39 @@ pub(crate) fn run_confined_blocking(
     executables: &[std::path::PathBuf],
     network: bool,
 ) -> (bool, String) {
-    let confinement = prepare(
-        Path::new(program),
-        grants,
-        executables,
+    // Prepared and started on a spawner thread, as production starts every
+    // confined module (`runner::native::carriers`).
+    let (program, grants, executables) =
+        (program.to_owned(), grants.to_vec(), executables.to_vec());
+    // Some tests call this from the runtime's thread: the child comes back
+    // on a channel that may block it.
+    let (started, child) = std::sync::mpsc::channel();
+    crate::runner::native::carriers::run(
         network,
-        ConfinementMode::BestEffort,
+        move || {
+            let child = prepare(
+                Path::new(&program),
+                &grants,
+                &executables,
+                network,
+                ConfinementMode::BestEffort,
+            )
+            .map_err(|e| e.to_string())
+            .and_then(|confinement| {
+                spawn::spawn(
+                    Path::new(&program),
+                    std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
+                    None,
+                    confinement.into_child().as_ref(),
+                )
+                .map_err(|e| e.to_string())
+            });
+            let _ = started.send(child);
+        },
+        drop,
     )
     .unwrap();
-    let child = spawn::spawn(
-        Path::new(program),
-        std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
-        None,
-        confinement.into_child().as_ref(),
-    )
-    .unwrap();
+    let child = child.recv().unwrap().unwrap();
     let group = Group::new(
         rustix::process::Pid::from_raw(child.pid).unwrap(),
         child.pidfd,
@@ -596,4 +614,93 @@ async fn a_replaced_grant_is_the_new_folder_not_the_old_one() {
     );
     assert!(!out.contains("old-content"), "{out}");
     assert!(out.contains("Permission denied"), "{out}");
+}
+
+/// `/proc/thread-self/status` lines of the calling thread.
+fn thread_status(field: &str) -> String {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(&format!("{field}:"))
+                .map(|v| v.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/thread-self/status"))
+}
+
+/// The misuse a spawner thread must not allow: its state reaching the rest
+/// of the host. The spawner thread carries the shared confinement (so each
+/// child inherits it), while the host's other threads keep no filter, no
+/// `no_new_privs` and (as root) their bounding set.
+#[tokio::test]
+async fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not() {
+    let (ok, out) = sh("echo ran", &[], false).await;
+    assert!(ok && out == "ran\n", "{out}");
+    let (sent, carried) = std::sync::mpsc::channel();
+    crate::runner::native::carriers::run(
+        false,
+        move || {
+            let status = ["Seccomp", "NoNewPrivs", "CapBnd", "CapEff"].map(thread_status);
+            let _ = sent.send(status);
+        },
+        drop,
+    )
+    .unwrap();
+    let [seccomp, no_new_privs, bounding, effective] = carried.recv().unwrap();
+    assert_eq!(seccomp, "2", "the spawner thread carries no filter");
+    assert_eq!(no_new_privs, "1");
+    if rustix::process::geteuid().is_root() {
+        assert_eq!(
+            bounding, "0000000000000000",
+            "its bounding set is not empty"
+        );
+        assert_ne!(
+            effective, "0000000000000000",
+            "it keeps its own capabilities (to open granted paths of other users)"
+        );
+    }
+    let here = std::thread::spawn(|| ["Seccomp", "NoNewPrivs", "CapBnd"].map(thread_status))
+        .join()
+        .unwrap();
+    assert_eq!(here[0], "0", "a host thread is filtered");
+    assert_eq!(here[1], "0", "a host thread has no_new_privs");
+    if rustix::process::geteuid().is_root() {
+        assert_ne!(
+            here[2], "0000000000000000",
+            "a host thread lost its bounding set"
+        );
+    }
+}
+
+/// The attack on the split: a confinement prepared on a spawner thread
+/// leaves out what the thread carries, so started from any other thread the
+/// child would run without its base filter, with the host's bounding set,
+/// outside the pids cgroup. The spawn refuses it before the clone.
+#[test]
+fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
+    let (sent, prepared) = std::sync::mpsc::channel();
+    crate::runner::native::carriers::run(
+        false,
+        move || {
+            let confinement = prepare(
+                Path::new("/bin/sh"),
+                &[],
+                &[],
+                false,
+                ConfinementMode::BestEffort,
+            );
+            let _ = sent.send(confinement.map_err(|e| e.to_string()));
+        },
+        drop,
+    )
+    .unwrap();
+    let confinement = prepared.recv().unwrap().unwrap().into_child();
+    let child = spawn::spawn(
+        Path::new("/bin/sh"),
+        std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
+        None,
+        confinement.as_ref(),
+    );
+    let err = child.expect_err("started from another thread than its spawner");
+    assert!(err.to_string().contains("another thread"), "{err}");
 }

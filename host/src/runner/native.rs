@@ -48,6 +48,7 @@ use tokio::net::unix::pipe;
 
 use super::{Call, Exchange, NotificationSink, RunError, framing};
 
+pub(crate) mod carriers;
 pub mod environment;
 pub mod group;
 mod process;

@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::unix::pipe;
 
 use super::group::Group;
-use super::{environment, spawn};
+use super::{carriers, environment, spawn};
 use crate::confine::{self, ConfineError, ConfinementMode};
 use crate::runner::{Call, Grant, RunError, STDERR_TAIL_BYTES};
 
@@ -75,21 +75,40 @@ impl Started {
 }
 
 /// Start the process for `spec`: spawn and attach. The spawn blocks
-/// (landlock ruleset, clone, exec, its retries), so it runs on the blocking
-/// pool and the runtime thread that answers `ping` and cancellations never
-/// waits for it. The attach runs there too, in the same task (a thread of
-/// the blocking pool has the runtime's context, which the pipes and the
-/// reaper need): one hand-off per start, not two. A call dropped meanwhile
-/// still gets its child attached, and so killed and reaped: a blocking task
-/// runs to its end, and the [`Started`] nobody takes is dropped, which
-/// kills the group.
+/// (landlock ruleset, clone, exec, its retries), so it runs off the runtime
+/// ([`spawn_off_runtime`]) and the runtime thread that answers `ping` and
+/// cancellations never waits for it.
 pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
-    let spec = spec.clone();
-    tokio::task::spawn_blocking(move || spawn(&spec).and_then(attach))
+    attach(spawn_off_runtime(spec.clone()).await?)
+}
+
+/// [`spawn`] off the runtime: a confined start on a spawner thread
+/// ([`carriers`]: each child inherits the confinement the thread carries),
+/// an unconfined one on the blocking pool. A call dropped meanwhile still
+/// gets its child killed and reaped: the start runs to its end, and a
+/// child nobody takes is killed and reaped where it was started.
+pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunError> {
+    let failed = |e: &dyn std::fmt::Display| RunError::Spawn {
+        message: format!("the start of the module failed: {e}"),
+    };
+    if spec.confinement == ConfinementMode::Off {
+        return tokio::task::spawn_blocking(move || spawn(&spec))
+            .await
+            .map_err(|e| failed(&e))?;
+    }
+    let network = spec.network;
+    carriers::run(network, move || spawn(&spec), kill_orphan)
+        .map_err(|e| failed(&e))?
         .await
-        .map_err(|e| RunError::Spawn {
-            message: format!("the start of the module failed: {e}"),
-        })?
+        .map_err(|e| failed(&e))?
+}
+
+/// A child whose caller went away before it was started: killed and
+/// reaped at once (nobody will attach its waiter).
+fn kill_orphan(spawned: Result<Spawned, RunError>) {
+    if let Ok(spawned) = spawned {
+        let _ = spawned.guard.leader().kill_and_reap();
+    }
 }
 
 /// A child that has exec'd, its group already guarded.

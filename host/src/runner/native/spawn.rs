@@ -145,6 +145,11 @@ fn spawn_once(
             format!("{what} contains a NUL byte"),
         )
     };
+    if confinement.is_some_and(|c| !c.may_start_here()) {
+        return Err(std::io::Error::other(
+            "the confinement was prepared on another thread (a spawner thread whose state the child would inherit): start it from that thread",
+        ));
+    }
     let program = CString::new(program.as_os_str().as_bytes()).map_err(|_| invalid("the path"))?;
     let env: Vec<CString> = env
         .map(|(key, value)| {

@@ -53,7 +53,7 @@ use std::time::Duration;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
-use super::process::{SpawnSpec, Started, attach, spawn};
+use super::process::{SpawnSpec, Started, attach, spawn_off_runtime};
 
 /// How many processes each spec keeps started: a client calling one tool in
 /// a tight loop comes back before one process could finish starting, and a
@@ -306,10 +306,7 @@ fn start_in_background(spec: SpawnSpec) -> Starting {
         // and on a small machine that core is the one the answer needs.
         tokio::task::yield_now().await;
         // The spawn blocks until the exec is done: off the runtime.
-        let spawned = tokio::task::spawn_blocking(move || spawn(&spec))
-            .await
-            .ok()?;
-        match spawned.and_then(attach) {
+        match spawn_off_runtime(spec).await.and_then(attach) {
             Ok(started) => Some(started),
             Err(e) => {
                 tracing::debug!("starting a warm process failed: {e}");

@@ -1,0 +1,113 @@
+//! Spawner threads: host threads that take, once, the part of the
+//! confinement every child shares, so each child inherits it at its clone
+//! instead of entering it between clone and exec.
+//!
+//! Measured per child (`cargo bench -p modhost --bench host`, Linux 6.18,
+//! root host): installing the whole seccomp program cost about 75 us (the
+//! kernel converts, compiles and emulates its ~190 instructions at every
+//! install), dropping the bounding set one capability at a time (41
+//! `prctl`, each a new set of credentials) about 28 us. Both are per thread
+//! in Linux and copied to a child by `clone`: the bounding set, securebits
+//! and ambient set (the thread's credentials), `no_new_privs`, the seccomp
+//! filters. So a thread made for starting modules takes them once
+//! ([`carry`]), and a child it starts only lowers its limits, joins the
+//! pids cgroup, zeroes its capability sets, enters its landlock domain and
+//! adds the one seccomp layer the thread cannot carry (the process-group
+//! calls: the child makes its own `setpgid` first; see `seccomp::Layer`).
+//!
+//! Design decisions:
+//!
+//! - **Only on threads made for it.** A carrier thread runs nothing but
+//!   the preparation and clone of module processes
+//!   (`runner::native::carriers`): everything it would start, a thread or a
+//!   program, would inherit the same. It keeps its effective and permitted
+//!   capabilities (a root host opens granted paths of other users while
+//!   building a ruleset), never execs, and creates no thread.
+//! - **What a thread carries is recorded, per part.** [`carried`] says
+//!   exactly what the calling thread took; a part it could not take (an
+//!   architecture without a filter, a host without capabilities) is entered
+//!   by the child as before. `confine::prepare` reads it and leaves out only
+//!   what the thread carries.
+//! - **Not the pids cgroup.** Under cgroup v1 the thread could join it and
+//!   its children be born there, saving a write per child (about 8 us); but
+//!   then, while a fork bomb of one call holds the cgroup full, the clone of
+//!   every other call's module would fail. A child that joins after its
+//!   clone is let in over the limit (the pids controller never refuses an
+//!   attach), so a module that does not fork still starts.
+//! - **A child is started from the thread that prepared it.** The
+//!   preparation records the carrier thread's id; the spawn refuses to clone
+//!   from any other thread (`ChildConfinement::check_thread`), so a
+//!   confinement prepared on a carrier cannot be started, short of its
+//!   inherited parts, from an ordinary thread.
+
+use std::cell::Cell;
+
+use super::seccomp::Layer;
+
+/// What the calling thread carries for every child it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Carried {
+    /// The carrier thread: a child relying on this must be cloned from it.
+    pub(super) thread: libc::pid_t,
+    /// Whether the base filter is the one of calls with network.
+    pub(super) network: bool,
+    /// `no_new_privs` and the base seccomp layer.
+    pub(super) seccomp_base: bool,
+    /// Securebits locked, bounding set empty, ambient set clear.
+    pub(super) bounding: bool,
+}
+
+thread_local! {
+    static CARRIED: Cell<Option<Carried>> = const { Cell::new(None) };
+}
+
+/// What the calling thread carries; `None` for an ordinary thread.
+pub(super) fn carried() -> Option<Carried> {
+    CARRIED.with(Cell::get)
+}
+
+/// The calling thread's id.
+#[allow(unsafe_code)]
+pub fn current_thread() -> libc::pid_t {
+    // SAFETY: gettid takes nothing and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Make the calling thread a carrier of the shared confinement of calls
+/// with (or without) `network`: securebits locked, bounding and ambient
+/// sets emptied, `no_new_privs`, the base seccomp layer. Irreversible: only on a thread
+/// made for starting modules (see the module documentation). A part that
+/// fails is left to each child; [`carried`] says which were taken.
+pub fn carry(network: bool) {
+    if carried().is_some() {
+        return;
+    }
+    // Everything a first call computes once per host, computed here while
+    // the thread may still start programs and threads (a version manager
+    // asked for its prefix runs one of each).
+    let support = super::probe();
+    let _ = crate::runner::native::environment::module_path();
+    // The cgroup is created here too, not joined (see the module documentation).
+    let _ = super::process_bound();
+    let bounding =
+        super::capabilities::prepare().is_some_and(|drop| drop.lock_and_empty_bounding().is_ok());
+    let seccomp_base = support.seccomp && no_new_privs() && install_base(network);
+    CARRIED.with(|cell| {
+        cell.set(Some(Carried {
+            thread: current_thread(),
+            network,
+            seccomp_base,
+            bounding,
+        }));
+    });
+}
+
+#[allow(unsafe_code)]
+fn no_new_privs() -> bool {
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 }
+}
+
+fn install_base(network: bool) -> bool {
+    super::seccomp::programs(network).is_ok_and(|programs| programs.install(Layer::Base).is_ok())
+}
