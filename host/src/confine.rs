@@ -433,7 +433,7 @@ pub fn prepare(
     #[cfg(target_os = "linux")]
     // A root host without its pids cgroup is reported (and refused under
     // `required`) by `support` as the resource-limits part, like any part.
-    let cgroup = process_bound();
+    let cgroup = pids::process_bound();
     #[cfg(target_os = "linux")]
     let capabilities = capabilities::prepare().map(|drop| match carried {
         Some(c) if c.bounding => drop.after_inherited_bounding(),
@@ -472,17 +472,6 @@ fn shortfall_at_preparation(
         Some(w) => format!("{w}; {reason}"),
         None => reason,
     })
-}
-
-/// What bounds a module's processes beyond `RLIMIT_NPROC`: nothing needed
-/// for a host that is not root; for root (exempt from the limit) the pids
-/// cgroup of [`pids`], when one could be made (else `support` reports the part).
-#[cfg(target_os = "linux")]
-fn process_bound() -> Option<&'static pids::PidsCgroup> {
-    if !rustix::process::getuid().is_root() {
-        return None;
-    }
-    pids::host_cgroup(PROCESS_MARGIN).ok()
 }
 
 /// The `RLIMIT_NPROC` of a call: the kernel counts processes per user, so a

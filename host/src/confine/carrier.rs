@@ -88,7 +88,7 @@ pub fn carry(network: bool) {
     let support = super::probe();
     let _ = crate::runner::native::environment::module_path();
     // The cgroup is created here too, not joined (see the module documentation).
-    let _ = super::process_bound();
+    let _ = super::pids::process_bound();
     let bounding =
         super::capabilities::prepare().is_some_and(|drop| drop.lock_and_empty_bounding().is_ok());
     let seccomp_base = support.seccomp && no_new_privs() && install_base(network);

@@ -64,6 +64,16 @@ impl PidsCgroup {
     }
 }
 
+/// What bounds a module's processes beyond `RLIMIT_NPROC`: nothing needed
+/// for a host that is not root; for root (exempt from the limit) the host's
+/// modules' cgroup, when one could be made (else `support` reports the part).
+pub(super) fn process_bound() -> Option<&'static PidsCgroup> {
+    if !rustix::process::getuid().is_root() {
+        return None;
+    }
+    host_cgroup(super::limits::PROCESS_MARGIN).ok()
+}
+
 /// The host's modules' cgroup, created once; `Err` says why there is none.
 pub fn host_cgroup(max: u64) -> Result<&'static PidsCgroup, &'static str> {
     static CGROUP: OnceLock<Result<PidsCgroup, String>> = OnceLock::new();

@@ -202,7 +202,7 @@ struct EngineInner {
     digests: KnownDigests,
     slots: CallSlots,
     /// The next call's instance of recently called components (`ahead.rs`).
-    ahead: InstancesAhead,
+    ahead: InstancesAhead<CallState>,
     /// How many calls took an instance made ahead (what the tests check).
     #[cfg(test)]
     took_ahead: std::sync::atomic::AtomicUsize,
@@ -722,7 +722,12 @@ impl WasmEngine {
     /// task that first lets the tasks already woken (the one that writes the
     /// answer out) go ahead; the slot stays taken until the instance is
     /// gone, so the pool's bound holds.
-    fn after_answer(&self, held: Held, component: &Arc<LoadedComponent>, start_ahead: bool) {
+    fn after_answer(
+        &self,
+        held: Held<CallState>,
+        component: &Arc<LoadedComponent>,
+        start_ahead: bool,
+    ) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             drop(held);
             return;

@@ -47,7 +47,6 @@ use std::time::Duration;
 use wasmtime::Store;
 use wasmtime_wasi::p2::bindings::Command;
 
-use super::CallState;
 use super::pool::CallSlot;
 
 /// How many instances may be made or wait made ahead at once, across
@@ -75,28 +74,26 @@ pub(super) fn runs_code_at_instantiation(bytes: &[u8]) -> bool {
     false
 }
 
-/// A store and the pool slot it holds, dropped in this order: the slot is
-/// free only once the instance is gone.
-pub(super) struct Held {
-    pub(super) store: Store<CallState>,
+/// A store (of a call's state `T`) and the pool slot it holds, dropped in
+/// this order: the slot is free only once the instance is gone.
+pub(super) struct Held<T: 'static> {
+    pub(super) store: Store<T>,
     pub(super) _slot: CallSlot,
 }
 
 /// An instance made ahead.
-pub(super) struct MadeAhead {
-    pub(super) held: Held,
+pub(super) struct MadeAhead<T: 'static> {
+    pub(super) held: Held<T>,
     pub(super) command: Command,
 }
 
 /// The instances made ahead, by the digest of their component's bytes.
-#[derive(Default)]
-pub(super) struct InstancesAhead {
-    state: Mutex<State>,
+pub(super) struct InstancesAhead<T: 'static> {
+    state: Mutex<State<T>>,
 }
 
-#[derive(Default)]
-struct State {
-    ready: VecDeque<(blake3::Hash, MadeAhead)>,
+struct State<T: 'static> {
+    ready: VecDeque<(blake3::Hash, MadeAhead<T>)>,
     /// Being made now.
     making: HashSet<blake3::Hash>,
     /// Components whose making failed: never made ahead again.
@@ -105,26 +102,38 @@ struct State {
 
 /// One making under way; dropping it (done, failed or cancelled with its
 /// task) ends it.
-pub(super) struct Making<'a> {
-    ahead: &'a InstancesAhead,
+pub(super) struct Making<'a, T: 'static> {
+    ahead: &'a InstancesAhead<T>,
     digest: blake3::Hash,
 }
 
-impl Drop for Making<'_> {
+impl<T> Drop for Making<'_, T> {
     fn drop(&mut self) {
         self.ahead.lock().making.remove(&self.digest);
     }
 }
 
-impl InstancesAhead {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+impl<T> Default for InstancesAhead<T> {
+    fn default() -> Self {
+        InstancesAhead {
+            state: Mutex::new(State {
+                ready: VecDeque::new(),
+                making: HashSet::new(),
+                refused: HashSet::new(),
+            }),
+        }
+    }
+}
+
+impl<T> InstancesAhead<T> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State<T>> {
         self.state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The instance made ahead for `digest`, if there is one.
-    pub(super) fn take(&self, digest: &blake3::Hash) -> Option<MadeAhead> {
+    pub(super) fn take(&self, digest: &blake3::Hash) -> Option<MadeAhead<T>> {
         let mut state = self.lock();
         let at = state
             .ready
@@ -135,7 +144,7 @@ impl InstancesAhead {
 
     /// Start making an instance of `digest` ahead, unless one is made or
     /// waiting already, the bound is reached, or `digest` was refused.
-    pub(super) fn start_making(&self, digest: blake3::Hash) -> Option<Making<'_>> {
+    pub(super) fn start_making(&self, digest: blake3::Hash) -> Option<Making<'_, T>> {
         let mut state = self.lock();
         let busy = state.ready.len() + state.making.len() >= MOST_MADE_AHEAD
             || state.refused.contains(&digest)
@@ -152,14 +161,14 @@ impl InstancesAhead {
     }
 
     /// Keep `made` for the next call of its component.
-    pub(super) fn put(&self, making: Making<'_>, made: MadeAhead) {
+    pub(super) fn put(&self, making: Making<'_, T>, made: MadeAhead<T>) {
         self.lock().ready.push_back((making.digest, made));
         // Made: no longer being made (after the lock is released).
         drop(making);
     }
 
     /// Making `digest` ahead failed: never try again.
-    pub(super) fn refuse(&self, making: Making<'_>) {
+    pub(super) fn refuse(&self, making: Making<'_, T>) {
         self.lock().refused.insert(making.digest);
         drop(making);
     }
