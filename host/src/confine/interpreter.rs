@@ -147,8 +147,20 @@ fn follow(file: &Path, path_env: Option<&OsStr>, chain: &mut Chain, depth: usize
     }
 }
 
+/// The first bytes of the regular file at `path`. Opened without blocking
+/// and checked on the descriptor: a path swapped for a FIFO after the
+/// `is_file` check above (by a module with a write grant over a folder on
+/// its PATH) must not hold this thread, and with it every preparation.
 fn read_header(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::File::open(path).ok()?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut header = Vec::new();
     file.take(HEADER_BYTES).read_to_end(&mut header).ok()?;
     Some(header)
@@ -353,6 +365,29 @@ mod tests {
         std::fs::write(&path, body).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
+    }
+
+    /// The attack: a FIFO where a program was (swapped in by a module with
+    /// a write grant over a folder on its PATH). Reading its header must
+    /// not wait for a writer that never comes.
+    #[test]
+    fn a_fifo_in_place_of_a_program_is_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("tool");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o755),
+            0,
+        )
+        .unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(read_header(&fifo)).unwrap());
+        let header = finished
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("reading a FIFO's header blocked");
+        assert_eq!(header, None);
     }
 
     #[test]

@@ -91,7 +91,18 @@ pub async fn run(
     };
     let started = match waiting {
         Some(started) => started,
-        None => start(&spec).await?,
+        // The start is within the deadline too: it may queue for a spawner
+        // thread, or block on a granted path. Dropped at the deadline, it
+        // leaves no process behind (`process::spawn_off_runtime`).
+        None => match tokio::time::timeout(call.limits.deadline, start(&spec)).await {
+            Ok(started) => started?,
+            Err(_) => {
+                return Err(RunError::Timeout {
+                    deadline_ms: call.limits.deadline.as_millis() as u64,
+                    stderr_tail: String::new(),
+                });
+            }
+        },
     };
     let exchange = answer(started, call, notifications, warm).await;
     // Only a spec that started once is worth starting ahead: a spawn or
@@ -670,6 +681,106 @@ sleep 30"#,
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         false
+    }
+
+    /// The processes whose command is `name` that are zombies (exited,
+    /// never reaped).
+    fn zombies_named(name: &str) -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+            .filter(|stat| stat.contains(&format!("({name}) Z ")))
+            .collect()
+    }
+
+    /// The attack: a call cancelled after its start was handed off the
+    /// runtime but before it took the child (an MCP cancel, a client gone).
+    /// The child must still be killed and reaped, confined (started on a
+    /// spawner thread) or not (the blocking pool): a zombie would hold its
+    /// pid, and its place in the pids cgroup, for the host's life.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_start_dropped_after_the_hand_off_leaves_no_zombie() {
+        use super::process::spawn_off_runtime;
+        let dir = tempfile::tempdir().unwrap();
+        use crate::confine::ConfinementMode;
+        for confinement in [ConfinementMode::BestEffort, ConfinementMode::Off] {
+            // A script's command is its file name: unique to this test.
+            let name = format!("zomb{}{}", std::process::id() % 100_000, confinement as u8);
+            let program = script(dir.path(), &name, "read line; sleep 30");
+            let spec = SpawnSpec {
+                program,
+                grants: Vec::new(),
+                executables: tools().to_vec(),
+                network: false,
+                confinement,
+            };
+            let mut start = Box::pin(spawn_off_runtime(spec));
+            // One poll hands the start off the runtime...
+            let first = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(std::future::Future::poll(start.as_mut(), cx))
+            })
+            .await;
+            assert!(first.is_pending(), "{confinement:?}: {first:?}");
+            // ...which clones, execs and hands the child over while
+            // nobody polls; then the call is cancelled.
+            std::thread::sleep(Duration::from_millis(500));
+            drop(start);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            assert_eq!(
+                zombies_named(&name),
+                Vec::<String>::new(),
+                "{confinement:?}: the cancelled start left a zombie"
+            );
+        }
+    }
+
+    /// The attack: starts that do not end (a preparation stuck on a hung
+    /// mount) hold every spawner thread. A call queued behind them still
+    /// ends at its deadline, and never starts its module afterwards.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_call_waiting_for_a_spawner_thread_still_ends_at_its_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let started = out.path().join("started");
+        let module = script(
+            dir.path(),
+            "quick",
+            &format!(
+                "touch {}; read line; echo '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":null}}'",
+                started.display()
+            ),
+        );
+        // The threads of calls with network, which few tests use: the
+        // others' starts do not queue behind these.
+        let holding: Vec<_> = (0..4)
+            .map(|_| {
+                super::carriers::run(
+                    true,
+                    || std::thread::sleep(Duration::from_millis(1200)),
+                    drop,
+                )
+                .unwrap()
+            })
+            .collect();
+        let grants = [write_grant(out.path())];
+        let mut call = call(REQ, 300, 1 << 20);
+        call.network = true;
+        call.grants = &grants;
+        let began = std::time::Instant::now();
+        let result = run(&module, &call, None, None).await;
+        assert!(
+            began.elapsed() < Duration::from_millis(1000),
+            "the call waited {:?} for a spawner thread past its 300 ms deadline",
+            began.elapsed()
+        );
+        assert_eq!(result.unwrap_err().kind(), "timeout");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        drop(holding);
+        assert!(
+            !started.exists(),
+            "the module was started after its call had ended"
+        );
     }
 
     #[tokio::test]

@@ -77,6 +77,10 @@ pub(crate) fn run<T: Send + 'static>(
     let pool = &POOLS[usize::from(network)];
     let mut state = pool.lock();
     state.jobs.push_back(Box::new(move || {
+        // Its caller went away while it queued: nothing to start.
+        if sender.is_closed() {
+            return;
+        }
         if let Err(result) = sender.send(job()) {
             orphaned(result);
         }

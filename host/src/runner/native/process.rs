@@ -85,22 +85,59 @@ pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
 /// [`spawn`] off the runtime: a confined start on a spawner thread
 /// ([`carriers`]: each child inherits the confinement the thread carries),
 /// an unconfined one on the blocking pool. A call dropped meanwhile still
-/// gets its child killed and reaped: the start runs to its end, and a
-/// child nobody takes is killed and reaped where it was started.
+/// gets its child killed and reaped, whenever it drops: before the start
+/// ran (the start is skipped), while it runs (the thread that started the
+/// child kills and reaps it), or after the child was handed over and not
+/// yet taken ([`PendingStart`]).
 pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunError> {
     let failed = |e: &dyn std::fmt::Display| RunError::Spawn {
         message: format!("the start of the module failed: {e}"),
     };
-    if spec.confinement == ConfinementMode::Off {
-        return tokio::task::spawn_blocking(move || spawn(&spec))
-            .await
-            .map_err(|e| failed(&e))?;
+    let receiver = if spec.confinement == ConfinementMode::Off {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            if sender.is_closed() {
+                return;
+            }
+            if let Err(orphan) = sender.send(spawn(&spec)) {
+                kill_orphan(orphan);
+            }
+        });
+        receiver
+    } else {
+        let network = spec.network;
+        carriers::run(network, move || spawn(&spec), kill_orphan).map_err(|e| failed(&e))?
+    };
+    let mut pending = PendingStart(Some(receiver));
+    let receiver = pending.0.as_mut().expect("taken only on drop");
+    let spawned = receiver.await.map_err(|e| failed(&e))?;
+    pending.0 = None;
+    spawned
+}
+
+/// The caller's end of a start handed off the runtime. Dropped before the
+/// child was taken (the call cancelled, or past its deadline): a start not
+/// yet done is told so (its thread kills and reaps what it starts), and a
+/// child already handed over is killed and reaped here, off the runtime
+/// when there is one (the reaping waits for the kernel).
+struct PendingStart(Option<tokio::sync::oneshot::Receiver<Result<Spawned, RunError>>>);
+
+impl Drop for PendingStart {
+    fn drop(&mut self) {
+        let Some(mut receiver) = self.0.take() else {
+            return;
+        };
+        receiver.close();
+        let Ok(Ok(spawned)) = receiver.try_recv() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn_blocking(move || kill_orphan(Ok(spawned)));
+            }
+            Err(_) => kill_orphan(Ok(spawned)),
+        }
     }
-    let network = spec.network;
-    carriers::run(network, move || spawn(&spec), kill_orphan)
-        .map_err(|e| failed(&e))?
-        .await
-        .map_err(|e| failed(&e))?
 }
 
 /// A child whose caller went away before it was started: killed and
