@@ -38,7 +38,8 @@ pub(crate) fn run_confined_blocking(
     // Some tests call this from the runtime's thread: the child comes back
     // on a channel that may block it.
     let (started, child) = std::sync::mpsc::channel();
-    crate::runner::native::carriers::run(
+    // Kept until the child arrives: a start whose receiver is gone is skipped.
+    let _pending = crate::runner::native::carriers::run(
         network,
         move || {
             let child = prepare(
@@ -637,7 +638,7 @@ async fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not()
     let (ok, out) = sh("echo ran", &[], false).await;
     assert!(ok && out == "ran\n", "{out}");
     let (sent, carried) = std::sync::mpsc::channel();
-    crate::runner::native::carriers::run(
+    let _pending = crate::runner::native::carriers::run(
         false,
         move || {
             let status = ["Seccomp", "NoNewPrivs", "CapBnd", "CapEff"].map(thread_status);
@@ -679,7 +680,7 @@ async fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not()
 #[test]
 fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
     let (sent, prepared) = std::sync::mpsc::channel();
-    crate::runner::native::carriers::run(
+    let _pending = crate::runner::native::carriers::run(
         false,
         move || {
             let confinement = prepare(

@@ -65,9 +65,10 @@ static POOLS: [Pool; 2] = [Pool::new(false), Pool::new(true)];
 
 /// Run `job` on a carrier thread for calls with (or without) `network`;
 /// its result arrives on the receiver. `Err` when no carrier thread exists
-/// and none could be started. When the receiver is gone by the time the
-/// job ends, `orphaned` gets the result on the carrier (to kill and reap a
-/// child nobody will attach).
+/// and none could be started. A job whose receiver is gone before it runs
+/// is skipped (its call went away while it queued); when the receiver is
+/// gone by the time the job ends, `orphaned` gets the result on the carrier
+/// (to kill and reap a child nobody will attach).
 pub(crate) fn run<T: Send + 'static>(
     network: bool,
     job: impl FnOnce() -> T + Send + 'static,
