@@ -854,6 +854,24 @@ mod tests {
     }
 
     /// A module whose invoke answer is `answer`, at `modules/<id>/<id>`.
+    /// Rewrite the file at `path` in place: the same size, one byte
+    /// different, its modification time put back. Returns what it held.
+    fn rewrite_in_place(path: &std::path::Path) -> String {
+        let text = std::fs::read_to_string(path).unwrap();
+        let mtime = std::fs::metadata(path).unwrap().modified().unwrap();
+        let swapped = text.replacen('x', "y", 1);
+        assert_eq!(swapped.len(), text.len());
+        assert_ne!(swapped, text);
+        std::fs::write(path, &swapped).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        text
+    }
+
     fn module_answering(home: &std::path::Path, id: &str, answer: &serde_json::Value) {
         let counter = home.join(format!("{id}.describes"));
         write_executable(
@@ -1085,19 +1103,7 @@ mod tests {
         let call = || InvokeRequest::new("swapped", "swapped.run", json!({"msg": "x"}));
         host.invoke_module(&module, call()).await.unwrap();
 
-        // Rewritten in place: same size, its modification time put back.
-        let text = std::fs::read_to_string(&path).unwrap();
-        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
-        let swapped = text.replacen('x', "y", 1);
-        assert_eq!(swapped.len(), text.len());
-        assert_ne!(swapped, text);
-        std::fs::write(&path, &swapped).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(mtime)
-            .unwrap();
+        let text = rewrite_in_place(&path);
         let err = host.invoke_module(&module, call()).await.unwrap_err();
         assert_eq!(err.kind(), "changed", "{err}");
         assert!(
@@ -1143,17 +1149,7 @@ mod tests {
         std::fs::remove_file(&marker).unwrap();
         host.invoke_module(&module, call()).await.unwrap();
 
-        let text = std::fs::read_to_string(&path).unwrap();
-        let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
-        let swapped = text.replacen('x', "y", 1);
-        assert_eq!(swapped.len(), text.len());
-        std::fs::write(&path, &swapped).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(mtime)
-            .unwrap();
+        let text = rewrite_in_place(&path);
         let err = host.invoke_module(&module, call()).await.unwrap_err();
         assert_eq!(err.kind(), "changed", "{err}");
         std::fs::write(&path, &text).unwrap();

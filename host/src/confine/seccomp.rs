@@ -706,13 +706,34 @@ mod tests {
         values
     }
 
+    /// Every combination of the first three arguments' representative values.
+    fn every_combination() -> Vec<[u64; 6]> {
+        let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
+        a0.iter()
+            .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
+            .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
+            .collect()
+    }
+
+    /// The arguments to try with number `nr`: every combination for a call
+    /// refused by its arguments, a few extremes for any other.
+    fn argument_cases(nr: u32, refusals: &[(Refused, libc::c_int)]) -> Vec<[u64; 6]> {
+        let by_arguments = refusals
+            .iter()
+            .any(|(c, _)| c.number == i64::from(nr) && matches!(c.when, When::AnyOf(_)));
+        if by_arguments {
+            every_combination()
+        } else {
+            vec![[0; 6], [u64::MAX; 6], [2, 3, 0x2000, 1, 1, 1]]
+        }
+    }
+
     /// Every number 0..512 (and x32 ones), with representative arguments
     /// (every combination of the first three for a call refused by its
     /// arguments), answered by the one-program layout and by the old
     /// three-filter layout exactly as the tables say.
     #[test]
     fn both_layouts_answer_every_number_as_the_tables_say() {
-        let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
         for network in [false, true] {
             let new = &programs(network).unwrap().program.instructions;
             let old = three_filter_layout(network);
@@ -729,17 +750,7 @@ mod tests {
                 [],
             );
             for nr in numbers {
-                let by_arguments = refusals
-                    .iter()
-                    .any(|(c, _)| c.number == i64::from(nr) && matches!(c.when, When::AnyOf(_)));
-                let args: Vec<[u64; 6]> = if by_arguments {
-                    a0.iter()
-                        .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
-                        .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
-                        .collect()
-                } else {
-                    vec![[0; 6], [u64::MAX; 6], [2, 3, 0x2000, 1, 1, 1]]
-                };
+                let args = argument_cases(nr, &refusals);
                 for args in args {
                     let data = Data {
                         nr,
@@ -776,7 +787,6 @@ mod tests {
     /// the child make its `setpgid` (it refuses nothing of the group).
     #[test]
     fn the_base_and_group_layers_stacked_answer_as_the_whole_program() {
-        let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
         for network in [false, true] {
             let programs = programs(network).unwrap();
             let whole = &programs.program.instructions;
@@ -786,17 +796,7 @@ mod tests {
             ];
             let refusals = refusals(network);
             for nr in (0..512u32).chain([X32_SYSCALL_BIT_OR_ZERO | 41, u32::MAX]) {
-                let by_arguments = refusals
-                    .iter()
-                    .any(|(c, _)| c.number == i64::from(nr) && matches!(c.when, When::AnyOf(_)));
-                let args: Vec<[u64; 6]> = if by_arguments {
-                    a0.iter()
-                        .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
-                        .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
-                        .collect()
-                } else {
-                    vec![[0; 6], [u64::MAX; 6], [2, 3, 0x2000, 1, 1, 1]]
-                };
+                let args = argument_cases(nr, &refusals);
                 for args in args {
                     let data = Data {
                         nr,
@@ -832,15 +832,12 @@ mod tests {
     /// little).
     #[test]
     fn the_representative_arguments_reach_both_outcomes_of_every_rule() {
-        let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
         for network in [false, true] {
             for (call, _) in refusals(network) {
                 let When::AnyOf(_) = call.when else { continue };
                 let nr = call.number as u32;
-                let outcomes: std::collections::BTreeSet<u32> = a0
-                    .iter()
-                    .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
-                    .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
+                let outcomes: std::collections::BTreeSet<u32> = every_combination()
+                    .into_iter()
                     .map(|args| expected(nr, &args, network))
                     .collect();
                 assert_eq!(outcomes.len(), 2, "{} (network {network})", call.name);

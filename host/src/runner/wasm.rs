@@ -1597,9 +1597,9 @@ pub(crate) mod tests {
         )
     }
 
-    /// A start function that waits on a monotonic-clock pollable that
-    /// never fires (`u64::MAX` ns).
-    const WAITS_AT_INSTANTIATION: &str = r#"(component
+    /// The clock's `subscribe-duration` and the pollable's `block`,
+    /// lowered as `$subscribe` and `$block`.
+    const CLOCK_WAIT: &str = r#"
         (import "wasi:io/poll@0.2.0" (instance $poll
             (export "pollable" (type $pollable (sub resource)))
             (export "[method]pollable.block" (func (param "self" (borrow $pollable))))))
@@ -1608,7 +1608,14 @@ pub(crate) mod tests {
             (alias outer 1 $pollable (type $pollable))
             (export "subscribe-duration" (func (param "when" u64) (result (own $pollable))))))
         (core func $subscribe (canon lower (func $clock "subscribe-duration")))
-        (core func $block (canon lower (func $poll "[method]pollable.block")))
+        (core func $block (canon lower (func $poll "[method]pollable.block")))"#;
+
+    /// A start function that waits on a monotonic-clock pollable that
+    /// never fires (`u64::MAX` ns).
+    fn waits_at_instantiation() -> String {
+        format!(
+            r#"(component
+        {CLOCK_WAIT}
         (core module $m
             (import "host" "subscribe" (func $subscribe (param i64) (result i32)))
             (import "host" "block" (func $block (param i32)))
@@ -1621,12 +1628,16 @@ pub(crate) mod tests {
         (core instance $i (instantiate $m (with "host" (instance $host))))
         (func $run (result (result)) (canon lift (core func $i "run")))
         (instance $cli (export "run" (func $run)))
-        (export "wasi:cli/run@0.2.0" (instance $cli)))"#;
+        (export "wasi:cli/run@0.2.0" (instance $cli)))"#
+        )
+    }
 
     /// The same wait, only when the guest sees no argument: only while it
     /// would be made ahead (a call's context has the component's name as
     /// argv[0]), so each call of it ends at once.
-    const WAITS_ONLY_WHEN_MADE_AHEAD: &str = r#"(component
+    fn waits_only_when_made_ahead() -> String {
+        format!(
+            r#"(component
         (core module $libc
             (memory (export "memory") 1)
             (global $next (mut i32) (i32.const 1024))
@@ -1640,16 +1651,8 @@ pub(crate) mod tests {
         (alias core export $libc "realloc" (core func $realloc))
         (import "wasi:cli/environment@0.2.0" (instance $env
             (export "get-arguments" (func (result (list string))))))
-        (import "wasi:io/poll@0.2.0" (instance $poll
-            (export "pollable" (type $pollable (sub resource)))
-            (export "[method]pollable.block" (func (param "self" (borrow $pollable))))))
-        (alias export $poll "pollable" (type $pollable))
-        (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock
-            (alias outer 1 $pollable (type $pollable))
-            (export "subscribe-duration" (func (param "when" u64) (result (own $pollable))))))
+        {CLOCK_WAIT}
         (core func $args (canon lower (func $env "get-arguments") (memory $mem) (realloc $realloc)))
-        (core func $subscribe (canon lower (func $clock "subscribe-duration")))
-        (core func $block (canon lower (func $poll "[method]pollable.block")))
         (core module $m
             (import "libc" "memory" (memory 1))
             (import "host" "args" (func $args (param i32)))
@@ -1670,7 +1673,9 @@ pub(crate) mod tests {
             (with "host" (instance $host))))
         (func $run (result (result)) (canon lift (core func $i "run")))
         (instance $cli (export "run" (func $run)))
-        (export "wasi:cli/run@0.2.0" (instance $cli)))"#;
+        (export "wasi:cli/run@0.2.0" (instance $cli)))"#
+        )
+    }
 
     fn write_component(dir: &Path, name: &str, text: &str) -> PathBuf {
         let path = dir.join(format!("{name}.wasm"));
@@ -1689,7 +1694,7 @@ pub(crate) mod tests {
         for (text, runs) in [
             (no_start, false),
             (with_start(""), true),
-            (WAITS_AT_INSTANTIATION.to_owned(), true),
+            (waits_at_instantiation(), true),
             // A start one component down.
             (
                 "(component (component (core module $m (func $s) (start $s)) (core instance (instantiate $m))))".to_owned(),
@@ -1725,12 +1730,8 @@ pub(crate) mod tests {
                 with_start("(drop (call $now))"),
                 "bad_response",
             ),
-            ("waits", WAITS_AT_INSTANTIATION.to_owned(), "timeout"),
-            (
-                "waits_unseen",
-                WAITS_ONLY_WHEN_MADE_AHEAD.to_owned(),
-                "bad_response",
-            ),
+            ("waits", waits_at_instantiation(), "timeout"),
+            ("waits_unseen", waits_only_when_made_ahead(), "bad_response"),
         ];
         for (name, text, kind) in cases {
             let component = engine
