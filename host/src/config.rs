@@ -3,7 +3,7 @@
 //! ```toml
 //! pins = "enforce"                 # "enforce" | "warn" | "off"
 //! confinement = "best-effort"      # "required" | "best-effort" | "off" (see crate::confine)
-//! warm_processes = true            # `modhost mcp` starts each tool's next process ahead
+//! warm_processes = true            # `modhost mcp` readies each tool's next process or instance ahead
 //!
 //! [source_roots]                   # name = absolute path, granted read-only
 //! transcripts = "/home/me/.sessions"

@@ -105,7 +105,8 @@ impl Engines {
     }
 
     /// These engines, keeping the next native process of each call started
-    /// ahead ([`native::warm`]): only of calls marked [`Call::start_ahead`],
+    /// ahead ([`native::warm`]), and the next instance of each component
+    /// made ahead (`wasm/ahead.rs`): only of calls marked [`Call::start_ahead`],
     /// and for at most [`native::warm::IDLE_LIFE`] after the last one. For
     /// hosts that serve many calls (the MCP server); such a host must call
     /// [`Engines::shutdown`] before it ends.
@@ -262,7 +263,10 @@ async fn run_component(
     let request_line = call.request_line.to_owned();
     let grants = call.grants.to_vec();
     let executables = call.executables.to_vec();
-    let (limits, network, start_ahead) = (call.limits, call.network, call.start_ahead);
+    // Instances are made ahead only by a host that keeps things ready (a
+    // long-running one, `warm_processes` on), as native processes are.
+    let start_ahead = call.start_ahead && engines.keeps_warm();
+    let (limits, network) = (call.limits, call.network);
     let notifications = notifications.cloned();
     let mut guest: Pin<Box<dyn Future<Output = Result<Exchange, RunError>> + Send>> =
         Box::pin(async move {
@@ -342,6 +346,35 @@ mod tests {
             executables: &[],
             network: false,
             start_ahead: false,
+        }
+    }
+
+    /// Instances are made ahead only by engines that keep things ready (a
+    /// long-running host with `warm_processes` on), as native processes
+    /// are: with it off, every call instantiates its own.
+    #[tokio::test(flavor = "current_thread")]
+    async fn only_engines_that_keep_warm_make_instances_ahead() {
+        let echo = guest("echo");
+        let line = request(&json!({}));
+        let mut call = long_call(&line);
+        call.start_ahead = true;
+        for keep_warm in [false, true] {
+            let cache = target_dir().join("modhost-wasm-test-cache");
+            let engines = Engines::new(cache, TEST_MEMORY_LIMIT);
+            let engines = if keep_warm {
+                engines.keep_warm()
+            } else {
+                engines
+            };
+            for _ in 0..3 {
+                run(&engines, Transport::Component, &echo, &call, None)
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let took = super::wasm::tests::took_ahead(&engines.wasm().unwrap());
+            assert_eq!(took > 0, keep_warm, "keep_warm {keep_warm}: {took} taken");
+            engines.shutdown().await;
         }
     }
 

@@ -1485,7 +1485,7 @@ pub(crate) mod tests {
         .expect("an instance is made ahead after a call");
     }
 
-    fn took_ahead(engine: &WasmEngine) -> usize {
+    pub(crate) fn took_ahead(engine: &WasmEngine) -> usize {
         engine.inner.took_ahead.load(Ordering::Relaxed)
     }
 

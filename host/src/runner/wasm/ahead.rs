@@ -29,10 +29,12 @@
 //!   (request, output, grants), memory flag and deadline before the guest's
 //!   `run` starts, so what the guest can reach is decided at the call
 //!   exactly as for an instance made at the call.
-//! - **Only for allowed calls.** An instance is made ahead only after a call
-//!   the host marked [`crate::runner::Call::start_ahead`] (its capability is
-//!   allowed outright, in a long-running host), and taken only by such a
-//!   call, as native processes started ahead are.
+//! - **Only for allowed calls, on a host that keeps things ready.** An
+//!   instance is made ahead only after a call the host marked
+//!   [`crate::runner::Call::start_ahead`] (its capability is allowed
+//!   outright) on engines that keep warm (`modhost mcp` with
+//!   `warm_processes` on), and taken only by such a call, as native
+//!   processes started ahead are.
 //! - **Bounded, and out of a call's way.** At most one instance per
 //!   component is made or waiting, and [`MOST_MADE_AHEAD`] in all (the oldest
 //!   waiting one goes first); each holds one of the pool's slots. One is made
