@@ -31,40 +31,76 @@ pub(crate) fn run_confined_blocking(
     executables: &[std::path::PathBuf],
     network: bool,
 ) -> (bool, String) {
-    // Prepared and started on a spawner thread, as production starts every
-    // confined module (`runner::native::carriers`).
+    run_confined_from(
+        StartedFrom::Spawner,
+        program,
+        script,
+        grants,
+        executables,
+        network,
+    )
+}
+
+/// Which thread prepares and starts the child.
+#[derive(Debug, Clone, Copy)]
+enum StartedFrom {
+    /// A spawner thread, as production starts every confined module
+    /// (`runner::native::carriers`): the child inherits what it carries.
+    Spawner,
+    /// The calling thread, an ordinary one (the conformance kit's path):
+    /// the child enters the whole confinement itself.
+    Caller,
+}
+
+fn run_confined_from(
+    from: StartedFrom,
+    program: &str,
+    script: &str,
+    grants: &[Grant],
+    executables: &[std::path::PathBuf],
+    network: bool,
+) -> (bool, String) {
     let (program, grants, executables) =
         (program.to_owned(), grants.to_vec(), executables.to_vec());
-    // Some tests call this from the runtime's thread: the child comes back
-    // on a channel that may block it.
-    let (started, child) = std::sync::mpsc::channel();
-    // Kept until the child arrives: a start whose receiver is gone is skipped.
-    let _pending = crate::runner::native::carriers::run(
-        network,
-        move || {
-            let child = prepare(
+    let start = move || {
+        prepare(
+            Path::new(&program),
+            &grants,
+            &executables,
+            network,
+            ConfinementMode::BestEffort,
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|confinement| {
+            spawn::spawn(
                 Path::new(&program),
-                &grants,
-                &executables,
-                network,
-                ConfinementMode::BestEffort,
+                std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
+                None,
+                confinement.into_child().as_ref(),
             )
             .map_err(|e| e.to_string())
-            .and_then(|confinement| {
-                spawn::spawn(
-                    Path::new(&program),
-                    std::iter::once(("PATH".into(), "/usr/bin:/bin".into())),
-                    None,
-                    confinement.into_child().as_ref(),
-                )
-                .map_err(|e| e.to_string())
-            });
-            let _ = started.send(child);
-        },
-        drop,
-    )
-    .unwrap();
-    let child = child.recv().unwrap().unwrap();
+        })
+    };
+    let child = match from {
+        StartedFrom::Caller => start(),
+        StartedFrom::Spawner => {
+            // Some tests call this from the runtime's thread: the child
+            // comes back on a channel that may block it.
+            let (started, child) = std::sync::mpsc::channel();
+            // Kept until the child arrives: a start whose receiver is gone
+            // is skipped.
+            let _pending = crate::runner::native::carriers::run(
+                network,
+                move || {
+                    let _ = started.send(start());
+                },
+                drop,
+            )
+            .unwrap();
+            child.recv().unwrap()
+        }
+    };
+    let child = child.unwrap();
     let group = Group::new(
         rustix::process::Pid::from_raw(child.pid).unwrap(),
         child.pidfd,
@@ -551,6 +587,60 @@ async fn a_confined_module_holds_no_capability_and_no_inherited_descriptor() {
         .filter(|l| l.bytes().all(|b| b.is_ascii_digit()))
         .collect();
     assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+}
+
+/// The attack, on the path that takes nothing from a spawner thread (a
+/// module started from an ordinary thread, as the conformance kit does):
+/// the child must enter the whole confinement itself, so it holds no
+/// capability, has `no_new_privs` and a filter, cannot leave its process
+/// group, and reads nothing outside its grants.
+#[tokio::test]
+async fn a_module_started_from_an_ordinary_thread_is_confined_the_same() {
+    require_landlock(
+        1,
+        "a_module_started_from_an_ordinary_thread_is_confined_the_same",
+    );
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret-content").unwrap();
+    let proc = [grant("proc", Path::new("/proc"), Access::Read)];
+    let tools: Vec<std::path::PathBuf> = ["cat", "grep", "setsid"]
+        .iter()
+        .map(|t| Path::new("/usr/bin").join(t))
+        .collect();
+    let script = format!(
+        "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp):' /proc/self/status; \
+         cat {}/secret.txt; /usr/bin/setsid -w /bin/true && echo left-the-group; echo done",
+        outside.path().display()
+    );
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        run_confined_from(
+            StartedFrom::Caller,
+            "/bin/sh",
+            &script,
+            &proc,
+            &tools,
+            false,
+        )
+    })
+    .await
+    .unwrap();
+    assert!(ok && out.contains("done"), "{out}");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            out.contains(&format!("{set}:\t0000000000000000")),
+            "{set} is not empty: {out}"
+        );
+    }
+    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
+    assert!(out.contains("Seccomp:\t2"), "{out}");
+    assert!(
+        !out.contains("secret-content"),
+        "read outside its grants: {out}"
+    );
+    assert!(
+        !out.contains("left-the-group"),
+        "left its process group: {out}"
+    );
 }
 
 /// The kernel surface a module never needs is refused with an errno, not
