@@ -320,6 +320,7 @@ impl Confinement {
                 seccomp: None,
                 cgroup: None,
                 carrier: None,
+                host: std::process::id() as libc::pid_t,
             },
             warning: Some(
                 "confinement is off (config.toml): the module ran with the host's filesystem and network access".into(),
@@ -448,6 +449,7 @@ pub fn prepare(
             seccomp,
             cgroup,
             carrier: carried.map(|c| c.thread),
+            host: std::process::id() as libc::pid_t,
         },
         warning,
     })

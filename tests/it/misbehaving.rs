@@ -63,6 +63,43 @@ fn a_module_that_hangs_times_out_and_is_killed() {
     assert_host_goes_on(&home);
 }
 
+/// The host killed mid-call (`kill -9`, an out-of-memory kill): its
+/// module, waiting for ever, must not outlive it. A confined module is
+/// cloned from a spawner thread and asks to be killed when that thread,
+/// which lives as long as the host, dies. (Hygiene, not a bound on a
+/// hostile module: it may withdraw the request, or leave a grandchild.)
+#[test]
+fn a_waiting_module_does_not_outlive_a_host_killed_mid_call() {
+    let home = home_with(Fixture::Hang, "hang");
+    home.run(&["pin", "hang"]).expect_code(0);
+    let mut host = std::process::Command::new(&crate::support::binaries().modhost);
+    host.arg("--home")
+        .arg(home.path())
+        .arg("--workspace")
+        .arg(home.workspace())
+        .args(["invoke", "hang", "hang.run", "--deadline-ms", "60000"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("MODHOST_") {
+            host.env_remove(key);
+        }
+    }
+    let mut host = host.spawn().expect("modhost starts");
+    let started = std::time::Instant::now();
+    while home.live_module_processes().is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the module never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    host.kill().expect("kill -9 the host");
+    host.wait().expect("reap the host");
+    home.assert_no_module_processes();
+}
+
 #[test]
 fn a_module_that_answers_garbage_is_a_bad_response() {
     let home = home_with(Fixture::Garbage, "garbage");

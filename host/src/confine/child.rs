@@ -34,6 +34,8 @@ pub(super) struct Prepared {
     /// The spawner thread that carries the parts left out above; the child
     /// must be cloned from it (`ChildConfinement::check_thread`).
     pub(super) carrier: Option<libc::pid_t>,
+    /// The host's process id: the child's parent.
+    pub(super) host: libc::pid_t,
 }
 
 impl Prepared {
@@ -48,6 +50,9 @@ impl Prepared {
 
     /// Enter the confinement; the errno of the first step that failed.
     pub(super) fn enter(&self) -> Result<(), libc::c_int> {
+        if self.carrier.is_some() {
+            die_with_the_host(self.host)?;
+        }
         if let Some(limits) = self.limits {
             set_limit(libc::RLIMIT_CORE, 0)?;
             set_limit(libc::RLIMIT_FSIZE, limits.file_size)?;
@@ -81,6 +86,33 @@ impl Prepared {
         }
         Ok(())
     }
+}
+
+/// Be killed when the host dies (a crash, `kill -9`), rather than outlive
+/// it. The signal is sent when the thread that cloned the child exits: a
+/// spawner thread lives as long as the host's process, so only children
+/// cloned from one ask for it (a blocking-pool thread retires when idle,
+/// and would take its children with it). A host already gone before the
+/// request (the child's parent is then someone else) fails the start.
+#[allow(unsafe_code)]
+fn die_with_the_host(host: libc::pid_t) -> Result<(), libc::c_int> {
+    // SAFETY: prctl with integer arguments; getppid takes none.
+    unsafe {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(last_errno());
+        }
+        if libc::getppid() != host {
+            return Err(libc::ESRCH);
+        }
+    }
+    Ok(())
 }
 
 /// Lower the soft and hard limit of `resource` to `value` (never raise: an
