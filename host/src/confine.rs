@@ -320,7 +320,6 @@ impl Confinement {
                 seccomp: None,
                 cgroup: None,
                 carrier: None,
-                host: std::process::id() as libc::pid_t,
             },
             warning: Some(
                 "confinement is off (config.toml): the module ran with the host's filesystem and network access".into(),
@@ -373,7 +372,7 @@ impl ChildConfinement {
     pub fn may_start_here(&self) -> bool {
         self.0
             .carrier
-            .is_none_or(|thread| thread == carrier::current_thread())
+            .is_none_or(|carrier| carrier.thread == carrier::current_thread())
     }
 }
 
@@ -448,8 +447,7 @@ pub fn prepare(
             capabilities,
             seccomp,
             cgroup,
-            carrier: carried.map(|c| c.thread),
-            host: std::process::id() as libc::pid_t,
+            carrier: carried,
         },
         warning,
     })

@@ -853,7 +853,6 @@ mod tests {
         host
     }
 
-    /// A module whose invoke answer is `answer`, at `modules/<id>/<id>`.
     /// Rewrite the file at `path` in place: the same size, one byte
     /// different, its modification time put back. Returns what it held.
     fn rewrite_in_place(path: &std::path::Path) -> String {
@@ -872,6 +871,7 @@ mod tests {
         text
     }
 
+    /// A module whose invoke answer is `answer`, at `modules/<id>/<id>`.
     fn module_answering(home: &std::path::Path, id: &str, answer: &serde_json::Value) {
         let counter = home.join(format!("{id}.describes"));
         write_executable(

@@ -36,7 +36,7 @@
 //!   attach), so a module that does not fork still starts.
 //! - **A child is started from the thread that prepared it.** The
 //!   preparation records the carrier thread's id; the spawn refuses to clone
-//!   from any other thread (`ChildConfinement::check_thread`), so a
+//!   from any other thread (`ChildConfinement::may_start_here`), so a
 //!   confinement prepared on a carrier cannot be started, short of its
 //!   inherited parts, from an ordinary thread.
 
@@ -49,6 +49,8 @@ use super::seccomp::Layer;
 pub(super) struct Carried {
     /// The carrier thread: a child relying on this must be cloned from it.
     pub(super) thread: libc::pid_t,
+    /// The host's process: the parent of every child the thread starts.
+    pub(super) host: libc::pid_t,
     /// Whether the base filter is the one of calls with network.
     pub(super) network: bool,
     /// `no_new_privs` and the base seccomp layer.
@@ -95,6 +97,7 @@ pub fn carry(network: bool) {
     CARRIED.with(|cell| {
         cell.set(Some(Carried {
             thread: current_thread(),
+            host: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
             network,
             seccomp_base,
             bounding,

@@ -15,6 +15,7 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::capabilities::CapabilityDrop;
+use super::carrier::Carried;
 use super::errno::last_errno;
 use super::limits::ResourceLimits;
 use super::pids::PidsCgroup;
@@ -31,11 +32,10 @@ pub(super) struct Prepared {
     pub(super) seccomp: Option<(&'static Programs, Layer)>,
     /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind.
     pub(super) cgroup: Option<&'static PidsCgroup>,
-    /// The spawner thread that carries the parts left out above; the child
-    /// must be cloned from it (`ChildConfinement::check_thread`).
-    pub(super) carrier: Option<libc::pid_t>,
-    /// The host's process id: the child's parent.
-    pub(super) host: libc::pid_t,
+    /// What the spawner thread carries for the child (the parts left out
+    /// above); the child must be cloned from that thread
+    /// (`ChildConfinement::may_start_here`).
+    pub(super) carrier: Option<Carried>,
 }
 
 impl Prepared {
@@ -50,8 +50,8 @@ impl Prepared {
 
     /// Enter the confinement; the errno of the first step that failed.
     pub(super) fn enter(&self) -> Result<(), libc::c_int> {
-        if self.carrier.is_some() {
-            die_with_the_host(self.host)?;
+        if let Some(carrier) = self.carrier {
+            die_with_the_host(carrier.host)?;
         }
         if let Some(limits) = self.limits {
             set_limit(libc::RLIMIT_CORE, 0)?;

@@ -87,15 +87,9 @@ fn run_confined_from(
             // Some tests call this from the runtime's thread: the child
             // comes back on a channel that may block it.
             let (started, child) = std::sync::mpsc::channel();
-            // Kept until the child arrives: a start whose receiver is gone
-            // is skipped.
-            let _pending = crate::runner::native::carriers::run(
-                network,
-                move || {
-                    let _ = started.send(start());
-                },
-                drop,
-            )
+            crate::runner::native::carriers::run(network, move || {
+                let _ = started.send(start());
+            })
             .unwrap();
             child.recv().unwrap()
         }
@@ -573,6 +567,19 @@ async fn a_confined_module_holds_no_capability_and_no_inherited_descriptor() {
     .await;
     drop(leaked);
     assert!(ok, "{out}");
+    assert_no_privilege_and_filtered(&out);
+    // `ls` itself opens one descriptor (3) for the directory it lists.
+    let fds: Vec<&str> = out
+        .lines()
+        .filter(|l| l.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
+}
+
+/// `out` holds a `/proc/self/status` grep of the capability sets,
+/// `NoNewPrivs` and `Seccomp`: every set empty, `no_new_privs` on, a filter.
+#[track_caller]
+fn assert_no_privilege_and_filtered(out: &str) {
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
         assert!(
             out.contains(&format!("{set}:\t0000000000000000")),
@@ -581,12 +588,6 @@ async fn a_confined_module_holds_no_capability_and_no_inherited_descriptor() {
     }
     assert!(out.contains("NoNewPrivs:\t1"), "{out}");
     assert!(out.contains("Seccomp:\t2"), "{out}");
-    // `ls` itself opens one descriptor (3) for the directory it lists.
-    let fds: Vec<&str> = out
-        .lines()
-        .filter(|l| l.bytes().all(|b| b.is_ascii_digit()))
-        .collect();
-    assert_eq!(fds, ["0", "1", "2", "3"], "{out}");
 }
 
 /// The attack, on the path that takes nothing from a spawner thread (a
@@ -625,14 +626,7 @@ async fn a_module_started_from_an_ordinary_thread_is_confined_the_same() {
     .await
     .unwrap();
     assert!(ok && out.contains("done"), "{out}");
-    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-        assert!(
-            out.contains(&format!("{set}:\t0000000000000000")),
-            "{set} is not empty: {out}"
-        );
-    }
-    assert!(out.contains("NoNewPrivs:\t1"), "{out}");
-    assert!(out.contains("Seccomp:\t2"), "{out}");
+    assert_no_privilege_and_filtered(&out);
     assert!(
         !out.contains("secret-content"),
         "read outside its grants: {out}"
@@ -728,14 +722,10 @@ async fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not()
     let (ok, out) = sh("echo ran", &[], false).await;
     assert!(ok && out == "ran\n", "{out}");
     let (sent, carried) = std::sync::mpsc::channel();
-    let _pending = crate::runner::native::carriers::run(
-        false,
-        move || {
-            let status = ["Seccomp", "NoNewPrivs", "CapBnd", "CapEff"].map(thread_status);
-            let _ = sent.send(status);
-        },
-        drop,
-    )
+    crate::runner::native::carriers::run(false, move || {
+        let status = ["Seccomp", "NoNewPrivs", "CapBnd", "CapEff"].map(thread_status);
+        let _ = sent.send(status);
+    })
     .unwrap();
     let [seccomp, no_new_privs, bounding, effective] = carried.recv().unwrap();
     assert_eq!(seccomp, "2", "the spawner thread carries no filter");
@@ -770,20 +760,16 @@ async fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not()
 #[test]
 fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
     let (sent, prepared) = std::sync::mpsc::channel();
-    let _pending = crate::runner::native::carriers::run(
-        false,
-        move || {
-            let confinement = prepare(
-                Path::new("/bin/sh"),
-                &[],
-                &[],
-                false,
-                ConfinementMode::BestEffort,
-            );
-            let _ = sent.send(confinement.map_err(|e| e.to_string()));
-        },
-        drop,
-    )
+    crate::runner::native::carriers::run(false, move || {
+        let confinement = prepare(
+            Path::new("/bin/sh"),
+            &[],
+            &[],
+            false,
+            ConfinementMode::BestEffort,
+        );
+        let _ = sent.send(confinement.map_err(|e| e.to_string()));
+    })
     .unwrap();
     let confinement = prepared.recv().unwrap().unwrap().into_child();
     let child = spawn::spawn(

@@ -331,23 +331,8 @@ mod tests {
 
     use serde_json::json;
 
-    use super::wasm::tests::{TEST_MEMORY_LIMIT, guest, request, target_dir};
-    use super::{Call, CallLimits, Engines, Transport, run};
-
-    /// A call of `line` with no grants and a deadline far beyond the test.
-    fn long_call(line: &str) -> Call<'_> {
-        Call {
-            request_line: line,
-            limits: CallLimits {
-                deadline: Duration::from_secs(30),
-                ..CallLimits::default()
-            },
-            grants: &[],
-            executables: &[],
-            network: false,
-            start_ahead: false,
-        }
-    }
+    use super::wasm::tests::{TEST_MEMORY_LIMIT, guest, long_call, request, target_dir};
+    use super::{Engines, Transport, run};
 
     /// Instances are made ahead only by engines that keep things ready (a
     /// long-running host with `warm_processes` on), as native processes

@@ -753,16 +753,9 @@ sleep 30"#,
         );
         // The threads of calls with network, which few tests use: the
         // others' starts do not queue behind these.
-        let holding: Vec<_> = (0..4)
-            .map(|_| {
-                super::carriers::run(
-                    true,
-                    || std::thread::sleep(Duration::from_millis(1200)),
-                    drop,
-                )
-                .unwrap()
-            })
-            .collect();
+        for _ in 0..4 {
+            super::carriers::run(true, || std::thread::sleep(Duration::from_millis(1200))).unwrap();
+        }
         let grants = [write_grant(out.path())];
         let mut call = call(REQ, 300, 1 << 20);
         call.network = true;
@@ -776,7 +769,6 @@ sleep 30"#,
         );
         assert_eq!(result.unwrap_err().kind(), "timeout");
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        drop(holding);
         assert!(
             !started.exists(),
             "the module was started after its call had ended"

@@ -540,12 +540,8 @@ impl WasmEngine {
                 (Held { store, _slot: slot }, None)
             }
         };
-        // Everything the guest can reach is the call's from here on.
         let store = &mut held.store;
-        let state = store.data_mut();
-        state.wasi = Some(wasi);
-        state.limiter.hit = Arc::clone(&memory_hit);
-        arm_deadline(store, deadline);
+        enter_call(store, wasi, Arc::clone(&memory_hit), deadline);
 
         let pre = &component.pre;
         let guest = async {
@@ -633,12 +629,12 @@ impl WasmEngine {
     /// `None` when every slot stayed busy until then. An instance made
     /// ahead gives its slot up rather than make a call wait.
     async fn call_slot(&self, deadline: Instant) -> Option<CallSlot> {
-        if let Some(slot) = self.inner.slots.try_acquire() {
-            return Some(slot);
-        }
-        while self.inner.ahead.give_up_one() {
+        loop {
             if let Some(slot) = self.inner.slots.try_acquire() {
                 return Some(slot);
+            }
+            if !self.inner.ahead.give_up_one() {
+                break;
             }
         }
         tokio::time::timeout_at(deadline.into(), self.inner.slots.acquire())
@@ -822,8 +818,7 @@ impl WasmEngine {
             grants,
         )?;
         let mut store = self.empty_store(false);
-        store.data_mut().wasi = Some(wasi);
-        arm_deadline(&mut store, deadline);
+        enter_call(&mut store, wasi, Arc::new(AtomicBool::new(false)), deadline);
         let pre = &component.pre;
         let guest = async move {
             let command = pre.instantiate_async(&mut store).await?;
@@ -983,9 +978,20 @@ fn error_chain(error: &wasmtime::Error) -> String {
     text
 }
 
-/// Epoch ticks from now on yield to the executor (so a spinning guest lets
-/// the deadline timer and other tasks run) and trap once `deadline` passed.
-fn arm_deadline(store: &mut Store<CallState>, deadline: Instant) {
+/// Give `store` (made at the call or ahead of it) to one call: everything
+/// the guest can reach is the call's from here on: its WASI context, its
+/// memory flag, and epoch ticks that yield to the executor (so a spinning
+/// guest lets the deadline timer and other tasks run) and trap once
+/// `deadline` passed.
+fn enter_call(
+    store: &mut Store<CallState>,
+    wasi: WasiCtx,
+    memory_hit: Arc<AtomicBool>,
+    deadline: Instant,
+) {
+    let state = store.data_mut();
+    state.wasi = Some(wasi);
+    state.limiter.hit = memory_hit;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
         if Instant::now() >= deadline {
@@ -1215,6 +1221,22 @@ pub(crate) mod tests {
             .await
             .expect("the guest loads");
         call_on(engine, &component, input, grants, deadline).await
+    }
+
+    /// A call of `line` with no grants, not allowed to start anything
+    /// ahead, and a deadline far beyond the test.
+    pub(crate) fn long_call(line: &str) -> Call<'_> {
+        Call {
+            request_line: line,
+            limits: CallLimits {
+                deadline: Duration::from_secs(30),
+                ..CallLimits::default()
+            },
+            grants: &[],
+            executables: &[],
+            network: false,
+            start_ahead: false,
+        }
     }
 
     async fn call_on(
@@ -1772,14 +1794,7 @@ pub(crate) mod tests {
         let engine = own_engine();
         let echo = engine.load_async(&guest("echo")).await.unwrap();
         let line = request(&json!({"n": 1}));
-        let call = Call {
-            request_line: &line,
-            limits: CallLimits::default(),
-            grants: &[],
-            executables: &[],
-            network: false,
-            start_ahead: false,
-        };
+        let call = long_call(&line);
         engine.run(&echo, &call, None).await.unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(

@@ -16,9 +16,11 @@
 //!   start holds its thread for the clone and exec, well under a
 //!   millisecond). Threads live as long as the host: a carrier cannot be
 //!   turned back into an ordinary thread, and the next call wants it.
-//! - **The same hand-off as the blocking pool.** A start is queued, run on
-//!   a carrier, and its result sent back on a oneshot: one wake-up each way,
-//!   as `spawn_blocking` costs. Nothing of the runtime runs on a carrier
+//! - **The same hand-off as the blocking pool.** A start is queued and run
+//!   on a carrier, its result sent back on a oneshot by the start itself
+//!   (`process::spawn_off_runtime`, which hands unconfined starts to the
+//!   blocking pool the same way): one wake-up each way, as `spawn_blocking`
+//!   costs. Nothing of the runtime runs on a carrier
 //!   (`attach` happens on the caller's side), so the runtime never creates
 //!   a thread from one.
 
@@ -63,33 +65,18 @@ impl Pool {
 
 static POOLS: [Pool; 2] = [Pool::new(false), Pool::new(true)];
 
-/// Run `job` on a carrier thread for calls with (or without) `network`;
-/// its result arrives on the receiver. `Err` when no carrier thread exists
-/// and none could be started. A job whose receiver is gone before it runs
-/// is skipped (its call went away while it queued); when the receiver is
-/// gone by the time the job ends, `orphaned` gets the result on the carrier
-/// (to kill and reap a child nobody will attach).
-pub(crate) fn run<T: Send + 'static>(
-    network: bool,
-    job: impl FnOnce() -> T + Send + 'static,
-    orphaned: fn(T),
-) -> std::io::Result<tokio::sync::oneshot::Receiver<T>> {
-    let (sender, receiver) = tokio::sync::oneshot::channel();
+/// Run `job` on a carrier thread for calls with (or without) `network`.
+/// `Err` when no carrier thread exists and none could be started (the job
+/// is then dropped, unrun). How a result gets back is the job's own
+/// business (`process::spawn_off_runtime` sends it on a oneshot).
+pub(crate) fn run(network: bool, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
     let pool = &POOLS[usize::from(network)];
     let mut state = pool.lock();
-    state.jobs.push_back(Box::new(move || {
-        // Its caller went away while it queued: nothing to start.
-        if sender.is_closed() {
-            return;
-        }
-        if let Err(result) = sender.send(job()) {
-            orphaned(result);
-        }
-    }));
+    state.jobs.push_back(Box::new(job));
     if state.idle > 0 || state.threads >= MAX_THREADS {
         drop(state);
         pool.ready.notify_one();
-        return Ok(receiver);
+        return Ok(());
     }
     state.threads += 1;
     drop(state);
@@ -103,13 +90,13 @@ pub(crate) fn run<T: Send + 'static>(
         let mut state = pool.lock();
         state.threads -= 1;
         if state.threads == 0 {
-            // Nobody would ever run the queued starts: their callers get
-            // an error (each receiver sees its sender dropped).
+            // Nobody would ever run the queued starts: dropped, unrun
+            // (a start's caller sees its sender dropped).
             state.jobs.clear();
             return Err(e);
         }
     }
-    Ok(receiver)
+    Ok(())
 }
 
 /// A carrier's life: take the shared confinement, then run starts.

@@ -93,21 +93,23 @@ pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunErr
     let failed = |e: &dyn std::fmt::Display| RunError::Spawn {
         message: format!("the start of the module failed: {e}"),
     };
-    let receiver = if spec.confinement == ConfinementMode::Off {
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        tokio::task::spawn_blocking(move || {
-            if sender.is_closed() {
-                return;
-            }
-            if let Err(orphan) = sender.send(spawn(&spec)) {
-                kill_orphan(orphan);
-            }
-        });
-        receiver
-    } else {
-        let network = spec.network;
-        carriers::run(network, move || spawn(&spec), kill_orphan).map_err(|e| failed(&e))?
+    let (confinement, network) = (spec.confinement, spec.network);
+    let (sender, receiver) = tokio::sync::oneshot::channel();
+    let start = move || {
+        // Its caller went away while it queued: nothing to start.
+        if sender.is_closed() {
+            return;
+        }
+        // Its caller went away while it ran: nobody will attach the child.
+        if let Err(orphan) = sender.send(spawn(&spec)) {
+            kill_orphan(orphan);
+        }
     };
+    if confinement == ConfinementMode::Off {
+        tokio::task::spawn_blocking(start);
+    } else {
+        carriers::run(network, start).map_err(|e| failed(&e))?;
+    }
     let mut pending = PendingStart(Some(receiver));
     let receiver = pending.0.as_mut().expect("taken only on drop");
     let spawned = receiver.await.map_err(|e| failed(&e))?;
