@@ -31,6 +31,8 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     // A server calls the same tools over and over: each call's process is
     // started ahead, while the client is busy elsewhere.
     let host = host.keep_warm();
+    host.engines()
+        .set_up_wasm_ahead(&host.layout().modules_dir());
     // Follows the operator's changes while it serves (`tools::live`).
     let toolbox = crate::tools::open_live_toolbox(&host).await?;
     for problem in toolbox.problems() {

@@ -8,8 +8,9 @@
 //!
 //! The state a transport keeps across calls lives in [`Engines`], one per
 //! [`crate::Host`]: the wasm engine (compiled components, the epoch ticker),
-//! created on the first component call so a host that only ever runs native
-//! modules never pays for it, and, in a long-running host that asked for it,
+//! created on the first component call (a long-running host whose home holds
+//! a component sets it up while it starts) so a host that only ever runs
+//! native modules never pays for it, and, in a long-running host that asked for it,
 //! the [`native::WarmPool`] of processes started ahead of their calls.
 //! Without the `wasm` feature a component call is a clear "built without
 //! component support" error.
@@ -30,6 +31,20 @@ pub mod wasm;
 
 pub use call::{Call, CallLimits, Exchange, NotificationSink, RunError, STDERR_TAIL_BYTES};
 pub use grant::Grant;
+
+/// A component a long-running host loads before its first call
+/// ([`Engines::load_components_ahead`]).
+#[derive(Debug, Clone)]
+// Only read by the wasm engine; a build without it only drops them.
+#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
+pub struct ComponentAhead {
+    /// The component's file (the approved snapshot the calls run).
+    pub program: PathBuf,
+    /// Whether its first call's instance may be made ahead too: only when a
+    /// call of it may start ahead ([`Call::start_ahead`]), as a call that may
+    /// not would never take it.
+    pub instance_too: bool,
+}
 
 /// How a module's bytes are run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -106,7 +121,8 @@ impl Engines {
 
     /// These engines, keeping the next native process of each call started
     /// ahead ([`native::warm`]), and the next instance of each component
-    /// made ahead (`wasm/ahead.rs`): only of calls marked [`Call::start_ahead`],
+    /// made ahead (`wasm/ahead.rs`, the first one at load,
+    /// [`Engines::load_components_ahead`]): only of calls marked [`Call::start_ahead`],
     /// and for at most [`native::warm::IDLE_LIFE`] after the last one. For
     /// hosts that serve many calls (the MCP server); such a host must call
     /// [`Engines::shutdown`] before it ends.
@@ -132,11 +148,41 @@ impl Engines {
     }
 
     /// For engines that keep processes warm (a long-running host): set up
+    /// the wasm engine on a background thread now if `modules_dir` holds a
+    /// component (a `.wasm` file, bare or in a module's folder), while the
+    /// host discovers its modules, so the first component's load does not
+    /// wait for it. A host without one never creates the engine.
+    #[cfg(feature = "cli")]
+    pub fn set_up_wasm_ahead(&self, modules_dir: &Path) {
+        #[cfg(feature = "wasm")]
+        if self.warm.is_some() {
+            let engines = self.clone();
+            let modules_dir = modules_dir.to_owned();
+            let setting_up = std::thread::Builder::new()
+                .name("modhost-wasm-ahead".into())
+                .spawn(move || {
+                    if holds_a_component(&modules_dir) {
+                        // A failure is reported by the first call that needs it.
+                        let _ = engines.wasm();
+                    }
+                });
+            if let Err(e) = setting_up {
+                tracing::debug!("not setting up the wasm engine ahead: {e}");
+            }
+        }
+        #[cfg(not(feature = "wasm"))]
+        let _ = modules_dir;
+    }
+
+    /// For engines that keep processes warm (a long-running host): set up
     /// the wasm engine and load `components` (compiled code from the
     /// host's cache, or compiled now) on a background thread, so the first
-    /// call of each does not pay for it. Only code is loaded; nothing is
-    /// instantiated or run before its call. A no-op for other engines.
-    pub fn load_components_ahead(&self, components: Vec<PathBuf>) {
+    /// call of each does not pay for it; and for those marked
+    /// [`ComponentAhead::instance_too`], make their first call's instance
+    /// ahead as well (`wasm/ahead.rs`: no guest code runs, the instance gets
+    /// its call's context only when a call takes it). A no-op for other
+    /// engines.
+    pub fn load_components_ahead(&self, components: Vec<ComponentAhead>) {
         #[cfg(feature = "wasm")]
         if self.warm.is_some() && !components.is_empty() {
             let engines = self.clone();
@@ -144,9 +190,27 @@ impl Engines {
                 .name("modhost-load-ahead".into())
                 .spawn(move || {
                     let Ok(engine) = engines.wasm() else { return };
+                    // Making an instance is bounded in time by a timer: a
+                    // runtime of this thread's own drives it (the caller's
+                    // may be gone by then, as a reload's is).
+                    let mut runtime = None;
                     for component in components {
                         // A failure here is reported by the call itself.
-                        let _ = engine.load(&component);
+                        let Ok(loaded) = engine.load(&component.program) else {
+                            continue;
+                        };
+                        if !component.instance_too {
+                            continue;
+                        }
+                        if runtime.is_none() {
+                            runtime = tokio::runtime::Builder::new_current_thread()
+                                .enable_time()
+                                .build()
+                                .ok();
+                        }
+                        if let Some(runtime) = &runtime {
+                            runtime.block_on(engine.make_ahead(&loaded));
+                        }
                     }
                 });
             if let Err(e) = loading {
@@ -207,6 +271,23 @@ impl Engines {
             .as_ref()
             .map_err(Clone::clone)
     }
+}
+
+/// Whether `modules_dir` holds a component: a `.wasm` file in it or in one
+/// of its folders (where discovery finds them).
+#[cfg(all(feature = "wasm", any(feature = "cli", test)))]
+fn holds_a_component(modules_dir: &Path) -> bool {
+    let is_component = |path: &Path| Transport::of_path(path) == Transport::Component;
+    let Ok(entries) = std::fs::read_dir(modules_dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let path = entry.path();
+        is_component(&path)
+            || std::fs::read_dir(&path)
+                .map(|inner| inner.flatten().any(|e| is_component(&e.path())))
+                .unwrap_or(false)
+    })
 }
 
 /// Run one call of the module at `module` over its transport.
@@ -333,6 +414,25 @@ mod tests {
 
     use super::wasm::tests::{TEST_MEMORY_LIMIT, guest, long_call, request, target_dir};
     use super::{Engines, Transport, run};
+
+    /// A server sets the wasm engine up ahead only for a home that holds a
+    /// component, bare or in a module's folder: a home of native modules
+    /// never pays for it.
+    #[test]
+    fn the_engine_is_set_up_ahead_only_for_a_home_with_a_component() {
+        let dir = tempfile::tempdir().unwrap();
+        let modules = dir.path().join("modules");
+        assert!(!super::holds_a_component(&modules), "no modules folder");
+        std::fs::create_dir_all(modules.join("tool")).unwrap();
+        std::fs::write(modules.join("tool/tool"), "#!/bin/sh\n").unwrap();
+        std::fs::write(modules.join("script.sh"), "#!/bin/sh\n").unwrap();
+        assert!(!super::holds_a_component(&modules), "native modules only");
+        std::fs::write(modules.join("tool/tool.wasm"), "").unwrap();
+        assert!(super::holds_a_component(&modules), "in a module's folder");
+        std::fs::remove_file(modules.join("tool/tool.wasm")).unwrap();
+        std::fs::write(modules.join("bare.wasm"), "").unwrap();
+        assert!(super::holds_a_component(&modules), "bare");
+    }
 
     /// Instances are made ahead only by engines that keep things ready (a
     /// long-running host with `warm_processes` on), as native processes

@@ -733,7 +733,7 @@ impl WasmEngine {
         runtime.spawn(async move {
             tokio::task::yield_now().await;
             drop(held);
-            if start_ahead && !component.runs_code_at_instantiation {
+            if start_ahead {
                 engine.make_ahead(&component).await;
             }
         });
@@ -742,7 +742,11 @@ impl WasmEngine {
     /// Make the next call's instance of `component` when none is made or
     /// being made and a slot is free; one that overruns [`ahead::MAKING_AT_MOST`],
     /// fails or reaches WASI refuses the component for good (`ahead.rs`).
-    async fn make_ahead(&self, component: &LoadedComponent) {
+    /// Never for a component whose instantiation runs its own code.
+    pub(crate) async fn make_ahead(&self, component: &LoadedComponent) {
+        if component.runs_code_at_instantiation {
+            return;
+        }
         let ahead = &self.inner.ahead;
         let Some(making) = ahead.start_making(component.digest) else {
             return;
@@ -1507,6 +1511,13 @@ pub(crate) mod tests {
         .expect("an instance is made ahead after a call");
     }
 
+    /// Whether `engine` holds an instance made ahead of the component at
+    /// `program`; `None` while that component is not loaded.
+    pub(crate) fn holds_ahead_of(engine: &WasmEngine, program: &Path) -> Option<bool> {
+        let loaded = engine.loaded_unchanged(program)?;
+        Some(engine.inner.ahead.holds(&loaded.digest))
+    }
+
     pub(crate) fn took_ahead(engine: &WasmEngine) -> usize {
         engine.inner.took_ahead.load(Ordering::Relaxed)
     }
@@ -1772,6 +1783,8 @@ pub(crate) mod tests {
                 let err = ended.unwrap().unwrap_err();
                 assert_eq!(err.kind(), kind, "{name}: {err}");
             }
+            // What a server does for it at load, besides after calls.
+            engine.make_ahead(&component).await;
             tokio::time::sleep(Duration::from_millis(200)).await;
             assert!(!engine.inner.ahead.holds(&component.digest), "{name}");
             assert_eq!(

@@ -19,10 +19,11 @@ use super::{
     Toolbox, live,
 };
 use crate::approval::Refusal;
-use crate::discovery::InstalledModule;
+use crate::discovery::{InstalledModule, ModuleStatus};
 use crate::host::Host;
 use crate::invoke::{InvokeError, InvokeRequest};
 use crate::overrides::{self, OverrideError};
+use crate::runner::{ComponentAhead, Transport};
 
 /// The invoker of every toolbox the library opens ([`open_toolbox`],
 /// [`open_live_toolbox`]): calls go through a [`Host`], over the modules
@@ -186,26 +187,16 @@ async fn load(
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
     let modules = tool_modules(&discovered);
-    host.engines().load_components_ahead(
-        discovered
-            .iter()
-            .filter(|m| {
-                m.transport == crate::runner::Transport::Component
-                    && m.status == crate::discovery::ModuleStatus::Enabled
-            })
-            .map(|m| m.program.clone())
-            .collect(),
-    );
-    if discovered.iter().any(|m| {
-        m.transport == crate::runner::Transport::Native
-            && m.status == crate::discovery::ModuleStatus::Enabled
-    }) {
+    if discovered
+        .iter()
+        .any(|m| m.transport == Transport::Native && m.status == ModuleStatus::Enabled)
+    {
         host.engines().resolve_native_path_ahead();
     }
     host.prepare_schemas_ahead(
         discovered
             .iter()
-            .filter(|m| m.status == crate::discovery::ModuleStatus::Enabled)
+            .filter(|m| m.status == ModuleStatus::Enabled)
             .filter_map(|m| m.descriptor.as_deref())
             .flat_map(|d| &d.capabilities)
             .flat_map(|c| std::iter::once(&c.input_schema).chain(&c.output_schema))
@@ -220,6 +211,8 @@ async fn load(
         host.layout().clone(),
         host.workspace().map(std::path::Path::to_path_buf),
     );
+    host.engines()
+        .load_components_ahead(components_ahead(&discovered, &loaded.registry.tools));
     if let Some(previous) = previous {
         let gone = previous
             .registry
@@ -239,6 +232,23 @@ async fn load(
             .collect();
     }
     Ok((loaded, discovered))
+}
+
+/// The enabled components a long-running host loads before their first
+/// call, each with whether its first call's instance may be made then too:
+/// only when a tool of it may start ahead (its approval verdict is
+/// `allow`), as a call that needs approving first would never take it.
+fn components_ahead(discovered: &[InstalledModule], tools: &[ToolDef]) -> Vec<ComponentAhead> {
+    discovered
+        .iter()
+        .filter(|m| m.transport == Transport::Component && m.status == ModuleStatus::Enabled)
+        .map(|m| ComponentAhead {
+            program: m.program.clone(),
+            instance_too: tools
+                .iter()
+                .any(|t| t.module == m.id && t.approval.allows_starting_ahead()),
+        })
+        .collect()
 }
 
 /// Why `tool`, offered before, is not offered now. Decided from the new
@@ -406,5 +416,70 @@ mod tests {
             "beta__beta_run is denied by rule \"no beta\""
         );
         assert!(changes.has_changed().unwrap(), "a policy edit is signalled");
+    }
+
+    /// A server makes a component's first instance while it waits for the
+    /// first call (that call then only hands it its context), but only where
+    /// the call may start ahead: while the component's tool asks for
+    /// approval it gets none, since such a call never takes one; once the
+    /// operator allows the tool, the reloaded toolbox makes it, and the
+    /// first call takes it.
+    #[cfg(feature = "wasm")]
+    #[tokio::test]
+    async fn a_server_makes_a_components_first_instance_at_load_only_where_its_call_may_start_ahead()
+     {
+        use crate::runner::wasm::tests::{guest, holds_ahead_of, took_ahead};
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let program = home.join("modules/echo/echo.wasm");
+        std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+        std::fs::copy(guest("echo"), &program).unwrap();
+        let asks = "pins = \"off\"\n[[approval.rules]]\nmodule = \"echo\"\ndecision = \"ask\"\n";
+        std::fs::write(home.join("config.toml"), asks).unwrap();
+        let host = Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap()
+        .keep_warm();
+        let toolbox = open_live_toolbox(&host).await.unwrap();
+        let engine = host.engines().wasm().unwrap();
+        let loaded = async {
+            while holds_ahead_of(engine, &program).is_none() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(60), loaded)
+            .await
+            .expect("the component is loaded ahead of its first call");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert_eq!(
+            holds_ahead_of(engine, &program),
+            Some(false),
+            "made ahead for a tool that asks"
+        );
+
+        std::fs::write(home.join("config.toml"), "pins = \"off\"\n").unwrap();
+        let tool = toolbox
+            .tools()
+            .iter()
+            .find(|t| t.module == "echo")
+            .map(|t| t.name.clone())
+            .expect("the echo tool");
+        let made = async {
+            while holds_ahead_of(engine, &program) != Some(true) {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), made)
+            .await
+            .expect("an instance is made ahead once the tool is allowed");
+        let ran = toolbox
+            .call(&tool, json!({"n": 1}), None, None)
+            .await
+            .unwrap();
+        assert!(!ran.is_error, "{}", ran.text);
+        assert_eq!(took_ahead(engine), 1, "the first call takes it");
+        host.shutdown().await;
     }
 }

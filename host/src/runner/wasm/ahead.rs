@@ -30,11 +30,13 @@
 //!   `run` starts, so what the guest can reach is decided at the call
 //!   exactly as for an instance made at the call.
 //! - **Only for allowed calls, on a host that keeps things ready.** An
-//!   instance is made ahead only after a call the host marked
+//!   instance is made ahead only on engines that keep warm (`modhost mcp`
+//!   with `warm_processes` on): after a call the host marked
 //!   [`crate::runner::Call::start_ahead`] (its capability is allowed
-//!   outright) on engines that keep warm (`modhost mcp` with
-//!   `warm_processes` on), and taken only by such a call, as native
-//!   processes started ahead are.
+//!   outright), and once at load for a component a tool of which is allowed
+//!   so (the first call's, [`crate::runner::Engines::load_components_ahead`]).
+//!   It is taken only by such a call, as native processes started ahead
+//!   are.
 //! - **Bounded, and out of a call's way.** At most one instance per
 //!   component is made or waiting, and [`MOST_MADE_AHEAD`] in all (the oldest
 //!   waiting one goes first); each holds one of the pool's slots. One is made
