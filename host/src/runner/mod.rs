@@ -38,7 +38,9 @@ pub use grant::Grant;
 // Only read by the wasm engine; a build without it only drops them.
 #[cfg_attr(not(feature = "wasm"), allow(dead_code))]
 pub struct ComponentAhead {
-    /// The component's file (the approved snapshot the calls run).
+    /// The component's file, as its calls run it (the approved snapshot of a
+    /// pinned module, else the installed file); what is made is keyed by
+    /// the digest of its bytes.
     pub program: PathBuf,
     /// Whether its first call's instance may be made ahead too: only when a
     /// call of it may start ahead ([`Call::start_ahead`]), as a call that may
@@ -182,7 +184,20 @@ impl Engines {
     /// ahead as well (`wasm/ahead.rs`: no guest code runs, the instance gets
     /// its call's context only when a call takes it). A no-op for other
     /// engines.
+    ///
+    /// `components` is the host's whole set: instances made ahead of any
+    /// other component (disabled, removed, changed, or no longer allowed to
+    /// start ahead since the last load) are dropped now.
     pub fn load_components_ahead(&self, components: Vec<ComponentAhead>) {
+        #[cfg(feature = "wasm")]
+        if let Some(Ok(engine)) = self.wasm.get() {
+            engine.keep_made_ahead_only_for(
+                components
+                    .iter()
+                    .filter(|c| c.instance_too)
+                    .map(|c| c.program.as_path()),
+            );
+        }
         #[cfg(feature = "wasm")]
         if self.warm.is_some() && !components.is_empty() {
             let engines = self.clone();

@@ -739,6 +739,17 @@ impl WasmEngine {
         });
     }
 
+    /// Keep instances made ahead only of the components at `programs` (as
+    /// loaded now): what a long-running host still lets start ahead after
+    /// the operator's last change. The others are dropped.
+    pub(crate) fn keep_made_ahead_only_for<'a>(&self, programs: impl Iterator<Item = &'a Path>) {
+        let wanted = programs
+            .filter_map(|program| self.loaded_unchanged(program))
+            .map(|component| component.digest)
+            .collect();
+        self.inner.ahead.keep_only(&wanted);
+    }
+
     /// Make the next call's instance of `component` when none is made or
     /// being made and a slot is free; one that overruns [`ahead::MAKING_AT_MOST`],
     /// fails or reaches WASI refuses the component for good (`ahead.rs`).
@@ -758,13 +769,17 @@ impl WasmEngine {
         // Anything that spins yields, so the time bound can end it.
         store.set_epoch_deadline(1);
         store.epoch_deadline_callback(|_| Ok(UpdateDeadline::Yield(1)));
+        let started = Instant::now();
         let made = tokio::time::timeout(
             ahead::MAKING_AT_MOST,
             component.pre.instantiate_async(&mut store),
         )
         .await;
+        // The timer ends a making that waits or reaches an epoch tick; one
+        // step of host work that overran it, yet finished, is refused too.
+        let in_time = started.elapsed() <= ahead::MAKING_AT_MOST;
         match made {
-            Ok(Ok(command)) if !store.data().wasi_used_ahead => {
+            Ok(Ok(command)) if in_time && !store.data().wasi_used_ahead => {
                 store.data_mut().making_ahead = false;
                 let made = MadeAhead {
                     held: Held { store, _slot: slot },

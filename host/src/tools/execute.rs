@@ -339,26 +339,11 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approval::{Decision, Verdict};
+    use crate::approval::Verdict;
     use serde_json::json;
 
     fn tool() -> ToolDef {
-        ToolDef {
-            name: "files__files_read".into(),
-            module: "files".into(),
-            capability: "files.read".into(),
-            title: String::new(),
-            description: String::new(),
-            input_schema: json!({"type": "object"}),
-            output_schema: None,
-            effects: Default::default(),
-            hints: Default::default(),
-            approval: Decision {
-                verdict: Verdict::Allow,
-                rule: "default".into(),
-                from_rule: false,
-            },
-        }
+        ToolDef::for_test("files__files_read", "files", "files.read", Verdict::Allow)
     }
 
     fn descriptor() -> Descriptor {

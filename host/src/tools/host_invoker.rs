@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::{
     InvokeCall, InvokeFailure, Invoker, Loaded, ModuleEntry, Progress, ProgressSink, ToolDef,
-    Toolbox, live,
+    Toolbox, knowledge_tool, live,
 };
 use crate::approval::Refusal;
 use crate::discovery::{InstalledModule, ModuleStatus};
@@ -238,15 +238,20 @@ async fn load(
 /// call, each with whether its first call's instance may be made then too:
 /// only when a tool of it may start ahead (its approval verdict is
 /// `allow`), as a call that needs approving first would never take it.
+/// Only the module's own tools count: the built-in knowledge tool, always
+/// allowed, is listed under the reserved id `modhost`, which a module
+/// placed by hand in `modules/modhost/` would otherwise share.
 fn components_ahead(discovered: &[InstalledModule], tools: &[ToolDef]) -> Vec<ComponentAhead> {
     discovered
         .iter()
         .filter(|m| m.transport == Transport::Component && m.status == ModuleStatus::Enabled)
         .map(|m| ComponentAhead {
             program: m.program.clone(),
-            instance_too: tools
-                .iter()
-                .any(|t| t.module == m.id && t.approval.allows_starting_ahead()),
+            instance_too: tools.iter().any(|t| {
+                t.module == m.id
+                    && !knowledge_tool::is_this(t)
+                    && t.approval.allows_starting_ahead()
+            }),
         })
         .collect()
 }
@@ -480,6 +485,62 @@ mod tests {
             .unwrap();
         assert!(!ran.is_error, "{}", ran.text);
         assert_eq!(took_ahead(engine), 1, "the first call takes it");
+
+        // The next one, made after that call, goes with the module.
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while holds_ahead_of(engine, &program) != Some(true) {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("an instance is made ahead after the call");
+        std::fs::write(home.join("modules/echo/.disabled"), "").unwrap();
+        assert!(toolbox.tools().iter().all(|t| t.module != "echo"));
+        assert_eq!(
+            holds_ahead_of(engine, &program),
+            Some(false),
+            "kept for a disabled module"
+        );
         host.shutdown().await;
+    }
+
+    /// The attack: a component placed by hand in `modules/modhost/` shares
+    /// the reserved id the built-in knowledge tool (always allowed) is
+    /// listed under. With the operator denying its own tool, it still gets
+    /// no instance made ahead: only a module's own tools count.
+    #[test]
+    fn only_a_components_own_allowed_tools_make_its_first_instance_ahead() {
+        use crate::approval::Verdict;
+        let tool = |module: &str, verdict| {
+            let (name, capability) = (format!("{module}__run"), format!("{module}.run"));
+            ToolDef::for_test(&name, module, &capability, verdict)
+        };
+        let component = |id: &str| InstalledModule {
+            transport: Transport::Component,
+            ..crate::tools::test_support::installed(id, &[&format!("{id}.run")])
+        };
+        let discovered = [
+            component("modhost"),
+            component("allowed"),
+            component("asks"),
+        ];
+        let tools = [
+            knowledge_tool::definition(&[]),
+            tool("modhost", Verdict::Deny),
+            tool("allowed", Verdict::Allow),
+            tool("asks", Verdict::Ask),
+        ];
+        let ahead: Vec<(String, bool)> = components_ahead(&discovered, &tools)
+            .into_iter()
+            .map(|c| (c.program.display().to_string(), c.instance_too))
+            .collect();
+        assert_eq!(
+            ahead,
+            [
+                ("/m/modhost".to_owned(), false),
+                ("/m/allowed".to_owned(), true),
+                ("/m/asks".to_owned(), false),
+            ]
+        );
     }
 }

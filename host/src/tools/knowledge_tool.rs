@@ -23,6 +23,12 @@ pub fn is_offered(modules: &[ModuleEntry]) -> bool {
     modules.iter().any(|m| !m.descriptor.knowledge.is_empty())
 }
 
+/// Whether `tool` is this built-in tool (listed under the reserved module
+/// id `modhost`), not a module's.
+pub(crate) fn is_this(tool: &ToolDef) -> bool {
+    tool.name == KNOWLEDGE_TOOL && tool.module == "modhost"
+}
+
 /// The tool's definition; the module list is spelled out in the schema so a
 /// model cannot guess a module that is not there.
 pub fn definition(modules: &[ModuleEntry]) -> ToolDef {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::call_error::CallError;
 use super::execute::{self, InvokeCall, Invoker, ProgressSink, ToolOutcome};
-use super::knowledge_tool::{self, KNOWLEDGE_TOOL};
+use super::knowledge_tool;
 use super::registry::{Registry, build_registry};
 use super::tool_def::{ModuleEntry, ToolDef};
 use super::withdrawn::Withdrawn;
@@ -83,7 +83,7 @@ impl<I: Invoker> Loaded<I> {
             };
         };
         let record = approval::authorize(&tool.approval, &tool.name, approver)?;
-        if tool.name == KNOWLEDGE_TOOL && tool.module == "modhost" {
+        if knowledge_tool::is_this(tool) {
             return Ok(knowledge_tool::run(&self.modules, &input));
         }
         let module = &self.modules[&tool.module];

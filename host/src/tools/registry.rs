@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use modproto::Descriptor;
 
 use super::description;
-use super::knowledge_tool::{self, KNOWLEDGE_TOOL};
+use super::knowledge_tool;
 use super::tool_def::{Hints, ModuleEntry, ToolDef};
 use crate::approval::{self, ApprovalConfig, ApprovedBy, Refusal};
 use crate::overrides::{self, CapabilityOverride};
@@ -54,9 +54,7 @@ pub fn build_registry(
     }
     let mut registry = refuse_collisions(candidates);
     if !knowledge_tool::is_offered(modules) {
-        registry
-            .tools
-            .retain(|t| !(t.name == KNOWLEDGE_TOOL && t.module == "modhost"));
+        registry.tools.retain(|t| !knowledge_tool::is_this(t));
     }
     registry
 }

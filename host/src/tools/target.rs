@@ -159,39 +159,7 @@ fn unknown_module(modules: &[InstalledModule], id: &str) -> InvokeError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::discovery::ModuleStatus;
-    use crate::runner::Transport;
-    use serde_json::json;
-    use std::sync::Arc;
-
-    fn installed(id: &str, capabilities: &[&str]) -> InstalledModule {
-        let caps: Vec<_> = capabilities
-            .iter()
-            .map(|c| json!({"id": c, "description": "d", "input_schema": {"type": "object"}}))
-            .collect();
-        let descriptor: modproto::Descriptor =
-            serde_json::from_value(json!({"id": id, "version": "1.0.0", "capabilities": caps}))
-                .unwrap();
-        InstalledModule {
-            id: id.to_owned(),
-            version: Some("1.0.0".into()),
-            path: format!("/m/{id}").into(),
-            program: format!("/m/{id}").into(),
-            folder: None,
-            transport: Transport::Native,
-            status: ModuleStatus::Enabled,
-            disabled: false,
-            descriptor: Some(Arc::new(descriptor)),
-            digest: None,
-            tree: None,
-            program_identity: None,
-            warnings: Vec::new(),
-            host_warnings: Vec::new(),
-            error: None,
-            contract: crate::contract::ContractStanding::Unevaluated,
-            pin: None,
-        }
-    }
+    use crate::tools::test_support::installed;
 
     fn modules() -> Vec<InstalledModule> {
         vec![

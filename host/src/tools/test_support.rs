@@ -7,6 +7,8 @@ use modproto::Descriptor;
 use serde_json::{Value, json};
 
 use super::{InvokeCall, InvokeFailure, Invoker, ModuleEntry};
+use crate::discovery::{InstalledModule, ModuleStatus};
+use crate::runner::Transport;
 
 pub(crate) fn module(id: &str, caps: &Value) -> ModuleEntry {
     let d: Descriptor = serde_json::from_value(json!({
@@ -18,6 +20,37 @@ pub(crate) fn module(id: &str, caps: &Value) -> ModuleEntry {
     ModuleEntry {
         descriptor: Arc::new(d),
         dir: None,
+    }
+}
+
+/// A module as discovery finds it: enabled, native, described with
+/// `capabilities` (ids), installed at `/m/<id>`.
+pub(crate) fn installed(id: &str, capabilities: &[&str]) -> InstalledModule {
+    let caps: Vec<_> = capabilities
+        .iter()
+        .map(|c| json!({"id": c, "description": "d", "input_schema": {"type": "object"}}))
+        .collect();
+    let descriptor: modproto::Descriptor =
+        serde_json::from_value(json!({"id": id, "version": "1.0.0", "capabilities": caps}))
+            .unwrap();
+    InstalledModule {
+        id: id.to_owned(),
+        version: Some("1.0.0".into()),
+        path: format!("/m/{id}").into(),
+        program: format!("/m/{id}").into(),
+        folder: None,
+        transport: Transport::Native,
+        status: ModuleStatus::Enabled,
+        disabled: false,
+        descriptor: Some(Arc::new(descriptor)),
+        digest: None,
+        tree: None,
+        program_identity: None,
+        warnings: Vec::new(),
+        host_warnings: Vec::new(),
+        error: None,
+        contract: crate::contract::ContractStanding::Unevaluated,
+        pin: None,
     }
 }
 

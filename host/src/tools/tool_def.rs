@@ -96,3 +96,32 @@ pub struct ModuleEntry {
     /// The module's own folder (knowledge lives there); `None` for a bare executable.
     pub dir: Option<PathBuf>,
 }
+
+#[cfg(test)]
+impl ToolDef {
+    /// A tool of `module`'s `capability` named `name`, the approval
+    /// policy's default giving it `verdict` (for tests).
+    pub(crate) fn for_test(
+        name: &str,
+        module: &str,
+        capability: &str,
+        verdict: Verdict,
+    ) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            module: module.into(),
+            capability: capability.into(),
+            title: String::new(),
+            description: String::new(),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            effects: Default::default(),
+            hints: Default::default(),
+            approval: Decision {
+                verdict,
+                rule: "default".into(),
+                from_rule: false,
+            },
+        }
+    }
+}

@@ -18,7 +18,8 @@
 //!   function. What instantiation does run otherwise is wasmtime's own
 //!   initialization of tables, globals and memory from the component's
 //!   segments. As a second line, making ahead is bounded in time
-//!   ([`MAKING_AT_MOST`]), and one that overruns it, fails, or reaches WASI
+//!   ([`MAKING_AT_MOST`]: cut at its next wait or epoch tick, and checked
+//!   again when it ends), and one that overruns it, fails, or reaches WASI
 //!   refuses the component for good.
 //! - **Still one fresh instance per call.** An instance made ahead serves
 //!   exactly one call and is then dropped (and its slot reset) like any
@@ -42,7 +43,10 @@
 //!   waiting one goes first); each holds one of the pool's slots. One is made
 //!   only when a slot is free and kept only if one still is (no call can be
 //!   queued then), and a call that finds no free slot drops waiting ones
-//!   before it queues.
+//!   before it queues. When the host loads its modules again after an
+//!   operator's change, the waiting instances of components it no longer
+//!   lets start ahead (disabled, removed, changed, asked for approval) are
+//!   dropped.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
@@ -183,6 +187,22 @@ impl<T> InstancesAhead<T> {
         // Dropped outside the lock: dropping resets its slot.
         let oldest = self.lock().ready.pop_front();
         oldest.is_some()
+    }
+
+    /// Drop every instance made ahead whose component is not `wanted`
+    /// any more (disabled, removed, changed, or its tools no longer allowed
+    /// to start ahead), freeing their slots.
+    pub(super) fn keep_only(&self, wanted: &HashSet<blake3::Hash>) {
+        let unwanted: VecDeque<_> = {
+            let mut state = self.lock();
+            let (keep, unwanted) = std::mem::take(&mut state.ready)
+                .into_iter()
+                .partition(|(digest, _)| wanted.contains(digest));
+            state.ready = keep;
+            unwanted
+        };
+        // Dropped outside the lock: dropping resets their slots.
+        drop(unwanted);
     }
 
     #[cfg(test)]
