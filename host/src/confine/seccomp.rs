@@ -728,6 +728,32 @@ mod tests {
         }
     }
 
+    /// What every program is checked against: each number 0..512 (and x32
+    /// ones, and one beyond any table) with its [`argument_cases`].
+    fn every_case(network: bool) -> impl Iterator<Item = Data> {
+        let refusals = refusals(network);
+        let numbers = (0..512u32).chain(
+            #[cfg(target_arch = "x86_64")]
+            [
+                X32_SYSCALL_BIT,
+                X32_SYSCALL_BIT | 41,
+                X32_SYSCALL_BIT | 512,
+                u32::MAX,
+            ],
+            #[cfg(not(target_arch = "x86_64"))]
+            [u32::MAX],
+        );
+        numbers.flat_map(move |nr| {
+            argument_cases(nr, &refusals)
+                .into_iter()
+                .map(move |args| Data {
+                    nr,
+                    arch: AUDIT_ARCH,
+                    args,
+                })
+        })
+    }
+
     /// Every number 0..512 (and x32 ones), with representative arguments
     /// (every combination of the first three for a call refused by its
     /// arguments), answered by the one-program layout and by the old
@@ -737,47 +763,22 @@ mod tests {
         for network in [false, true] {
             let new = &programs(network).unwrap().program.instructions;
             let old = three_filter_layout(network);
-            let refusals = refusals(network);
-            let numbers = (0..512u32).chain(
-                #[cfg(target_arch = "x86_64")]
-                [
-                    X32_SYSCALL_BIT,
-                    X32_SYSCALL_BIT | 41,
-                    X32_SYSCALL_BIT | 512,
-                    u32::MAX,
-                ],
-                #[cfg(not(target_arch = "x86_64"))]
-                [],
-            );
-            for nr in numbers {
-                let args = argument_cases(nr, &refusals);
-                for args in args {
-                    let data = Data {
-                        nr,
-                        arch: AUDIT_ARCH,
-                        args,
-                    };
-                    let want = expected(nr, &args, network);
-                    assert_eq!(
-                        run(new, &data).ret,
-                        want,
-                        "one program, network {network}, number {nr}, args {args:x?}"
-                    );
-                    assert_eq!(
-                        kernel_answer(&old, &data),
-                        want,
-                        "three filters, network {network}, number {nr}, args {args:x?}"
-                    );
-                }
+            for data in every_case(network) {
+                let (nr, args) = (data.nr, data.args);
+                let want = expected(nr, &args, network);
+                assert_eq!(
+                    run(new, &data).ret,
+                    want,
+                    "one program, network {network}, number {nr}, args {args:x?}"
+                );
+                assert_eq!(
+                    kernel_answer(&old, &data),
+                    want,
+                    "three filters, network {network}, number {nr}, args {args:x?}"
+                );
             }
         }
     }
-
-    /// x32 numbers on x86_64; none elsewhere.
-    #[cfg(target_arch = "x86_64")]
-    const X32_SYSCALL_BIT_OR_ZERO: u32 = X32_SYSCALL_BIT;
-    #[cfg(not(target_arch = "x86_64"))]
-    const X32_SYSCALL_BIT_OR_ZERO: u32 = 0;
 
     /// The attack on the split: a module started by a spawner thread runs
     /// under the thread's base layer and its own group layer. Stacked, they
@@ -794,21 +795,14 @@ mod tests {
                 programs.base.instructions.clone(),
                 programs.group.instructions.clone(),
             ];
-            let refusals = refusals(network);
-            for nr in (0..512u32).chain([X32_SYSCALL_BIT_OR_ZERO | 41, u32::MAX]) {
-                let args = argument_cases(nr, &refusals);
-                for args in args {
-                    let data = Data {
-                        nr,
-                        arch: AUDIT_ARCH,
-                        args,
-                    };
-                    assert_eq!(
-                        kernel_answer(&layers, &data),
-                        run(whole, &data).ret,
-                        "network {network}, number {nr}, args {args:x?}"
-                    );
-                }
+            for data in every_case(network) {
+                assert_eq!(
+                    kernel_answer(&layers, &data),
+                    run(whole, &data).ret,
+                    "network {network}, number {}, args {:x?}",
+                    data.nr,
+                    data.args
+                );
             }
             for nr in GROUP_CALLS {
                 let data = Data {
