@@ -44,7 +44,9 @@ mod cache;
 pub use cache::{CompileWatcher, watch_compiles};
 mod known_digests;
 mod pool;
+mod sealed;
 mod stdio;
+mod whole_file;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -362,9 +364,9 @@ impl WasmEngine {
         let mut file = std::fs::File::open(path).map_err(read_error)?;
         // The identity is taken before the read: a write during the read
         // changes the file's identity, so the next call hashes again.
-        let identity = FileIdentity::of(&file.metadata().map_err(read_error)?);
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
+        let meta = file.metadata().map_err(read_error)?;
+        let identity = FileIdentity::of(&meta);
+        let bytes = whole_file::read_whole(&mut file, meta.len()).map_err(read_error)?;
         let digest = blake3::hash(&bytes);
         self.inner.digests.remember(path, identity, digest);
         if let Some(loaded) = self.lock_loaded().get(&digest) {
@@ -381,7 +383,7 @@ impl WasmEngine {
                     notifications,
                 ));
                 gate.compiling(&announcement);
-                let compiled = Component::new(&inner.engine, &bytes);
+                let compiled = Component::new(&inner.engine, &*bytes);
                 gate.turn_over();
                 if let Ok(announcement) = Arc::try_unwrap(announcement) {
                     announcement.finish(compiled.is_ok());
@@ -1913,8 +1915,8 @@ pub(crate) mod tests {
         assert!(rx.try_recv().is_err(), "a cached load sent progress");
     }
 
-    #[test]
-    fn compiled_cache_is_reused_and_a_corrupt_entry_recompiled() {
+    #[tokio::test]
+    async fn compiled_cache_is_reused_and_a_corrupt_entry_recompiled() {
         let home = tempfile::tempdir().unwrap();
         let cache = home.path().join("cache/components");
         let echo = guest("echo");
@@ -1931,9 +1933,15 @@ pub(crate) mod tests {
         );
 
         let restarted = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
+        let from_disk = restarted.load(&echo).unwrap();
+        assert_eq!(from_disk.origin(), LoadOrigin::DiskCache);
+        // The code mapped from the cache (a sealed memfd) runs and answers.
+        let exchange = call_on(&restarted, &from_disk, json!({"n": 2}), &[], LONG)
+            .await
+            .unwrap();
         assert_eq!(
-            restarted.load(&echo).unwrap().origin(),
-            LoadOrigin::DiskCache
+            exchange.response.outcome.unwrap(),
+            json!({"output": {"echo": {"n": 2}}})
         );
 
         let entries: Vec<_> = std::fs::read_dir(&cache)

@@ -41,6 +41,7 @@ use modproto::{Notification, ProgressParams};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
+use super::sealed::{Sealed, SealedWriter};
 use crate::atomic_file::write_atomically;
 use crate::runner::NotificationSink;
 
@@ -200,7 +201,7 @@ impl ComponentCache {
     /// The cached component for these bytes, if a trustworthy entry exists.
     pub(super) fn get(&self, engine: &Engine, digest: &blake3::Hash) -> Option<Component> {
         let path = self.entry_path(digest)?;
-        let entry = match read_entry(&path, digest, &self.compatibility) {
+        let entry = match read_entry(&path, digest, &self.compatibility, Filling::best()) {
             Ok(Some(entry)) => entry,
             Ok(None) => return None,
             Err(reason) => {
@@ -208,7 +209,7 @@ impl ComponentCache {
                 return None;
             }
         };
-        match deserialize_own_entry(engine, entry.payload()) {
+        match deserialize_own_entry(engine, &entry) {
             Ok(component) => Some(component),
             Err(e) => {
                 tracing::debug!("ignoring compiled cache entry {}: {e}", path.display());
@@ -282,24 +283,53 @@ fn prepare_private_dir(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// An entry read whole and verified; the payload is the part after the
-/// header (kept in place: copying ~1 MB again costs a restart measurably).
-struct VerifiedEntry {
-    bytes: Vec<u8>,
+/// An entry's payload, verified, where no one can change it any more.
+enum VerifiedPayload {
+    /// In a sealed memfd, which wasmtime maps without a copy (`sealed.rs`).
+    Sealed(Sealed),
+    /// In this process's memory, where memfds are unavailable.
+    InMemory(Vec<u8>),
 }
 
-impl VerifiedEntry {
-    fn payload(&self) -> &[u8] {
-        &self.bytes[HEADER_LEN..]
+impl VerifiedPayload {
+    #[cfg(test)]
+    fn contents(&self) -> Vec<u8> {
+        match self {
+            VerifiedPayload::Sealed(sealed) => sealed.contents(),
+            VerifiedPayload::InMemory(bytes) => bytes.clone(),
+        }
     }
 }
+
+/// Where a payload is copied while it is hashed.
+enum Filling {
+    Sealing(SealedWriter),
+    InMemory(Vec<u8>),
+}
+
+impl Filling {
+    /// A sealed memfd where the kernel offers one, else memory.
+    fn best() -> Filling {
+        match SealedWriter::new("modhost-compiled-component") {
+            Ok(writer) => Filling::Sealing(writer),
+            Err(e) => {
+                tracing::debug!("reading compiled components into memory: no memfd ({e})");
+                Filling::InMemory(Vec::new())
+            }
+        }
+    }
+}
+
+/// How much of a payload is read, hashed and copied at a time.
+const CHUNK: usize = 64 * 1024;
 
 /// Read and verify an entry; `Ok(None)` when there is none.
 fn read_entry(
     path: &Path,
     digest: &blake3::Hash,
     compatibility: &[u8; 32],
-) -> Result<Option<VerifiedEntry>, String> {
+    filling: Filling,
+) -> Result<Option<VerifiedPayload>, String> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
@@ -315,22 +345,63 @@ fn read_entry(
     if !meta.is_file() || meta.uid() != me || meta.mode() & 0o022 != 0 {
         return Err("not a private regular file of this user".into());
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.read_to_end(&mut bytes)
-        .map_err(|e| format!("reading: {e}"))?;
-    parse_entry(&bytes, digest, compatibility)?;
-    Ok(Some(VerifiedEntry { bytes }))
+    let mut header = [0u8; HEADER_LEN];
+    file.read_exact(&mut header)
+        .map_err(|_| "not a modhost compiled-component entry".to_owned())?;
+    let (payload_digest, payload_len) = parse_header(&header, digest, compatibility)?;
+    let payload_len = usize::try_from(payload_len).map_err(|_| "truncated".to_owned())?;
+    // Each chunk is hashed and copied from the same buffer, so what is
+    // compared below is exactly what the payload holds.
+    let mut filling = filling;
+    let mut hasher = blake3::Hasher::new();
+    let mut chunk = vec![0u8; CHUNK];
+    let mut left = payload_len;
+    while left > 0 {
+        let n = match file.read(&mut chunk[..left.min(CHUNK)]) {
+            Ok(0) => return Err("truncated".into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("reading: {e}")),
+        };
+        hasher.update(&chunk[..n]);
+        match &mut filling {
+            Filling::Sealing(writer) => writer
+                .write_all(&chunk[..n])
+                .map_err(|e| format!("copying into a memfd: {e}"))?,
+            Filling::InMemory(bytes) => bytes.extend_from_slice(&chunk[..n]),
+        }
+        left -= n;
+    }
+    if file
+        .read(&mut chunk[..1])
+        .map_err(|e| format!("reading: {e}"))?
+        != 0
+    {
+        return Err("longer than its header says".into());
+    }
+    if hasher.finalize().as_bytes() != &payload_digest {
+        return Err("corrupt (payload digest mismatch)".into());
+    }
+    Ok(Some(match filling {
+        Filling::Sealing(writer) => VerifiedPayload::Sealed(
+            writer
+                .seal()
+                .map_err(|e| format!("sealing its memfd: {e}"))?,
+        ),
+        Filling::InMemory(bytes) => VerifiedPayload::InMemory(bytes),
+    }))
 }
 
-fn parse_entry<'a>(
-    bytes: &'a [u8],
+/// Check an entry's header against the component and engine it must be
+/// for; its payload's digest and length.
+fn parse_header(
+    header: &[u8; HEADER_LEN],
     digest: &blake3::Hash,
     compatibility: &[u8; 32],
-) -> Result<&'a [u8], String> {
-    if bytes.len() < HEADER_LEN || &bytes[..MAGIC.len()] != MAGIC {
+) -> Result<([u8; 32], u64), String> {
+    if &header[..MAGIC.len()] != MAGIC {
         return Err("not a modhost compiled-component entry".into());
     }
-    let (header, payload) = bytes.split_at(HEADER_LEN);
     let field = |n: usize| &header[MAGIC.len() + 32 * n..MAGIC.len() + 32 * (n + 1)];
     if field(0) != digest.as_bytes() {
         return Err("it is for other component bytes".into());
@@ -338,31 +409,47 @@ fn parse_entry<'a>(
     if field(1) != compatibility {
         return Err("it was compiled by an incompatible engine".into());
     }
+    let mut payload_digest = [0u8; 32];
+    payload_digest.copy_from_slice(field(2));
     let mut length = [0u8; 8];
     length.copy_from_slice(&header[MAGIC.len() + 96..]);
-    if u64::from_le_bytes(length) != payload.len() as u64 {
-        return Err("truncated".into());
-    }
-    if field(2) != blake3::hash(payload).as_bytes() {
-        return Err("corrupt (payload digest mismatch)".into());
-    }
-    Ok(payload)
+    Ok((payload_digest, u64::from_le_bytes(length)))
 }
 
 /// Deserialize a payload that [`read_entry`] verified.
 #[allow(unsafe_code)]
-fn deserialize_own_entry(engine: &Engine, payload: &[u8]) -> wasmtime::Result<Component> {
-    // SAFETY: `Component::deserialize` requires bytes produced by
-    // `Component::serialize` of a compatible engine, because it maps them as
-    // executable code. These bytes were: `read_entry` only returns the payload
-    // of a regular file (not a symlink) owned by this user, writable by no one
+fn deserialize_own_entry(
+    engine: &Engine,
+    payload: &VerifiedPayload,
+) -> wasmtime::Result<Component> {
+    // SAFETY: `Component::deserialize` (and `deserialize_file`) require bytes
+    // produced by `Component::serialize` of a compatible engine, because
+    // they map them as executable code, and the file must not change while
+    // mapped. These bytes were: `read_entry` only returns the payload of a
+    // regular file (not a symlink) owned by this user, writable by no one
     // else, inside a directory this host created 0700 and owns; the header
     // names this component's digest and this engine's compatibility hash, and
     // the payload's blake3 digest matches the one written beside it by
-    // `write_entry`, which only ever writes `Component::serialize` output. The
-    // only party able to forge such a file is this user, who can already run
-    // anything as the host. wasmtime also re-checks the engine configuration.
-    unsafe { Component::deserialize(engine, payload) }
+    // `write_entry`, which only ever writes `Component::serialize` output.
+    // The digest was taken over the very bytes that were copied into memory
+    // no one can change: this process's own, or a memfd sealed against
+    // writing, growing and shrinking before the comparison. The only party
+    // able to forge an entry is this user, who can already run anything as
+    // the host. wasmtime also re-checks the engine configuration.
+    match payload {
+        VerifiedPayload::Sealed(sealed) => {
+            match unsafe { Component::deserialize_file(engine, sealed.path()) } {
+                Ok(component) => Ok(component),
+                // A kernel that will not map it: the same sealed bytes, copied.
+                Err(e) => {
+                    tracing::debug!("mapping a sealed compiled component failed ({e}); copying it");
+                    let bytes = std::fs::read(sealed.path())?;
+                    unsafe { Component::deserialize(engine, bytes) }
+                }
+            }
+        }
+        VerifiedPayload::InMemory(bytes) => unsafe { Component::deserialize(engine, bytes) },
+    }
 }
 
 fn write_entry(
@@ -385,28 +472,62 @@ fn write_entry(
 mod tests {
     use super::*;
 
+    /// Read `path` as the entry for `digest`, its payload's contents.
+    fn verified(
+        path: &Path,
+        digest: &blake3::Hash,
+        compat: &[u8; 32],
+        filling: Filling,
+    ) -> Result<Option<Vec<u8>>, String> {
+        read_entry(path, digest, compat, filling).map(|p| p.map(|p| p.contents()))
+    }
+
     #[test]
-    fn entries_are_verified_field_by_field() {
+    fn entries_are_verified_field_by_field_whether_sealed_or_in_memory() {
         let digest = blake3::hash(b"component bytes");
         let compat = [7u8; 32];
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("entry");
-        write_entry(&path, &digest, &compat, b"payload").unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        assert_eq!(parse_entry(&bytes, &digest, &compat).unwrap(), b"payload");
-        assert!(parse_entry(&bytes, &blake3::hash(b"other"), &compat).is_err());
-        assert!(parse_entry(&bytes, &digest, &[8u8; 32]).is_err());
-        assert!(parse_entry(&bytes[..bytes.len() - 1], &digest, &compat).is_err());
-        let mut flipped = bytes.clone();
-        *flipped.last_mut().unwrap() ^= 1;
-        assert!(
-            parse_entry(&flipped, &digest, &compat)
-                .unwrap_err()
-                .contains("corrupt")
-        );
-        assert!(parse_entry(b"short", &digest, &compat).is_err());
+        let payload: Vec<u8> = (0..3 * CHUNK + 17).map(|i| (i % 251) as u8).collect();
+        write_entry(&path, &digest, &compat, &payload).unwrap();
         // The temporary file is gone after the rename.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let bytes = std::fs::read(&path).unwrap();
+        let tampered = |name: &str, change: &dyn Fn(&mut Vec<u8>)| {
+            let mut changed = bytes.clone();
+            change(&mut changed);
+            let path = dir.path().join(name);
+            std::fs::write(&path, changed).unwrap();
+            path
+        };
+        let cut = tampered("cut", &|b| b.truncate(b.len() - 1));
+        let longer = tampered("longer", &|b| b.push(0));
+        let flipped = tampered("flipped", &|b| *b.last_mut().unwrap() ^= 1);
+        let short = tampered("short", &|b| b.truncate(5));
+        let sealed = || Filling::best();
+        let in_memory = || Filling::InMemory(Vec::new());
+        for filling in [sealed as fn() -> Filling, in_memory] {
+            assert_eq!(
+                verified(&path, &digest, &compat, filling())
+                    .unwrap()
+                    .unwrap(),
+                payload
+            );
+            let refused = |path: &Path, digest: &blake3::Hash, compat: &[u8; 32]| {
+                verified(path, digest, compat, filling()).unwrap_err()
+            };
+            assert!(refused(&path, &blake3::hash(b"other"), &compat).contains("other component"));
+            assert!(refused(&path, &digest, &[8u8; 32]).contains("incompatible"));
+            assert_eq!(refused(&cut, &digest, &compat), "truncated");
+            assert!(refused(&longer, &digest, &compat).contains("longer"));
+            assert!(refused(&flipped, &digest, &compat).contains("corrupt"));
+            assert!(refused(&short, &digest, &compat).contains("not a modhost"));
+        }
+        // On this machine (Linux with /proc) the payload is sealed, not copied.
+        assert!(matches!(
+            read_entry(&path, &digest, &compat, Filling::best()),
+            Ok(Some(VerifiedPayload::Sealed(_)))
+        ));
     }
 
     #[test]
@@ -418,20 +539,12 @@ mod tests {
         write_entry(&real, &digest, &compat, b"payload").unwrap();
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        assert!(read_entry(&link, &digest, &compat).is_err());
-        assert_eq!(
-            read_entry(&real, &digest, &compat)
-                .unwrap()
-                .expect("an entry")
-                .payload(),
-            b"payload"
-        );
+        let read = |path: &Path| verified(path, &digest, &compat, Filling::best());
+        assert!(read(&link).is_err());
+        assert_eq!(read(&real).unwrap().expect("an entry"), b"payload");
         std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o666)).unwrap();
-        assert!(read_entry(&real, &digest, &compat).is_err());
-        assert!(matches!(
-            read_entry(&dir.path().join("missing"), &digest, &compat),
-            Ok(None)
-        ));
+        assert!(read(&real).is_err());
+        assert!(matches!(read(&dir.path().join("missing")), Ok(None)));
     }
 
     #[test]
