@@ -201,7 +201,7 @@ impl ComponentCache {
     /// The cached component for these bytes, if a trustworthy entry exists.
     pub(super) fn get(&self, engine: &Engine, digest: &blake3::Hash) -> Option<Component> {
         let path = self.entry_path(digest)?;
-        let entry = match read_entry(&path, digest, &self.compatibility, Filling::best()) {
+        let entry = match read_entry(&path, digest, &self.compatibility, Keep::SealedIfPossible) {
             Ok(Some(entry)) => entry,
             Ok(None) => return None,
             Err(reason) => {
@@ -295,32 +295,23 @@ impl VerifiedPayload {
     #[cfg(test)]
     fn contents(&self) -> Vec<u8> {
         match self {
-            VerifiedPayload::Sealed(sealed) => sealed.contents(),
+            VerifiedPayload::Sealed(sealed) => sealed.contents().unwrap(),
             VerifiedPayload::InMemory(bytes) => bytes.clone(),
         }
     }
 }
 
-/// Where a payload is copied while it is hashed.
-enum Filling {
-    Sealing(SealedWriter),
-    InMemory(Vec<u8>),
+/// Where a payload is kept once read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// In a sealed memfd where the kernel offers one, else in memory.
+    SealedIfPossible,
+    /// In memory even where a memfd is offered (the tests of that path).
+    #[cfg(test)]
+    InMemory,
 }
 
-impl Filling {
-    /// A sealed memfd where the kernel offers one, else memory.
-    fn best() -> Filling {
-        match SealedWriter::new("modhost-compiled-component") {
-            Ok(writer) => Filling::Sealing(writer),
-            Err(e) => {
-                tracing::debug!("reading compiled components into memory: no memfd ({e})");
-                Filling::InMemory(Vec::new())
-            }
-        }
-    }
-}
-
-/// How much of a payload is read, hashed and copied at a time.
+/// How much of a payload is read and copied at a time.
 const CHUNK: usize = 64 * 1024;
 
 /// Read and verify an entry; `Ok(None)` when there is none.
@@ -328,7 +319,7 @@ fn read_entry(
     path: &Path,
     digest: &blake3::Hash,
     compatibility: &[u8; 32],
-    filling: Filling,
+    keep: Keep,
 ) -> Result<Option<VerifiedPayload>, String> {
     let file = OpenOptions::new()
         .read(true)
@@ -350,12 +341,55 @@ fn read_entry(
         .map_err(|_| "not a modhost compiled-component entry".to_owned())?;
     let (payload_digest, payload_len) = parse_header(&header, digest, compatibility)?;
     let payload_len = usize::try_from(payload_len).map_err(|_| "truncated".to_owned())?;
-    // Each chunk is hashed and copied from the same buffer, so what is
-    // compared below is exactly what the payload holds.
-    let mut filling = filling;
-    let mut hasher = blake3::Hasher::new();
+    let writer = match keep {
+        Keep::SealedIfPossible => SealedWriter::new("modhost-compiled-component")
+            .inspect_err(|e| tracing::debug!("reading compiled components into memory: {e}"))
+            .ok(),
+        #[cfg(test)]
+        Keep::InMemory => None,
+    };
+    // The digest is taken over what is kept, once nothing can change it:
+    // the sealed memfd's contents, or this process's own copy.
+    let (payload, kept_digest) = match writer {
+        Some(mut writer) => {
+            copy_payload(&mut file, payload_len, |chunk| {
+                writer
+                    .write_all(chunk)
+                    .map_err(|e| format!("copying into a memfd: {e}"))
+            })?;
+            let sealed = writer
+                .seal()
+                .map_err(|e| format!("sealing its memfd: {e}"))?;
+            let kept_digest = sealed
+                .digest()
+                .map_err(|e| format!("reading its memfd: {e}"))?;
+            (VerifiedPayload::Sealed(sealed), kept_digest)
+        }
+        None => {
+            let mut bytes = Vec::with_capacity(payload_len);
+            copy_payload(&mut file, payload_len, |chunk| {
+                bytes.extend_from_slice(chunk);
+                Ok(())
+            })?;
+            let kept_digest = blake3::hash(&bytes);
+            (VerifiedPayload::InMemory(bytes), kept_digest)
+        }
+    };
+    if kept_digest.as_bytes() != &payload_digest {
+        return Err("corrupt (payload digest mismatch)".into());
+    }
+    Ok(Some(payload))
+}
+
+/// Hand the `len` bytes after the header to `put`, a chunk at a time; an
+/// entry shorter or longer than its header says is refused.
+fn copy_payload(
+    file: &mut std::fs::File,
+    len: usize,
+    mut put: impl FnMut(&[u8]) -> Result<(), String>,
+) -> Result<(), String> {
     let mut chunk = vec![0u8; CHUNK];
-    let mut left = payload_len;
+    let mut left = len;
     while left > 0 {
         let n = match file.read(&mut chunk[..left.min(CHUNK)]) {
             Ok(0) => return Err("truncated".into()),
@@ -363,33 +397,16 @@ fn read_entry(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(format!("reading: {e}")),
         };
-        hasher.update(&chunk[..n]);
-        match &mut filling {
-            Filling::Sealing(writer) => writer
-                .write_all(&chunk[..n])
-                .map_err(|e| format!("copying into a memfd: {e}"))?,
-            Filling::InMemory(bytes) => bytes.extend_from_slice(&chunk[..n]),
-        }
+        put(&chunk[..n])?;
         left -= n;
     }
-    if file
+    let beyond = file
         .read(&mut chunk[..1])
-        .map_err(|e| format!("reading: {e}"))?
-        != 0
-    {
+        .map_err(|e| format!("reading: {e}"))?;
+    if beyond != 0 {
         return Err("longer than its header says".into());
     }
-    if hasher.finalize().as_bytes() != &payload_digest {
-        return Err("corrupt (payload digest mismatch)".into());
-    }
-    Ok(Some(match filling {
-        Filling::Sealing(writer) => VerifiedPayload::Sealed(
-            writer
-                .seal()
-                .map_err(|e| format!("sealing its memfd: {e}"))?,
-        ),
-        Filling::InMemory(bytes) => VerifiedPayload::InMemory(bytes),
-    }))
+    Ok(())
 }
 
 /// Check an entry's header against the component and engine it must be
@@ -431,19 +448,26 @@ fn deserialize_own_entry(
     // names this component's digest and this engine's compatibility hash, and
     // the payload's blake3 digest matches the one written beside it by
     // `write_entry`, which only ever writes `Component::serialize` output.
-    // The digest was taken over the very bytes that were copied into memory
-    // no one can change: this process's own, or a memfd sealed against
-    // writing, growing and shrinking before the comparison. The only party
-    // able to forge an entry is this user, who can already run anything as
-    // the host. wasmtime also re-checks the engine configuration.
+    // That digest was taken over what is deserialized here, once nothing
+    // could change it: this process's own copy, or a memfd sealed against
+    // writing, growing and shrinking before it was hashed, mapped through a
+    // path checked to open that very memfd in procfs (else read through its
+    // descriptor). The only party able to forge an entry is this user, who
+    // can already run anything as the host. wasmtime also re-checks the
+    // engine configuration.
     match payload {
         VerifiedPayload::Sealed(sealed) => {
-            match unsafe { Component::deserialize_file(engine, sealed.path()) } {
+            let mapped = sealed
+                .verified_path()
+                .map_err(wasmtime::Error::from)
+                .and_then(|path| unsafe { Component::deserialize_file(engine, path) });
+            match mapped {
                 Ok(component) => Ok(component),
-                // A kernel that will not map it: the same sealed bytes, copied.
+                // No usable /proc, or a kernel that will not map it: the
+                // same sealed bytes, copied through the descriptor.
                 Err(e) => {
                     tracing::debug!("mapping a sealed compiled component failed ({e}); copying it");
-                    let bytes = std::fs::read(sealed.path())?;
+                    let bytes = sealed.contents()?;
                     unsafe { Component::deserialize(engine, bytes) }
                 }
             }
@@ -477,9 +501,9 @@ mod tests {
         path: &Path,
         digest: &blake3::Hash,
         compat: &[u8; 32],
-        filling: Filling,
+        keep: Keep,
     ) -> Result<Option<Vec<u8>>, String> {
-        read_entry(path, digest, compat, filling).map(|p| p.map(|p| p.contents()))
+        read_entry(path, digest, compat, keep).map(|p| p.map(|p| p.contents()))
     }
 
     #[test]
@@ -504,17 +528,13 @@ mod tests {
         let longer = tampered("longer", &|b| b.push(0));
         let flipped = tampered("flipped", &|b| *b.last_mut().unwrap() ^= 1);
         let short = tampered("short", &|b| b.truncate(5));
-        let sealed = || Filling::best();
-        let in_memory = || Filling::InMemory(Vec::new());
-        for filling in [sealed as fn() -> Filling, in_memory] {
+        for keep in [Keep::SealedIfPossible, Keep::InMemory] {
             assert_eq!(
-                verified(&path, &digest, &compat, filling())
-                    .unwrap()
-                    .unwrap(),
+                verified(&path, &digest, &compat, keep).unwrap().unwrap(),
                 payload
             );
             let refused = |path: &Path, digest: &blake3::Hash, compat: &[u8; 32]| {
-                verified(path, digest, compat, filling()).unwrap_err()
+                verified(path, digest, compat, keep).unwrap_err()
             };
             assert!(refused(&path, &blake3::hash(b"other"), &compat).contains("other component"));
             assert!(refused(&path, &digest, &[8u8; 32]).contains("incompatible"));
@@ -525,7 +545,7 @@ mod tests {
         }
         // On this machine (Linux with /proc) the payload is sealed, not copied.
         assert!(matches!(
-            read_entry(&path, &digest, &compat, Filling::best()),
+            read_entry(&path, &digest, &compat, Keep::SealedIfPossible),
             Ok(Some(VerifiedPayload::Sealed(_)))
         ));
     }
@@ -539,7 +559,7 @@ mod tests {
         write_entry(&real, &digest, &compat, b"payload").unwrap();
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
-        let read = |path: &Path| verified(path, &digest, &compat, Filling::best());
+        let read = |path: &Path| verified(path, &digest, &compat, Keep::SealedIfPossible);
         assert!(read(&link).is_err());
         assert_eq!(read(&real).unwrap().expect("an entry"), b"payload");
         std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o666)).unwrap();

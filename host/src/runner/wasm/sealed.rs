@@ -5,30 +5,37 @@
 //! component. Read into the host's memory, it took a fresh buffer (one page
 //! fault per page as the read filled it) and then wasmtime's copy of it (as
 //! many again): on a virtual machine, where a first touch of a page is
-//! expensive, most of a first call's load. Here the payload is written
-//! into a memfd as it is hashed, the memfd is sealed, and wasmtime maps it
-//! (`Component::deserialize_file` on `/proc/self/fd/N`): the kernel copies
-//! the file's pages once, and nothing is faulted in twice.
+//! expensive, most of a first call's load. Here the payload is copied into
+//! a memfd, the memfd is sealed, its digest is taken over the sealed
+//! contents, and wasmtime maps it (`Component::deserialize_file` on
+//! `/proc/self/fd/N`): the kernel copies the file's pages once, and nothing
+//! is faulted in twice.
 //!
 //! Design decisions:
 //!
-//! - **The bytes hashed are the bytes mapped.** Every chunk is hashed and
-//!   written from the same buffer; the seals (`F_SEAL_WRITE`,
+//! - **The bytes hashed are the bytes mapped.** The seals (`F_SEAL_WRITE`,
 //!   `F_SEAL_SHRINK`, `F_SEAL_GROW`, then `F_SEAL_SEAL` so none can be
-//!   removed) make the memfd's contents final before its digest is
-//!   compared, so no writer can swap code in between the check and the
-//!   mapping, and no truncation can fault the host (`SIGBUS`) while it runs
-//!   the code. A mapping of the cache file itself would have both holes.
-//! - **Where memfds or `/proc` are missing, the caller reads into memory
-//!   instead** ([`SealedWriter::new`] fails, the caller keeps a `Vec`): the
-//!   same checks, one copy more.
+//!   removed) make the contents final first; only then are they hashed
+//!   ([`Sealed::digest`]), so no writer can change code between the check
+//!   and the mapping (not even one that reaches the memfd through
+//!   `/proc/<host>/fd` while it is being filled), and no truncation can
+//!   fault the host (`SIGBUS`) while it runs the code. A mapping of the
+//!   cache file itself would have both holes.
+//! - **The path must lead to this memfd.** wasmtime opens a path, not a
+//!   descriptor, so [`Sealed::verified_path`] checks that `/proc/self/fd`
+//!   is procfs and that the path opens the very inode sealed here;
+//!   otherwise the caller reads the sealed bytes through the descriptor.
+//! - **Where memfds are missing, the caller reads into memory instead**
+//!   ([`SealedWriter::new`] fails, the caller keeps a `Vec`): the same
+//!   checks, one copy more.
 
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::fs::{MemfdFlags, PROC_SUPER_MAGIC, SealFlags};
 
 /// Where this process reaches its own descriptors by path.
 const OWN_FDS: &str = "/proc/self/fd";
@@ -37,15 +44,8 @@ const OWN_FDS: &str = "/proc/self/fd";
 pub(super) struct SealedWriter(File);
 
 impl SealedWriter {
-    /// An empty memfd, or `Err` where the kernel has none or `/proc` is not
-    /// mounted (wasmtime could not map it by path).
+    /// An empty memfd, or `Err` where the kernel has none.
     pub(super) fn new(name: &str) -> std::io::Result<SealedWriter> {
-        if !Path::new(OWN_FDS).is_dir() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::NotFound,
-                format!("{OWN_FDS} is not mounted"),
-            ));
-        }
         let fd = rustix::fs::memfd_create(name, MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
         Ok(SealedWriter(File::from(fd)))
     }
@@ -69,18 +69,66 @@ impl SealedWriter {
 pub(super) struct Sealed(File);
 
 impl Sealed {
-    /// A path that opens this memfd (for APIs that take a path); valid while
-    /// `self` lives.
-    pub(super) fn path(&self) -> PathBuf {
-        Path::new(OWN_FDS).join(self.0.as_raw_fd().to_string())
+    /// A path that opens this memfd (for APIs that take a path), valid while
+    /// `self` lives: `/proc/self/fd/N`, once checked to be procfs's and to
+    /// open this very inode.
+    pub(super) fn verified_path(&self) -> std::io::Result<PathBuf> {
+        self.verified_path_in(Path::new(OWN_FDS))
     }
 
-    /// The whole contents (tests).
-    #[cfg(test)]
-    pub(super) fn contents(&self) -> Vec<u8> {
-        std::fs::read(self.path()).expect("reading a sealed memfd")
+    fn verified_path_in(&self, own_fds: &Path) -> std::io::Result<PathBuf> {
+        let refused = |why: &str| std::io::Error::other(format!("{}: {why}", own_fds.display()));
+        if rustix::fs::statfs(own_fds)?.f_type != PROC_SUPER_MAGIC {
+            return Err(refused("not procfs"));
+        }
+        let path = own_fds.join(self.0.as_raw_fd().to_string());
+        if !opens_the_same_inode(&path, &self.0)? {
+            return Err(refused("does not lead to the sealed memfd"));
+        }
+        Ok(path)
+    }
+
+    /// The blake3 digest of the sealed contents.
+    pub(super) fn digest(&self) -> std::io::Result<blake3::Hash> {
+        let mut hasher = blake3::Hasher::new();
+        self.each_chunk(|chunk| {
+            hasher.update(chunk);
+        })?;
+        Ok(hasher.finalize())
+    }
+
+    /// The sealed contents, read through the descriptor.
+    pub(super) fn contents(&self) -> std::io::Result<Vec<u8>> {
+        let mut bytes = Vec::new();
+        self.each_chunk(|chunk| bytes.extend_from_slice(chunk))?;
+        Ok(bytes)
+    }
+
+    fn each_chunk(&self, mut take: impl FnMut(&[u8])) -> std::io::Result<()> {
+        let mut buffer = vec![0u8; CHUNK];
+        let mut offset = 0u64;
+        loop {
+            match self.0.read_at(&mut buffer, offset) {
+                Ok(0) => return Ok(()),
+                Ok(n) => {
+                    take(&buffer[..n]);
+                    offset += n as u64;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
+
+/// Whether `path` opens the inode `file` is.
+fn opens_the_same_inode(path: &Path, file: &File) -> std::io::Result<bool> {
+    let (there, here) = (std::fs::metadata(path)?, file.metadata()?);
+    Ok((there.dev(), there.ino()) == (here.dev(), here.ino()))
+}
+
+/// How much is read back at a time (a buffer that stays in cache).
+const CHUNK: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
@@ -97,7 +145,8 @@ mod tests {
         let mut writer = SealedWriter::new("test").expect("memfds on this kernel");
         writer.write_all(b"verified code").unwrap();
         let sealed = writer.seal().unwrap();
-        assert_eq!(sealed.contents(), b"verified code");
+        assert_eq!(sealed.contents().unwrap(), b"verified code");
+        assert_eq!(sealed.digest().unwrap(), blake3::hash(b"verified code"));
 
         let refused = |result: std::io::Result<()>, what: &str| {
             let error = result.expect_err(what);
@@ -108,13 +157,37 @@ mod tests {
         refused(sealed.0.set_len(64), "growing");
         let mut reopened = std::fs::OpenOptions::new()
             .write(true)
-            .open(sealed.path())
+            .open(sealed.verified_path().unwrap())
             .unwrap();
         refused(reopened.write_all(b"evil"), "writing through a new open");
         refused(
             rustix::fs::fcntl_add_seals(&sealed.0, SealFlags::empty()).map_err(Into::into),
             "changing the seals",
         );
-        assert_eq!(sealed.contents(), b"verified code");
+        assert_eq!(sealed.contents().unwrap(), b"verified code");
+    }
+
+    /// wasmtime maps what the path opens, so only a path that opens the
+    /// sealed memfd itself is handed out: not one under a directory that
+    /// merely looks like `/proc/self/fd` (a filesystem mounted over it,
+    /// holding other code under the same number), nor one that leads to
+    /// another inode with the same bytes.
+    #[test]
+    fn only_a_path_to_the_sealed_memfd_itself_is_handed_out() {
+        let mut writer = SealedWriter::new("test").unwrap();
+        writer.write_all(b"verified code").unwrap();
+        let sealed = writer.seal().unwrap();
+        let path = sealed.verified_path().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"verified code");
+
+        let fake_fds = tempfile::tempdir().unwrap();
+        let number = sealed.0.as_raw_fd().to_string();
+        let impostor = fake_fds.path().join(&number);
+        std::fs::write(&impostor, b"verified code").unwrap();
+        let error = sealed.verified_path_in(fake_fds.path()).unwrap_err();
+        assert!(error.to_string().contains("not procfs"), "{error}");
+
+        assert!(opens_the_same_inode(&path, &sealed.0).unwrap());
+        assert!(!opens_the_same_inode(&impostor, &sealed.0).unwrap());
     }
 }

@@ -14,6 +14,10 @@ use memmap2::{MmapMut, MmapOptions};
 
 /// Below this, a plain `Vec` (a few faults at most).
 const MAPPED_FROM: usize = 64 * 1024;
+/// Above this, a plain `Vec` too: the size a file reports is committed up
+/// front, and a file that claims far more than it holds (a network or FUSE
+/// filesystem's stale size) must not commit memory it never fills.
+const MAPPED_UP_TO: usize = 256 * 1024 * 1024;
 
 /// A file's bytes.
 pub(super) enum WholeFile {
@@ -36,7 +40,7 @@ impl Deref for WholeFile {
 /// changed length since is still read whole, only not pre-faulted).
 pub(super) fn read_whole(file: &mut File, size: u64) -> std::io::Result<WholeFile> {
     let expected = usize::try_from(size).unwrap_or(usize::MAX);
-    if expected < MAPPED_FROM || expected == usize::MAX {
+    if !(MAPPED_FROM..=MAPPED_UP_TO).contains(&expected) {
         return read_rest(file, Vec::new());
     }
     let Ok(mut map) = MmapOptions::new().len(expected).populate().map_anon() else {
