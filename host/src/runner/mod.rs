@@ -185,12 +185,14 @@ impl Engines {
     /// its call's context only when a call takes it). A no-op for other
     /// engines.
     ///
-    /// `components` is the host's whole set: instances made ahead of any
-    /// other component (disabled, removed, changed, or no longer allowed to
-    /// start ahead since the last load) are dropped now.
+    /// `components` is the host's whole set: the compiled code of any other
+    /// component (disabled, removed or changed since the last load) is
+    /// forgotten now, and so are instances made ahead of any component not
+    /// (or no longer) allowed to start ahead.
     pub fn load_components_ahead(&self, components: Vec<ComponentAhead>) {
         #[cfg(feature = "wasm")]
         if let Some(Ok(engine)) = self.wasm.get() {
+            engine.keep_loaded_only_for(components.iter().map(|c| c.program.as_path()));
             engine.keep_made_ahead_only_for(
                 components
                     .iter()

@@ -744,6 +744,24 @@ impl WasmEngine {
     /// Keep instances made ahead only of the components at `programs` (as
     /// loaded now): what a long-running host still lets start ahead after
     /// the operator's last change. The others are dropped.
+    /// Forget the compiled code (and the descriptor wasmtime holds for it)
+    /// and the known digest of every component but `programs`, a
+    /// long-running host's whole set after a reload: a server whose
+    /// operator replaces a module again and again keeps only what it can
+    /// still call. A call in flight keeps its own component until it ends;
+    /// a program whose digest cannot be vouched for by its identity now is
+    /// simply loaded again by its next call.
+    pub(crate) fn keep_loaded_only_for<'a>(&self, programs: impl Iterator<Item = &'a Path>) {
+        let programs: std::collections::HashSet<&Path> = programs.collect();
+        let wanted: std::collections::HashSet<blake3::Hash> = programs
+            .iter()
+            .filter_map(|program| self.inner.digests.lookup(program))
+            .collect();
+        self.inner.digests.keep_only(&programs);
+        self.lock_loaded()
+            .retain(|digest, _| wanted.contains(digest));
+    }
+
     pub(crate) fn keep_made_ahead_only_for<'a>(&self, programs: impl Iterator<Item = &'a Path>) {
         let wanted = programs
             .filter_map(|program| self.loaded_unchanged(program))
@@ -1533,6 +1551,53 @@ pub(crate) mod tests {
     pub(crate) fn holds_ahead_of(engine: &WasmEngine, program: &Path) -> Option<bool> {
         let loaded = engine.loaded_unchanged(program)?;
         Some(engine.inner.ahead.holds(&loaded.digest))
+    }
+
+    /// The digest `engine` knows `program` by, when it loaded it.
+    pub(crate) fn digest_of(engine: &WasmEngine, program: &Path) -> Option<blake3::Hash> {
+        engine.loaded_unchanged(program).map(|loaded| loaded.digest)
+    }
+
+    /// What `engine` keeps of the component with `digest`: (its compiled
+    /// code, an instance made ahead).
+    pub(crate) fn keeps(engine: &WasmEngine, digest: &blake3::Hash) -> (bool, bool) {
+        (
+            engine.lock_loaded().contains_key(digest),
+            engine.inner.ahead.holds(digest),
+        )
+    }
+
+    /// A reload forgets what it no longer serves: a server whose operator
+    /// replaces a module again and again would otherwise keep every
+    /// version's machine code (and a descriptor for each) for its life. A
+    /// call that already holds a forgotten component still runs it.
+    #[tokio::test]
+    async fn a_reload_keeps_only_the_compiled_code_of_what_it_still_serves() {
+        let engine = own_engine();
+        let (echo, remember) = (guest("echo"), guest("remember"));
+        // An identity vouches for a digest only once its file has settled
+        // (`RACY`); this run may have built the guests a moment ago.
+        for program in [&echo, &remember] {
+            while !FileIdentity::of_path(program)
+                .unwrap()
+                .settled_at(std::time::SystemTime::now())
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let kept = engine.load_async(&echo).await.unwrap();
+        let dropped = engine.load_async(&remember).await.unwrap();
+        engine.keep_loaded_only_for([echo.as_path()].into_iter());
+        assert!(keeps(&engine, &kept.digest).0, "echo is still served");
+        assert!(Arc::ptr_eq(&engine.load(&echo).unwrap(), &kept));
+        assert!(!keeps(&engine, &dropped.digest).0, "remember was kept");
+        assert!(digest_of(&engine, &remember).is_none());
+        let exchange = call_on(&engine, &dropped, json!({"token": "t"}), &[], LONG)
+            .await
+            .unwrap();
+        assert!(exchange.response.outcome.is_ok(), "a held component runs");
+        let again = engine.load_async(&remember).await.unwrap();
+        assert!(!Arc::ptr_eq(&again, &dropped), "loaded anew");
     }
 
     pub(crate) fn took_ahead(engine: &WasmEngine) -> usize {

@@ -433,7 +433,7 @@ mod tests {
     #[tokio::test]
     async fn a_server_makes_a_components_first_instance_at_load_only_where_its_call_may_start_ahead()
      {
-        use crate::runner::wasm::tests::{guest, holds_ahead_of, took_ahead};
+        use crate::runner::wasm::tests::{digest_of, guest, holds_ahead_of, keeps, took_ahead};
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
         let program = home.join("modules/echo/echo.wasm");
@@ -494,12 +494,13 @@ mod tests {
         })
         .await
         .expect("an instance is made ahead after the call");
+        let digest = digest_of(engine, &program).expect("loaded");
         std::fs::write(home.join("modules/echo/.disabled"), "").unwrap();
         assert!(toolbox.tools().iter().all(|t| t.module != "echo"));
         assert_eq!(
-            holds_ahead_of(engine, &program),
-            Some(false),
-            "kept for a disabled module"
+            keeps(engine, &digest),
+            (false, false),
+            "(compiled code, instance made ahead) kept for a disabled module"
         );
         host.shutdown().await;
     }

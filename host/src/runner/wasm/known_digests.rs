@@ -6,7 +6,7 @@
 //! digest with the file's identity ([`FileIdentity`]) when it was hashed,
 //! and trusts it while one `stat` says the identity is the same.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::SystemTime;
@@ -38,6 +38,11 @@ impl KnownDigests {
         } else {
             known.remove(path);
         }
+    }
+
+    /// Forget every path but `paths`.
+    pub(super) fn keep_only(&self, paths: &HashSet<&Path>) {
+        self.lock().retain(|path, _| paths.contains(path.as_path()));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, (FileIdentity, blake3::Hash)>> {
