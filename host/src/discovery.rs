@@ -1113,6 +1113,22 @@ fn is_module_file(path: &Path, meta: &std::fs::Metadata) -> bool {
     }
 }
 
+/// The few paths whose identity changes with every operator change that
+/// can change what discovery finds: `config.toml` and `pins.json` are
+/// replaced atomically, `install` and `remove` rename entries of `modules/`,
+/// `enable` and `disable` create or delete `.disabled` in a module's folder.
+/// A long-running host follows them (`tools::live`), and a host reuses its
+/// last discovery while they are unchanged (`discovery_memo`).
+pub(crate) fn watched_paths(layout: &HomeLayout, discovered: &[InstalledModule]) -> Vec<PathBuf> {
+    let mut paths = vec![
+        layout.config_path(),
+        layout.pins_path(),
+        layout.modules_dir(),
+    ];
+    paths.extend(discovered.iter().filter_map(|m| m.folder.clone()));
+    paths
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

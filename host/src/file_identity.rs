@@ -117,6 +117,44 @@ impl Glance {
     }
 }
 
+/// The identities of a few paths, one `stat` each: what a long-running
+/// host (`tools::live`) and a host's last discovery (`discovery_memo`)
+/// compare to learn that the operator changed nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct Fingerprint(Arc<[Option<FileIdentity>]>);
+
+impl Fingerprint {
+    pub(crate) fn of(paths: &[PathBuf]) -> Self {
+        Fingerprint(
+            paths
+                .iter()
+                .map(|p| FileIdentity::of_path(p).ok())
+                .collect(),
+        )
+    }
+
+    /// Whether `paths` still have these identities (one `stat` each, up
+    /// to the first that differs; nothing is allocated).
+    pub(crate) fn still_of(&self, paths: &[PathBuf]) -> bool {
+        self.0.len() == paths.len()
+            && paths
+                .iter()
+                .zip(self.0.iter())
+                .all(|(path, seen)| FileIdentity::of_path(path).ok() == *seen)
+    }
+
+    /// The identities, in the order of the paths they were taken of.
+    pub(crate) fn identities(&self) -> Arc<[Option<FileIdentity>]> {
+        Arc::clone(&self.0)
+    }
+
+    /// Whether every identity is old enough to vouch that nothing changed
+    /// unseen since `at`.
+    pub(crate) fn settled_at(&self, at: SystemTime) -> bool {
+        self.0.iter().flatten().all(|id| id.settled_at(at))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -95,6 +95,8 @@ pub struct Host {
     validators: Arc<Validators>,
     /// `pins.json` as each call re-reads it, shared by clones.
     pins: Arc<crate::pins::PinsWatch>,
+    /// The last discovery `Host::module` may reuse, shared by clones.
+    discovered: Arc<crate::discovery_memo::DiscoveryMemo>,
 }
 
 impl Host {
@@ -136,6 +138,7 @@ impl Host {
             engines,
             validators: Arc::default(),
             pins: Arc::default(),
+            discovered: Arc::default(),
         })
     }
 
@@ -266,9 +269,33 @@ impl Host {
     /// The installed module `id` (any status, broken included).
     ///
     /// Discovers everything (cheap when cached): a duplicate id elsewhere
-    /// makes this module broken, and only a full look can tell.
+    /// makes this module broken, and only a full look can tell. Under
+    /// `pins = "enforce"` the last such look is reused while no path an
+    /// operator change touches has changed (`discovery_memo`: one `stat` per
+    /// module folder and three more); what the call then runs is checked
+    /// again by the call itself.
     pub async fn module(&self, id: &str) -> Result<InstalledModule, HostError> {
-        self.find_module(id, None).await
+        // Only where the call's own check refuses a tree changed in place
+        // (`pins = "enforce"`): elsewhere a new discovery describes it anew.
+        let reusable = self.config.pins == crate::pins::PinsMode::Enforce;
+        let all = match self.discovered.reuse().filter(|_| reusable) {
+            Some(all) => all,
+            None => {
+                let started = std::time::SystemTime::now();
+                let all = self.discover_reviewing(None).await;
+                if reusable {
+                    self.discovered.remember(&self.layout, started, &all);
+                }
+                all
+            }
+        };
+        find_in(all, id)
+    }
+
+    /// Whether the next [`Host::module`] would reuse the last discovery.
+    #[cfg(test)]
+    pub(crate) fn reuses_its_last_discovery(&self) -> bool {
+        self.discovered.reuse().is_some()
     }
 
     /// The installed module `id` as the operator reviews it: under `pins =
@@ -276,24 +303,7 @@ impl Host {
     /// once) so that `modhost describe` can show them and `modhost pin` can
     /// approve them. Discovery on behalf of anyone else never runs them.
     pub async fn module_for_review(&self, id: &str) -> Result<InstalledModule, HostError> {
-        self.find_module(id, Some(id)).await
-    }
-
-    async fn find_module(
-        &self,
-        id: &str,
-        review: Option<&str>,
-    ) -> Result<InstalledModule, HostError> {
-        let all = self.discover_reviewing(review).await;
-        let known = all.iter().map(|m| m.id.clone()).collect();
-        // Two entries can share an id only when both are broken duplicates;
-        // either describes the problem.
-        all.into_iter()
-            .find(|m| m.id == id)
-            .ok_or_else(|| HostError::UnknownModule {
-                id: id.to_owned(),
-                known,
-            })
+        find_in(self.discover_reviewing(Some(id)).await, id)
     }
 
     /// The grants one call of `capability` of `module` would get (or gets):
@@ -369,6 +379,19 @@ impl Host {
         }
         Ok(plan)
     }
+}
+
+/// The module `id` among `all`.
+fn find_in(all: Vec<InstalledModule>, id: &str) -> Result<InstalledModule, HostError> {
+    let known = all.iter().map(|m| m.id.clone()).collect();
+    // Two entries can share an id only when both are broken duplicates;
+    // either describes the problem.
+    all.into_iter()
+        .find(|m| m.id == id)
+        .ok_or_else(|| HostError::UnknownModule {
+            id: id.to_owned(),
+            known,
+        })
 }
 
 #[cfg(test)]

@@ -1226,3 +1226,106 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod discovery_reuse_tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::{InvokeError, InvokeRequest};
+    use crate::file_identity::RACY;
+    use crate::test_modules::{install, write_executable};
+    use crate::{Host, HostError, HostOptions};
+
+    /// Let every change so far age past the racy window, as a home the
+    /// operator last touched a moment ago would.
+    fn settle() {
+        std::thread::sleep(RACY + Duration::from_millis(100));
+    }
+
+    fn run(id: &str) -> InvokeRequest {
+        InvokeRequest::new(id, format!("{id}.run"), json!({"msg": "hi"}))
+    }
+
+    /// The attack: an operator change made between two calls of a host
+    /// that reuses its last discovery. Each one is seen by the next call.
+    #[tokio::test]
+    async fn a_reused_discovery_never_hides_an_operator_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        std::fs::write(home.join("config.toml"), "confinement = \"off\"\n").unwrap();
+        let (one, _) = install(home, "one", false);
+        let host = Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap();
+        host.pin("one").await.unwrap();
+        settle();
+        host.invoke(run("one")).await.unwrap();
+        assert!(host.reuses_its_last_discovery(), "a settled home is reused");
+        host.invoke(run("one")).await.unwrap();
+
+        // Installed since: found.
+        install(home, "two", false);
+        assert!(!host.reuses_its_last_discovery(), "modules/ changed");
+        assert_eq!(host.module("two").await.unwrap().id, "two");
+        assert!(
+            !host.reuses_its_last_discovery(),
+            "a change this recent is not vouched for"
+        );
+
+        // Disabled since: refused.
+        settle();
+        host.module("one").await.unwrap();
+        assert!(host.reuses_its_last_discovery());
+        std::fs::write(home.join("modules/one/.disabled"), "").unwrap();
+        let refused = host.invoke(run("one")).await.unwrap_err();
+        assert!(
+            matches!(refused, InvokeError::ModuleDisabled { .. }),
+            "{refused:?}"
+        );
+        std::fs::remove_file(home.join("modules/one/.disabled")).unwrap();
+
+        // Removed since: unknown.
+        std::fs::remove_dir_all(home.join("modules/two")).unwrap();
+        let gone = host.module("two").await.unwrap_err();
+        assert!(matches!(gone, HostError::UnknownModule { .. }), "{gone:?}");
+
+        // Changed in place, which no watched path shows: the call's own
+        // check of the tree refuses it.
+        settle();
+        host.invoke(run("one")).await.unwrap();
+        assert!(host.reuses_its_last_discovery());
+        write_executable(&one, "#!/bin/sh\necho '{}'\n");
+        assert!(
+            host.reuses_its_last_discovery(),
+            "the folder did not change"
+        );
+        let changed = host.invoke(run("one")).await.unwrap_err();
+        assert!(
+            matches!(changed, InvokeError::Changed { .. }),
+            "{changed:?}"
+        );
+    }
+    /// Under `pins = "off"` a module edited in place is described anew by
+    /// the next call, as before: no discovery is reused there.
+    #[tokio::test]
+    async fn without_enforced_pins_every_call_discovers_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path();
+        let config = "confinement = \"off\"\npins = \"off\"\n";
+        std::fs::write(home.join("config.toml"), config).unwrap();
+        install(home, "one", false);
+        let host = Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap();
+        settle();
+        host.invoke(run("one")).await.unwrap();
+        host.invoke(run("one")).await.unwrap();
+        assert!(!host.reuses_its_last_discovery());
+    }
+}

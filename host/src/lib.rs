@@ -100,6 +100,7 @@ pub(crate) mod conformance_caller;
 pub(crate) mod contract;
 pub(crate) mod describe_cache;
 pub(crate) mod discovery;
+pub(crate) mod discovery_memo;
 pub(crate) mod error;
 pub(crate) mod file_identity;
 pub(crate) mod grants;

@@ -7,7 +7,6 @@
 //! [`super::live`]), and then it discovers again.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use modproto::contract::{self, Decision};
@@ -166,7 +165,7 @@ pub async fn open_live_toolbox(host: &Host) -> Result<Toolbox<HostInvoker>, Over
     let (loaded, discovered) = load(host, None).await?;
     let first = live::Reloaded {
         loaded,
-        watched: watched_paths(host, &discovered),
+        watched: crate::discovery::watched_paths(host.layout(), &discovered),
     };
     let source = HostSource { host: host.clone() };
     Ok(Toolbox {
@@ -303,19 +302,6 @@ fn why_withdrawn(host: &Host, discovered: &[InstalledModule], tool: &ToolDef) ->
     })
 }
 
-/// The few paths whose identity changes with every operator change that
-/// can change the tool list (see [`super::live`]).
-fn watched_paths(host: &Host, discovered: &[InstalledModule]) -> Vec<PathBuf> {
-    let layout = host.layout();
-    let mut paths = vec![
-        layout.config_path(),
-        layout.pins_path(),
-        layout.modules_dir(),
-    ];
-    paths.extend(discovered.iter().filter_map(|m| m.folder.clone()));
-    paths
-}
-
 /// The host as a [`live::ToolSource`]: `config.toml` read again, then
 /// discovery, on a thread and runtime of its own.
 struct HostSource {
@@ -347,7 +333,7 @@ impl live::ToolSource<HostInvoker> for HostSource {
         let (loaded, discovered) = loaded;
         Ok(live::Reloaded {
             loaded,
-            watched: watched_paths(&host, &discovered),
+            watched: crate::discovery::watched_paths(host.layout(), &discovered),
         })
     }
 }

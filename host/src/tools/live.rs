@@ -13,7 +13,7 @@
 //!   `install` and `remove` rename an entry of `modules/` (its mtime moves),
 //!   `enable`/`disable` create or delete `.disabled` in the module's folder
 //!   (that folder's mtime moves). So the state that decides the tool list is
-//!   the [`FileIdentity`] of those few paths: one `stat` each, a few
+//!   the [`FileIdentity`](crate::file_identity::FileIdentity) of those few paths: one `stat` each, a few
 //!   microseconds, taken before every `tools/list` and every call. A change
 //!   of any of them rediscovers (describe answers come from the cache unless
 //!   the bytes changed). `notify` was not chosen: its events arrive
@@ -66,7 +66,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 use super::{Invoker, Loaded};
-use crate::file_identity::{FileIdentity, Glance};
+use crate::file_identity::{Fingerprint, Glance};
 
 /// How often an idle server looks for operator changes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
@@ -86,37 +86,6 @@ pub(crate) struct Reloaded<I> {
 }
 
 pub(crate) use super::withdrawn::{Why, Withdrawn};
-
-/// The identities of the watched paths, one `stat` each.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-struct Fingerprint(Arc<[Option<FileIdentity>]>);
-
-impl Fingerprint {
-    fn of(paths: &[PathBuf]) -> Self {
-        Fingerprint(
-            paths
-                .iter()
-                .map(|p| FileIdentity::of_path(p).ok())
-                .collect(),
-        )
-    }
-
-    /// Whether `paths` still have these identities (one `stat` each, up
-    /// to the first that differs; nothing is allocated).
-    fn still_of(&self, paths: &[PathBuf]) -> bool {
-        self.0.len() == paths.len()
-            && paths
-                .iter()
-                .zip(self.0.iter())
-                .all(|(path, seen)| FileIdentity::of_path(path).ok() == *seen)
-    }
-
-    /// Whether every identity is old enough to vouch that nothing changed
-    /// unseen since `at`.
-    fn settled_at(&self, at: SystemTime) -> bool {
-        self.0.iter().flatten().all(|id| id.settled_at(at))
-    }
-}
 
 /// What is being served now.
 struct Current<I> {
@@ -262,7 +231,7 @@ impl<I: Invoker> Live<I> {
         let current = self.read();
         let stale =
             (unsettled_counts && !current.settled) || !current.seen.still_of(&current.watched);
-        (!stale).then(|| Glance::new(Arc::clone(&current.watched), Arc::clone(&current.seen.0)))
+        (!stale).then(|| Glance::new(Arc::clone(&current.watched), current.seen.identities()))
     }
 
     /// Reload when stale; signal when the tool list changed.
