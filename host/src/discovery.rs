@@ -1118,13 +1118,21 @@ fn is_module_file(path: &Path, meta: &std::fs::Metadata) -> bool {
 /// replaced atomically, `install` and `remove` rename entries of `modules/`,
 /// `enable` and `disable` create or delete `.disabled` in a module's folder.
 /// A long-running host follows them (`tools::live`), and a host reuses its
-/// last discovery while they are unchanged (`discovery_memo`).
+/// last discovery while they are unchanged (`discovery_memo`). Discovery
+/// follows symbolic links in `modules/`, and a link's target can appear,
+/// vanish or change without `modules/` changing, so every link there is
+/// watched too (its `stat` follows it; a dangling one has no identity until
+/// its target appears).
 pub(crate) fn watched_paths(layout: &HomeLayout, discovered: &[InstalledModule]) -> Vec<PathBuf> {
-    let mut paths = vec![
-        layout.config_path(),
-        layout.pins_path(),
-        layout.modules_dir(),
-    ];
+    let modules = layout.modules_dir();
+    let links = std::fs::read_dir(&modules)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_symlink()))
+        .map(|entry| entry.path());
+    let mut paths = vec![layout.config_path(), layout.pins_path(), modules.clone()];
+    paths.extend(links);
     paths.extend(discovered.iter().filter_map(|m| m.folder.clone()));
     paths
 }

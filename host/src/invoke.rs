@@ -1309,6 +1309,35 @@ mod discovery_reuse_tests {
             "{changed:?}"
         );
     }
+    /// A link in `modules/` whose target appears later: `modules/` itself
+    /// does not change, the link's target does.
+    #[tokio::test]
+    async fn a_module_linked_into_modules_is_seen_when_its_target_appears() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("config.toml"), "confinement = \"off\"\n").unwrap();
+        install(&home, "one", false);
+        let elsewhere = dir.path().join("elsewhere");
+        std::os::unix::fs::symlink(elsewhere.join("two"), home.join("modules/two")).unwrap();
+        let host = Host::open(HostOptions {
+            home: Some(home.clone()),
+            workspace: Some(home.clone()),
+        })
+        .unwrap();
+        host.pin("one").await.unwrap();
+        settle();
+        host.invoke(run("one")).await.unwrap();
+        assert!(host.reuses_its_last_discovery());
+        install(&elsewhere, "two", false);
+        std::fs::rename(elsewhere.join("modules/two"), elsewhere.join("two")).unwrap();
+        assert!(
+            !host.reuses_its_last_discovery(),
+            "the link's target appeared"
+        );
+        assert_eq!(host.module("two").await.unwrap().id, "two");
+    }
+
     /// Under `pins = "off"` a module edited in place is described anew by
     /// the next call, as before: no discovery is reused there.
     #[tokio::test]
