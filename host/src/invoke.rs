@@ -1244,6 +1244,21 @@ mod discovery_reuse_tests {
         std::thread::sleep(RACY + Duration::from_millis(100));
     }
 
+    /// A host on `home` with module `one` installed, pinned, and every
+    /// change settled; the path of `one`'s program.
+    async fn pinned_and_settled(home: &std::path::Path) -> (Host, std::path::PathBuf) {
+        std::fs::write(home.join("config.toml"), "confinement = \"off\"\n").unwrap();
+        let (one, _) = install(home, "one", false);
+        let host = Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap();
+        host.pin("one").await.unwrap();
+        settle();
+        (host, one)
+    }
+
     fn run(id: &str) -> InvokeRequest {
         InvokeRequest::new(id, format!("{id}.run"), json!({"msg": "hi"}))
     }
@@ -1254,15 +1269,7 @@ mod discovery_reuse_tests {
     async fn a_reused_discovery_never_hides_an_operator_change() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
-        std::fs::write(home.join("config.toml"), "confinement = \"off\"\n").unwrap();
-        let (one, _) = install(home, "one", false);
-        let host = Host::open(HostOptions {
-            home: Some(home.to_path_buf()),
-            workspace: Some(home.to_path_buf()),
-        })
-        .unwrap();
-        host.pin("one").await.unwrap();
-        settle();
+        let (host, one) = pinned_and_settled(home).await;
         host.invoke(run("one")).await.unwrap();
         assert!(host.reuses_its_last_discovery(), "a settled home is reused");
         host.invoke(run("one")).await.unwrap();
@@ -1315,18 +1322,10 @@ mod discovery_reuse_tests {
     async fn a_module_linked_into_modules_is_seen_when_its_target_appears() {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path().join("home");
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::write(home.join("config.toml"), "confinement = \"off\"\n").unwrap();
-        install(&home, "one", false);
         let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir_all(home.join("modules")).unwrap();
         std::os::unix::fs::symlink(elsewhere.join("two"), home.join("modules/two")).unwrap();
-        let host = Host::open(HostOptions {
-            home: Some(home.clone()),
-            workspace: Some(home.clone()),
-        })
-        .unwrap();
-        host.pin("one").await.unwrap();
-        settle();
+        let (host, _) = pinned_and_settled(&home).await;
         host.invoke(run("one")).await.unwrap();
         assert!(host.reuses_its_last_discovery());
         install(&elsewhere, "two", false);
