@@ -28,12 +28,13 @@
 //!   is remembered for a while and then tried again
 //!   (`describe_cache::FAILURE_TTL`); only a new discovery tries it, so such
 //!   a discovery is never reused.
-//! - **Shared by a host's clones**, one lock, held only to copy the list.
+//! - **Shared by a host's clones**, one lock, held only to check the paths
+//!   and share the list (a call clones only its own module).
 //!
 //! The attack test is `invoke::discovery_reuse_tests`.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::discovery::{InstalledModule, ModuleStatus, watched_paths};
@@ -50,17 +51,17 @@ pub(crate) struct DiscoveryMemo {
 struct Last {
     watched: Vec<PathBuf>,
     seen: Fingerprint,
-    modules: Vec<InstalledModule>,
+    modules: Arc<[InstalledModule]>,
 }
 
 impl DiscoveryMemo {
     /// The last discovery, when every watched path is as it was then.
-    pub(crate) fn reuse(&self) -> Option<Vec<InstalledModule>> {
+    pub(crate) fn reuse(&self) -> Option<Arc<[InstalledModule]>> {
         let last = self.lock();
         let last = last.as_ref()?;
         last.seen
             .still_of(&last.watched)
-            .then(|| last.modules.clone())
+            .then(|| Arc::clone(&last.modules))
     }
 
     /// Remember `modules`, found by a discovery that started at `started`,
@@ -69,16 +70,16 @@ impl DiscoveryMemo {
         &self,
         layout: &HomeLayout,
         started: SystemTime,
-        modules: &[InstalledModule],
+        modules: Arc<[InstalledModule]>,
     ) {
-        let watched = watched_paths(layout, modules);
+        let watched = watched_paths(layout, &modules);
         let seen = Fingerprint::of(&watched);
         let reusable =
             seen.settled_at(started) && modules.iter().all(|m| m.status != ModuleStatus::Broken);
-        *self.lock() = reusable.then(|| Last {
+        *self.lock() = reusable.then_some(Last {
             watched,
             seen,
-            modules: modules.to_vec(),
+            modules,
         });
     }
 

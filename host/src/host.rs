@@ -278,18 +278,21 @@ impl Host {
         // Only where the call's own check refuses a tree changed in place
         // (`pins = "enforce"`): elsewhere a new discovery describes it anew.
         let reusable = self.config.pins == crate::pins::PinsMode::Enforce;
+        // (The memo is shared with clones, and `with_current_config` gives a
+        // clone another config: a host that must not reuse never does.)
         let all = match self.discovered.reuse().filter(|_| reusable) {
             Some(all) => all,
             None => {
                 let started = std::time::SystemTime::now();
-                let all = self.discover_reviewing(None).await;
+                let all: Arc<[InstalledModule]> = self.discover_reviewing(None).await.into();
                 if reusable {
-                    self.discovered.remember(&self.layout, started, &all);
+                    self.discovered
+                        .remember(&self.layout, started, Arc::clone(&all));
                 }
                 all
             }
         };
-        find_in(all, id)
+        find_in(&all, id)
     }
 
     /// Whether the next [`Host::module`] would reuse the last discovery.
@@ -303,7 +306,7 @@ impl Host {
     /// once) so that `modhost describe` can show them and `modhost pin` can
     /// approve them. Discovery on behalf of anyone else never runs them.
     pub async fn module_for_review(&self, id: &str) -> Result<InstalledModule, HostError> {
-        find_in(self.discover_reviewing(Some(id)).await, id)
+        find_in(&self.discover_reviewing(Some(id)).await, id)
     }
 
     /// The grants one call of `capability` of `module` would get (or gets):
@@ -382,15 +385,15 @@ impl Host {
 }
 
 /// The module `id` among `all`.
-fn find_in(all: Vec<InstalledModule>, id: &str) -> Result<InstalledModule, HostError> {
-    let known = all.iter().map(|m| m.id.clone()).collect();
+fn find_in(all: &[InstalledModule], id: &str) -> Result<InstalledModule, HostError> {
     // Two entries can share an id only when both are broken duplicates;
     // either describes the problem.
-    all.into_iter()
+    all.iter()
         .find(|m| m.id == id)
+        .cloned()
         .ok_or_else(|| HostError::UnknownModule {
             id: id.to_owned(),
-            known,
+            known: all.iter().map(|m| m.id.clone()).collect(),
         })
 }
 

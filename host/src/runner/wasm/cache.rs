@@ -45,7 +45,7 @@ use modproto::{Notification, ProgressParams};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-use super::sealed::{Sealed, SealedWriter};
+use super::sealed::{CHUNK, Sealed, SealedWriter};
 use crate::atomic_file::write_atomically;
 use crate::runner::NotificationSink;
 
@@ -314,9 +314,6 @@ enum Keep {
     #[cfg(test)]
     InMemory,
 }
-
-/// How much of a payload is read and copied at a time.
-const CHUNK: usize = 64 * 1024;
 
 /// Read and verify an entry; `Ok(None)` when there is none.
 fn read_entry(

@@ -127,8 +127,8 @@ fn opens_the_same_inode(path: &Path, file: &File) -> std::io::Result<bool> {
     Ok((there.dev(), there.ino()) == (here.dev(), here.ino()))
 }
 
-/// How much is read back at a time (a buffer that stays in cache).
-const CHUNK: usize = 64 * 1024;
+/// How much is copied or read back at a time (a buffer that stays in cache).
+pub(super) const CHUNK: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
