@@ -129,7 +129,7 @@ pub struct InstalledModule {
     /// be read (`crate::module_tree`).
     pub digest: Option<String>,
     /// The tree's state when `digest` was taken (or vouched for by the
-    /// describe cache): what [`InstalledModule::still_holds_its_digest`]
+    /// describe cache): what [`InstalledModule::drift`]
     /// compares against.
     pub(crate) tree: Option<TreeState>,
     /// The identity of [`Self::program`] when it is a snapshot's file.
@@ -155,6 +155,26 @@ fn reverified_states()
         std::sync::Mutex<std::collections::HashMap<(PathBuf, String), TreeState>>,
     > = std::sync::OnceLock::new();
     STATES.get_or_init(Default::default)
+}
+
+/// Snapshot entries whose identity changed after discovery but whose
+/// snapshot was found (digested again) to still hold the approved tree, by
+/// entry path and digest.
+fn reverified_snapshots()
+-> &'static std::sync::Mutex<std::collections::HashMap<(PathBuf, String), FileIdentity>> {
+    static IDENTITIES: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<(PathBuf, String), FileIdentity>>,
+    > = std::sync::OnceLock::new();
+    IDENTITIES.get_or_init(Default::default)
+}
+
+/// Walk and digest the tree at `root` again, its errors as I/O errors (the
+/// per-call check reports them as "can no longer be read").
+fn digest_tree(root: &Path) -> std::io::Result<(module_tree::Tree, String)> {
+    module_tree::walk_and_digest(root).map_err(|e| match e {
+        TreeError::Read { source, .. } => source,
+        other => std::io::Error::other(other.to_string()),
+    })
 }
 
 /// A module's standing and why, as data: what [`InstalledModule::summary`]
@@ -197,29 +217,42 @@ pub struct ModuleSummary {
     pub pin_change: Option<String>,
 }
 
+/// What changed under a discovered module since it was discovered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Drift {
+    /// Its own files (its folder, or the bare file) no longer digest to
+    /// what was discovered.
+    Tree,
+    /// The snapshot its calls run no longer holds the approved files.
+    Snapshot,
+}
+
 impl InstalledModule {
-    /// Whether the module still holds the files discovery digested, and its
-    /// snapshot is the file discovery found: one `lstat` per file of the
-    /// module's tree (and one `stat` of the snapshot's entry) while nothing
-    /// changed, a digest of the tree when something did. A module discovered
-    /// once and called for a long time (the MCP server) checks this on every
-    /// call: what runs is the snapshot whatever happens, and a folder that no
-    /// longer holds the approved tree is reported (and refused under
-    /// `enforce`) until it is restored. A module without a digest has
-    /// nothing to keep.
+    /// What changed since discovery, if anything: its snapshot (one `stat`
+    /// of the snapshot's entry while nothing changed) and its own tree (one
+    /// `lstat` per file of the module's tree), a digest of either when
+    /// something did. A module discovered once and called for a long time
+    /// (the MCP server) checks this on every call: what runs is the
+    /// snapshot whatever happens, and a folder that no longer holds the
+    /// approved tree is reported (and refused under `enforce`) until it is
+    /// restored. A module without a digest has nothing to keep.
+    ///
+    /// A changed identity is "look again", not "changed": a file touched,
+    /// linked or restored byte for byte digests the same, and its new
+    /// identity vouches for that digest from then on (once settled), so a
+    /// long-running host neither refuses approved bytes nor digests them
+    /// on every call.
     /// `glance`: the identities the call already took (the module's
     /// folder, for a long-running host), shared rather than taken again.
-    pub(crate) fn still_holds_its_digest(&self, glance: &Glance) -> std::io::Result<bool> {
+    pub(crate) fn drift(&self, glance: &Glance) -> std::io::Result<Option<Drift>> {
         let (Some(tree), Some(digest)) = (&self.tree, &self.digest) else {
-            return Ok(true);
+            return Ok(None);
         };
-        if let Some(identity) = self.program_identity
-            && FileIdentity::of_path(&self.program)? != identity
-        {
-            return Ok(false);
+        if !self.snapshot_still_holds(digest)? {
+            return Ok(Some(Drift::Snapshot));
         }
         if tree.still_matches(glance) {
-            return Ok(true);
+            return Ok(None);
         }
         let root = self.tree_root();
         let key = (root.to_path_buf(), digest.clone());
@@ -229,24 +262,60 @@ impl InstalledModule {
             .get(&key)
             .is_some_and(|state| state.still_matches(glance))
         {
+            return Ok(None);
+        }
+        let (now, now_digest) = digest_tree(root)?;
+        let holds = now_digest == *digest;
+        // Touched or restored: the new state vouches for the same
+        // digest from now on, so later calls are `lstat`s again.
+        if holds && now.state.settled_at(SystemTime::now()) {
+            reverified_states()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, now.state);
+        }
+        Ok((!holds).then_some(Drift::Tree))
+    }
+
+    /// Whether the snapshot this module runs (when it runs one) still holds
+    /// the approved tree. Its entry's identity is the cheap side; when that
+    /// changed (a hard link to it, a `chmod`, a restore from a backup: or
+    /// new bytes), the snapshot folder is digested again.
+    fn snapshot_still_holds(&self, digest: &str) -> std::io::Result<bool> {
+        let Some(discovered) = self.program_identity else {
+            return Ok(true);
+        };
+        let now = FileIdentity::of_path(&self.program)?;
+        if now == discovered {
             return Ok(true);
         }
-        match module_tree::walk_and_digest(root) {
-            Ok((now, now_digest)) => {
-                let holds = now_digest == *digest;
-                // Touched or restored: the new state vouches for the same
-                // digest from now on, so later calls are `lstat`s again.
-                if holds && now.state.settled_at(SystemTime::now()) {
-                    reverified_states()
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key, now.state);
-                }
-                Ok(holds)
-            }
-            Err(TreeError::Read { source, .. }) => Err(source),
-            Err(other) => Err(std::io::Error::other(other.to_string())),
+        let key = (self.program.clone(), digest.to_owned());
+        if reverified_snapshots()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            == Some(&now)
+        {
+            return Ok(true);
         }
+        // `cache/snapshots/<digest>/`: the folder the entry sits in (or below).
+        let Some(folder) = self
+            .program
+            .ancestors()
+            .find(|folder| folder.file_name() == Some(std::ffi::OsStr::new(digest)))
+        else {
+            return Ok(false);
+        };
+        let hashed_at = SystemTime::now();
+        let (_, now_digest) = digest_tree(folder)?;
+        let holds = now_digest == digest && FileIdentity::of_path(&self.program)? == now;
+        if holds && now.settled_at(hashed_at) {
+            reverified_snapshots()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key, now);
+        }
+        Ok(holds)
     }
 
     /// The root of the module's tree: its folder, or the bare file.

@@ -511,12 +511,14 @@ mod snapshot_tests {
         };
         let baseline = time(&|| crate::file_identity::FileIdentity::of_path(&entry).is_ok());
         let single = time(&|| {
-            one.still_holds_its_digest(&crate::file_identity::Glance::default())
+            one.drift(&crate::file_identity::Glance::default())
                 .unwrap()
+                .is_none()
         });
         let tree = time(&|| {
-            many.still_holds_its_digest(&crate::file_identity::Glance::default())
+            many.drift(&crate::file_identity::Glance::default())
                 .unwrap()
+                .is_none()
         });
         // A helper rewritten with the same bytes (as a restore does): one
         // digest, then stats again.
@@ -525,13 +527,15 @@ mod snapshot_tests {
         std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
         let started = Instant::now();
         assert!(
-            many.still_holds_its_digest(&crate::file_identity::Glance::default())
+            many.drift(&crate::file_identity::Glance::default())
                 .unwrap()
+                .is_none()
         );
         let rehash = started.elapsed();
         let restored = time(&|| {
-            many.still_holds_its_digest(&crate::file_identity::Glance::default())
+            many.drift(&crate::file_identity::Glance::default())
                 .unwrap()
+                .is_none()
         });
         println!(
             "per-call check: baseline (one stat of the entry) {baseline:?}; snapshot check, 1-file module {single:?}; 22-entry module {tree:?}; after a restore: first call {rehash:?}, then {restored:?}"

@@ -34,7 +34,7 @@ use serde::Serialize;
 
 use crate::artifacts::{CheckedArtifact, check_artifacts};
 use crate::contract::ContractStanding;
-use crate::discovery::{InstalledModule, ModuleStatus};
+use crate::discovery::{Drift, InstalledModule, ModuleStatus};
 use crate::file_identity::{FileIdentity, Glance};
 use crate::host::{Host, HostError};
 use crate::pins::PinsMode;
@@ -390,6 +390,14 @@ struct InvokeLine<'a> {
     params: &'a InvokeParams,
 }
 
+/// A change under a discovered module, found by a call: what changed, and
+/// what the operator can do (the refusal under `enforce`; under `warn` the
+/// problem alone is the call's warning).
+struct Change {
+    problem: String,
+    remedy: String,
+}
+
 /// Which side of a call a schema checks.
 #[derive(Debug, Clone, Copy)]
 enum Side {
@@ -466,22 +474,45 @@ impl Host {
     /// runs is the snapshot either way; this is what makes a folder changed
     /// under a long-running host `changed` until it is restored. Not looked
     /// at under `pins = "off"`.
-    fn change_since_discovery(&self, module: &InstalledModule, glance: &Glance) -> Option<String> {
+    fn change_since_discovery(&self, module: &InstalledModule, glance: &Glance) -> Option<Change> {
         if self.config().pins == PinsMode::Off {
             return None;
         }
         let root = module.tree_root();
-        match module.still_holds_its_digest(glance) {
-            Ok(true) => None,
-            Ok(false) => Some(format!(
-                "{} changed since module {} was discovered: these are not the files that were checked and approved",
-                root.display(),
-                module.id
-            )),
-            Err(e) => Some(format!(
-                "{} can no longer be read to check it is unchanged: {e}",
-                root.display()
-            )),
+        let id = &module.id;
+        let restore_or_pin = format!(
+            "refused until the files are restored, or reviewed and pinned again (`modhost pin {id}`), which `modhost mcp` picks up while it runs"
+        );
+        match module.drift(glance) {
+            Ok(None) => None,
+            Ok(Some(Drift::Tree)) => Some(Change {
+                problem: format!(
+                    "{} changed since module {id} was discovered: these are not the files that were checked and approved",
+                    root.display(),
+                ),
+                remedy: restore_or_pin,
+            }),
+            Ok(Some(Drift::Snapshot)) => {
+                let snapshot = module.program.parent().unwrap_or(&module.program);
+                Some(Change {
+                    problem: format!(
+                        "the snapshot module {id} runs from ({}) no longer holds the files that were approved; the host's own copy was changed",
+                        snapshot.display()
+                    ),
+                    remedy: format!(
+                        "refused until the snapshot is made again: remove {} (snapshots are read-only: `chmod -R u+w` it first) and start the host again; discovery makes it again from {} when that still holds the approved files",
+                        snapshot.display(),
+                        root.display()
+                    ),
+                })
+            }
+            Err(e) => Some(Change {
+                problem: format!(
+                    "{} can no longer be read to check it is unchanged: {e}",
+                    root.display()
+                ),
+                remedy: restore_or_pin,
+            }),
         }
     }
 
@@ -532,15 +563,12 @@ impl Host {
         // Under `pins = "enforce"` a change refuses the call, under
         // `"warn"` it is a warning.
         let changed = self.change_since_discovery(module, &request.glance);
-        if let Some(problem) = &changed
+        if let Some(Change { problem, remedy }) = &changed
             && self.config().pins == PinsMode::Enforce
         {
             return Err(InvokeError::Changed {
                 id: module.id.clone(),
-                refusal: format!(
-                    "{problem}; refused until the files are restored, or reviewed and pinned again (`modhost pin {id}`), which `modhost mcp` picks up while it runs",
-                    id = module.id
-                ),
+                refusal: format!("{problem}; {remedy}"),
             });
         }
         // Decided at discovery; only a module that was never assessed (one
@@ -579,7 +607,7 @@ impl Host {
         )?;
 
         let mut host_warnings = module.host_warnings.clone();
-        host_warnings.extend(changed);
+        host_warnings.extend(changed.map(|change| change.problem));
         let placed = place_arguments(request.args);
         if !placed.dropped.is_empty() {
             host_warnings.push(format!(
@@ -1115,6 +1143,53 @@ mod tests {
         // Put back byte for byte: the approved bytes run again.
         std::fs::write(&path, &text).unwrap();
         host.invoke_module(&module, call()).await.unwrap();
+    }
+
+    /// The host's own copy under a long-running host: an entry linked
+    /// elsewhere (a backup, a profiler's build-id cache) or touched has a
+    /// new identity but the approved bytes, and keeps running; new bytes in
+    /// it are refused, naming the snapshot, until they are put back.
+    #[tokio::test]
+    async fn a_snapshot_changed_under_a_long_running_host_is_digested_again_never_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        install(dir.path(), "kept", false);
+        let host = open(dir.path()).await;
+        let module = host.module("kept").await.unwrap();
+        assert!(module.program_identity.is_some(), "runs from its snapshot");
+        let call = || InvokeRequest::new("kept", "kept.run", json!({"msg": "x"}));
+        host.invoke_module(&module, call()).await.unwrap();
+
+        std::fs::hard_link(&module.program, dir.path().join("backup")).unwrap();
+        host.invoke_module(&module, call())
+            .await
+            .expect("a new link to the same bytes changes nothing that runs");
+
+        let writable = |mode| {
+            std::fs::set_permissions(&module.program, {
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::Permissions::from_mode(mode)
+            })
+            .unwrap()
+        };
+        writable(0o755);
+        let text = rewrite_in_place(&module.program);
+        writable(0o555);
+        let err = host.invoke_module(&module, call()).await.unwrap_err();
+        assert_eq!(err.kind(), "changed", "{err}");
+        let snapshot = module.program.parent().unwrap().display().to_string();
+        assert!(
+            err.to_string().contains(&format!(
+                "the snapshot module kept runs from ({snapshot}) no longer holds the files that were approved"
+            )),
+            "{err}"
+        );
+
+        writable(0o755);
+        std::fs::write(&module.program, &text).unwrap();
+        writable(0o555);
+        host.invoke_module(&module, call())
+            .await
+            .expect("the approved bytes put back run again");
     }
 
     /// The attack on the checks a long-running host shares with its
