@@ -80,27 +80,37 @@ pub struct Tree {
     pub state: TreeState,
 }
 
-/// The `lstat` identities of a tree's root and entries when it was walked.
+/// The identities of a tree's root and entries when it was walked: the
+/// root's by `stat` (a root may be a link to a development folder or file,
+/// and what counts is what it leads to, as for the digest), every entry
+/// beneath it by `lstat` (links beneath are recorded as links).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TreeState {
     entries: Vec<(PathBuf, FileIdentity)>,
 }
 
 impl TreeState {
-    /// Whether every entry still has the identity it had (one `lstat` each).
-    /// `false` means "look again", not necessarily "changed": the caller
-    /// digests the tree to know. The root's identity is read from `glance`
-    /// when the call already took it with the very identity recorded (dev,
-    /// inode, size and both times equal is as strong as an `lstat` of the
-    /// same path agreeing); anything else is `lstat`ed.
+    /// Whether every entry still has the identity it had (one `stat` of the
+    /// root, one `lstat` of each entry beneath). `false` means "look again",
+    /// not necessarily "changed": the caller digests the tree to know. The
+    /// root's identity is read from `glance` when the call already took it
+    /// (also by `stat`) with the very identity recorded (dev, inode, size
+    /// and both times equal is as strong as a `stat` of the same path
+    /// agreeing); anything else is looked at now.
     pub(crate) fn still_matches(&self, glance: &Glance) -> bool {
         self.entries
             .iter()
             .enumerate()
             .all(|(at, (path, identity))| {
-                (at == 0 && glance.glanced(path) == Some(*identity))
-                    || std::fs::symlink_metadata(path)
-                        .is_ok_and(|m| FileIdentity::of(&m) == *identity)
+                let now = if at == 0 {
+                    if glance.glanced(path) == Some(*identity) {
+                        return true;
+                    }
+                    std::fs::metadata(path)
+                } else {
+                    std::fs::symlink_metadata(path)
+                };
+                now.is_ok_and(|m| FileIdentity::of(&m) == *identity)
             })
     }
 
@@ -130,8 +140,7 @@ pub fn walk(root: &Path) -> Result<Tree, TreeError> {
         walk_folder(root, root, &mut nodes, &mut entries)?;
     } else {
         let name = root.file_name().map(PathBuf::from).unwrap_or_default();
-        let file = std::fs::symlink_metadata(root).map_err(read(root))?;
-        entries.push((root.to_path_buf(), FileIdentity::of(&file)));
+        entries.push((root.to_path_buf(), FileIdentity::of(&meta)));
         nodes.push(Node {
             relative: name,
             path: root.to_path_buf(),
@@ -396,6 +405,37 @@ mod tests {
         std::os::unix::fs::symlink("a/up/../../secret", m.join("y")).unwrap();
         assert_eq!(std::fs::read_to_string(m.join("y")).unwrap(), "host secret");
         assert!(matches!(walk(&m), Err(TreeError::LinkOutside { .. })));
+    }
+
+    /// A module linked into `modules/` (a development folder, or one
+    /// file): its state holds while nothing changed, so a long-running host
+    /// checks it with `stat`s rather than a digest per call, and notices
+    /// what the link leads to changing, or the link being pointed elsewhere.
+    #[test]
+    fn the_state_of_a_linked_root_follows_the_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        write(&src.join("m"), "#!/bin/sh\n", 0o755);
+        let folder = dir.path().join("linked-folder");
+        std::os::unix::fs::symlink(&src, &folder).unwrap();
+        let state = walk(&folder).unwrap().state;
+        assert!(state.still_matches(&Glance::default()), "nothing changed");
+        let copy = dir.path().join("copy");
+        write(&copy.join("m"), "#!/bin/sh\n", 0o755);
+        std::fs::remove_file(&folder).unwrap();
+        std::os::unix::fs::symlink(&copy, &folder).unwrap();
+        assert!(!state.still_matches(&Glance::default()), "pointed elsewhere");
+
+        let file = dir.path().join("linked-file");
+        std::os::unix::fs::symlink(src.join("m"), &file).unwrap();
+        let state = walk(&file).unwrap().state;
+        assert!(state.still_matches(&Glance::default()), "nothing changed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write(&src.join("m"), "#!/bin/sh\nexit 1\n", 0o755);
+        assert!(
+            !state.still_matches(&Glance::default()),
+            "what the link leads to was rewritten"
+        );
     }
 
     #[test]
