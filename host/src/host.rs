@@ -263,6 +263,16 @@ impl Host {
         // Pins: each module's standing, and a pinned module whose files are
         // gone listed as broken, never silently dropped.
         discovery::apply_pins(&self.layout, &mut modules, self.config.pins);
+        // The compiled code of a component no longer found (removed, or
+        // replaced by new bytes and pinned again) is forgotten: a program
+        // that keeps one host for a long time would otherwise keep every
+        // version's machine code, and a descriptor for each.
+        self.engines.keep_loaded_only_for(
+            modules
+                .iter()
+                .filter(|m| m.transport == crate::runner::Transport::Component)
+                .map(|m| m.program.as_path()),
+        );
         modules
     }
 
@@ -418,6 +428,48 @@ mod tests {
         assert_eq!(
             default_workspace(&home, None),
             Some(std::fs::canonicalize(&home).unwrap())
+        );
+    }
+
+    /// A program that keeps one host for a long time: a component removed
+    /// (or replaced and pinned again) is forgotten by the host's next look at
+    /// its home, machine code and descriptor, while what is still found is
+    /// kept as loaded.
+    #[cfg(feature = "wasm")]
+    #[tokio::test]
+    async fn a_component_no_longer_found_is_forgotten_by_the_next_look() {
+        use crate::runner::wasm::tests::{digest_of, guest, keeps};
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["echo", "remember"] {
+            let program = dir.path().join(format!("modules/{name}/{name}.wasm"));
+            std::fs::create_dir_all(program.parent().unwrap()).unwrap();
+            std::fs::copy(guest(name), &program).unwrap();
+        }
+        let host = Host::open(HostOptions {
+            home: Some(dir.path().to_path_buf()),
+            workspace: Some(dir.path().to_path_buf()),
+        })
+        .unwrap();
+        host.pin("echo").await.unwrap();
+        host.pin("remember").await.unwrap();
+        // Snapshots just made vouch for their digests once settled.
+        std::thread::sleep(crate::file_identity::RACY + std::time::Duration::from_millis(50));
+        let engine = host.engines().wasm().unwrap();
+        let echo = host.module("echo").await.unwrap();
+        let remember = host.module("remember").await.unwrap();
+        let kept = engine.load_async(&echo.program).await.unwrap();
+        engine.load_async(&remember.program).await.unwrap();
+        let forgotten = digest_of(engine, &remember.program).expect("loaded");
+
+        host.discover().await;
+        assert!(keeps(engine, &forgotten).0, "both are still found");
+
+        std::fs::remove_dir_all(dir.path().join("modules/remember")).unwrap();
+        host.discover().await;
+        assert!(!keeps(engine, &forgotten).0, "remember was removed");
+        assert!(
+            std::sync::Arc::ptr_eq(&engine.load(&echo.program).unwrap(), &kept),
+            "echo is kept as loaded"
         );
     }
 }

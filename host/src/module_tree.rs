@@ -424,7 +424,10 @@ mod tests {
         write(&copy.join("m"), "#!/bin/sh\n", 0o755);
         std::fs::remove_file(&folder).unwrap();
         std::os::unix::fs::symlink(&copy, &folder).unwrap();
-        assert!(!state.still_matches(&Glance::default()), "pointed elsewhere");
+        assert!(
+            !state.still_matches(&Glance::default()),
+            "pointed elsewhere"
+        );
 
         let file = dir.path().join("linked-file");
         std::os::unix::fs::symlink(src.join("m"), &file).unwrap();

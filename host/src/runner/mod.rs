@@ -176,6 +176,20 @@ impl Engines {
         let _ = modules_dir;
     }
 
+    /// Forget the compiled code (and known digest) of every component but
+    /// those at `programs`: a host's whole set after it looked at its home
+    /// again. A call in flight keeps its own; a component forgotten is
+    /// loaded again by its next call. A no-op before the wasm engine is set
+    /// up (nothing is loaded then, and nothing sets it up here).
+    pub fn keep_loaded_only_for<'a>(&self, programs: impl Iterator<Item = &'a Path>) {
+        #[cfg(feature = "wasm")]
+        if let Some(Ok(engine)) = self.wasm.get() {
+            engine.keep_loaded_only_for(programs);
+        }
+        #[cfg(not(feature = "wasm"))]
+        let _ = programs;
+    }
+
     /// For engines that keep processes warm (a long-running host): set up
     /// the wasm engine and load `components` (compiled code from the
     /// host's cache, or compiled now) on a background thread, so the first
@@ -190,9 +204,9 @@ impl Engines {
     /// forgotten now, and so are instances made ahead of any component not
     /// (or no longer) allowed to start ahead.
     pub fn load_components_ahead(&self, components: Vec<ComponentAhead>) {
+        self.keep_loaded_only_for(components.iter().map(|c| c.program.as_path()));
         #[cfg(feature = "wasm")]
         if let Some(Ok(engine)) = self.wasm.get() {
-            engine.keep_loaded_only_for(components.iter().map(|c| c.program.as_path()));
             engine.keep_made_ahead_only_for(
                 components
                     .iter()

@@ -741,9 +741,6 @@ impl WasmEngine {
         });
     }
 
-    /// Keep instances made ahead only of the components at `programs` (as
-    /// loaded now): what a long-running host still lets start ahead after
-    /// the operator's last change. The others are dropped.
     /// Forget the compiled code (and the descriptor wasmtime holds for it)
     /// and the known digest of every component but `programs`, a
     /// long-running host's whole set after a reload: a server whose
@@ -762,6 +759,9 @@ impl WasmEngine {
             .retain(|digest, _| wanted.contains(digest));
     }
 
+    /// Keep instances made ahead only of the components at `programs` (as
+    /// loaded now): what a long-running host still lets start ahead after
+    /// the operator's last change. The others are dropped.
     pub(crate) fn keep_made_ahead_only_for<'a>(&self, programs: impl Iterator<Item = &'a Path>) {
         let wanted = programs
             .filter_map(|program| self.loaded_unchanged(program))
