@@ -29,14 +29,18 @@
 //!   it (a shell's `5<secret`, a job server, socket activation), is marked
 //!   close-on-exec in the child (`close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`,
 //!   else a loop up to a bound read in the parent); marking rather than
-//!   closing keeps the report pipe and the landlock ruleset usable until
-//!   the exec;
+//!   closing keeps the landlock ruleset usable until the exec;
 //! - the parent gets a pidfd of the child from the clone itself
 //!   (`CLONE_PIDFD`), so the host can learn that the leader exited without
 //!   reaping it, and kill its group while the pgid still belongs to it
 //!   (`runner::native::group`);
-//! - a failure is reported as a stage and an errno through a close-on-exec
-//!   pipe, which closes unwritten when the exec succeeds.
+//! - a failure is reported as a stage and an errno in the memory the child
+//!   shares with the parent ([`ChildContext::failure`]), written before the
+//!   child exits; the parent reads it once the clone returns, which is
+//!   after the child exec'd or exited (`CLONE_VFORK`), so it never waits
+//!   for the child's descriptors to close as a report pipe would (on this
+//!   kind of machine that wait was a wake-up of its own, tens of
+//!   microseconds per spawn).
 //!
 //! The child's stack is kept by the calling thread for its next spawn
 //! ([`ChildStack`]): mapping and unmapping a fresh one per spawn costs page
@@ -48,6 +52,7 @@ use std::ffi::{CString, OsString};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use libc::{c_char, c_int, c_void};
 
@@ -172,7 +177,6 @@ fn spawn_once(
     let (stdin_read, stdin_write) = pipe()?;
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
-    let (report_read, report_write) = pipe()?;
     let mut stack = ChildStack::take();
     let mut pidfd: c_int = -1;
 
@@ -186,7 +190,7 @@ fn spawn_once(
             stdout_write.as_raw_fd(),
             stderr_write.as_raw_fd(),
         ],
-        report: report_write.as_raw_fd(),
+        failure: AtomicU64::new(0),
         confinement,
         highest_signal: libc::SIGRTMAX(),
         descriptor_bound: descriptor_bound(),
@@ -229,24 +233,15 @@ fn spawn_once(
     // The child has exec'd or exited (CLONE_VFORK): its stack is free again.
     stack.keep();
     // The child's ends close here; the child has exec'd (or exited) by now.
-    drop((stdin_read, stdout_write, stderr_write, report_write));
+    drop((stdin_read, stdout_write, stderr_write));
     // SAFETY: the kernel wrote a new descriptor there (CLONE_PIDFD), owned
     // by nobody else; the clone succeeded, so it is valid.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
 
-    let mut report = [0u8; 5];
-    let read = match read_all(&report_read, &mut report) {
-        Ok(read) => read,
-        Err(e) => {
-            // Whether the exec happened is unknown: the child must not run on.
-            if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-            }
-            reap(pid);
-            return Err(e);
-        }
-    };
-    if read == 0 {
+    // Written by the child before it exited, if it failed; the clone
+    // returned only after that (CLONE_VFORK), so nothing is waited for.
+    let failure = context.failure.load(Ordering::Acquire);
+    if failure == 0 {
         return Ok(Child {
             pid,
             pidfd,
@@ -257,13 +252,8 @@ fn spawn_once(
     }
     // The child failed before exec and exited: reap it, then say why.
     reap(pid);
-    if read < report.len() {
-        return Err(std::io::Error::other(
-            "the child failed before exec without saying why",
-        ));
-    }
-    let errno = i32::from_le_bytes([report[1], report[2], report[3], report[4]]);
-    let stage = match report[0] {
+    let (stage, errno) = Failure::unpack(failure);
+    let stage = match stage {
         x if x == Stage::Setup as u8 => "setting up the process",
         x if x == Stage::Confine as u8 => "entering the confinement",
         _ => "exec",
@@ -272,6 +262,20 @@ fn spawn_once(
         std::io::Error::from_raw_os_error(errno).kind(),
         SpawnFailure { stage, errno },
     ))
+}
+
+/// A child's failure as one word in shared memory: the stage in the high
+/// half, the errno in the low; 0 for none (no stage is 0).
+struct Failure;
+
+impl Failure {
+    fn pack(stage: Stage, errno: c_int) -> u64 {
+        (u64::from(stage as u8) << 32) | u64::from(errno as u32)
+    }
+
+    fn unpack(word: u64) -> (u8, i32) {
+        ((word >> 32) as u8, word as u32 as i32)
+    }
 }
 
 /// Why the child did not reach its exec, or why the exec failed.
@@ -309,8 +313,9 @@ struct ChildContext<'a> {
     cwd: *const c_char,
     /// The descriptors that become the child's 0, 1 and 2.
     streams: [RawFd; 3],
-    /// Close-on-exec; the child writes its failure here.
-    report: RawFd,
+    /// Where the child writes its failure ([`Failure`]) before it exits:
+    /// in the parent's memory (`CLONE_VM`), read once the clone returns.
+    failure: AtomicU64,
     confinement: Option<&'a ChildConfinement>,
     /// `SIGRTMAX`, read in the parent (glibc computes it at run time).
     highest_signal: c_int,
@@ -354,29 +359,29 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
                 libc::dup2(fd, target)
             };
             if status < 0 {
-                fail(context.report, Stage::Setup, last_errno());
+                fail(&context.failure, Stage::Setup, last_errno());
             }
         }
         if let Err(errno) = close_on_exec_from_3(context.descriptor_bound) {
-            fail(context.report, Stage::Setup, errno);
+            fail(&context.failure, Stage::Setup, errno);
         }
         if !context.cwd.is_null() && libc::chdir(context.cwd) != 0 {
-            fail(context.report, Stage::Setup, last_errno());
+            fail(&context.failure, Stage::Setup, last_errno());
         }
         if libc::setpgid(0, 0) != 0 {
-            fail(context.report, Stage::Setup, last_errno());
+            fail(&context.failure, Stage::Setup, last_errno());
         }
         if let Some(confinement) = context.confinement
             && let Err(errno) = confinement.enter()
         {
-            fail(context.report, Stage::Confine, errno);
+            fail(&context.failure, Stage::Confine, errno);
         }
         // A module starts with no signal blocked, whatever the host thread had.
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&raw mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut());
         libc::execve(context.program, context.argv, context.envp);
-        fail(context.report, Stage::Exec, last_errno())
+        fail(&context.failure, Stage::Exec, last_errno())
     }
 }
 
@@ -435,21 +440,19 @@ unsafe fn close_on_exec_from_3(bound: c_int) -> Result<(), c_int> {
     Ok(())
 }
 
-/// Report `errno` at `stage` on the report pipe and exit.
+/// Report `errno` at `stage` to the parent and exit.
 ///
 /// # Safety
 ///
 /// Only in the child.
 #[allow(unsafe_code)]
-unsafe fn fail(report: RawFd, stage: Stage, errno: c_int) -> ! {
-    let errno = errno.to_le_bytes();
-    let message = [stage as u8, errno[0], errno[1], errno[2], errno[3]];
-    // SAFETY: write and _exit are async-signal-safe; `message` is on the
-    // child's stack. A short write only loses the reason, never the exit.
-    unsafe {
-        libc::write(report, message.as_ptr().cast::<c_void>(), message.len());
-        libc::_exit(127)
-    }
+unsafe fn fail(failure: &AtomicU64, stage: Stage, errno: c_int) -> ! {
+    // A plain store to memory the parent reads after the child is gone; the
+    // release pairs with the parent's acquire (the vfork completion orders
+    // them as well).
+    failure.store(Failure::pack(stage, errno), Ordering::Release);
+    // SAFETY: _exit is async-signal-safe and never returns.
+    unsafe { libc::_exit(127) }
 }
 
 /// The calling thread's errno, read directly (no `io::Error`, nothing that
@@ -474,20 +477,6 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
         }
         Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])))
     }
-}
-
-/// Read until `buf` is full or EOF; the number of bytes read.
-fn read_all(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match rustix::io::read(fd, &mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(filled)
 }
 
 /// Wait for `pid`, which has exited or is about to.
