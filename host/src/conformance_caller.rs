@@ -135,7 +135,10 @@ impl ModuleCaller for NativeCaller {
         // Started exactly as the native runner starts a module.
         let child = spawn::spawn(
             &self.program,
-            environment::module_environment(),
+            environment::module_environment(environment::path_needs_resolving(
+                &self.program,
+                !granted.executables.is_empty(),
+            )),
             self.program.parent().filter(|d| !d.as_os_str().is_empty()),
             confinement.into_child().as_ref(),
         )

@@ -98,3 +98,77 @@ else:
     );
     assert_eq!(output["leaked"], false, "the module ran unconfined");
 }
+
+/// A compiled module granted nothing can execute nothing but itself when
+/// confined, whatever its PATH says: the host never asks a version manager
+/// for it (on a machine with pyenv that answer was most of a one-off call's
+/// time, about 40 ms), and it gets the host's PATH as it is. A script
+/// started from the same shell still gets the installation the manager
+/// selects.
+#[test]
+fn only_a_module_that_looks_commands_up_makes_the_host_ask_a_manager() {
+    use crate::support::Fixture;
+    let home = Home::new();
+    let outside = home.outside();
+    let selected = outside.join("versions/1.0");
+    std::fs::create_dir_all(selected.join("bin")).expect("bin");
+    let root = outside.join(".fakeenv");
+    let asked = outside.join("asked");
+    executable(
+        &root.join("libexec/fakeenv"),
+        &format!(
+            "#!/bin/sh\necho \"$1\" >> {asked}\n[ \"$1\" = prefix ] && echo {selected}\n",
+            asked = asked.display(),
+            selected = selected.display()
+        ),
+    );
+    std::fs::create_dir_all(root.join("shims")).expect("shims");
+    let shims = root.join("shims").display().to_string();
+    let path_env = format!("{shims}:{}", std::env::var("PATH").expect("PATH"));
+    let env = [("PATH", path_env.as_str())];
+    let path_seen = |run: crate::support::Run| -> String {
+        let output = run.invoke_result()["output"].clone();
+        output["env"]["PATH"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the module says its PATH: {output:#}"))
+            .to_owned()
+    };
+
+    home.install(Fixture::Echo, "compiled");
+    home.run_with_env(&["pin", "compiled"], &env).expect_code(0);
+    let seen =
+        path_seen(home.run_with_env(&["invoke", "compiled", "compiled.echo", "--json"], &env));
+    assert!(
+        !asked.exists(),
+        "the manager was asked for a compiled module: {:?}",
+        std::fs::read_to_string(&asked)
+    );
+    assert_eq!(seen, path_env, "a compiled module gets the host's PATH");
+
+    // A script (its `#!` line makes it one) that says its PATH.
+    let descriptor = json!({
+        "id": "scripted", "version": "1.0.0",
+        "capabilities": [{"id": "scripted.echo", "description": "Says its PATH.",
+                          "input_schema": {"type": "object"}, "effects": {}}]
+    });
+    executable(
+        &home.modules().join("scripted/scripted"),
+        &format!(
+            "#!/bin/sh\nread line\ncase \"$line\" in\n  *'\"method\":\"describe\"'*) printf '%s\\n' '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{descriptor}}}' ;;\n  *) printf '{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"output\":{{\"env\":{{\"PATH\":\"%s\"}}}}}}}}\\n' \"$PATH\" ;;\nesac\n"
+        ),
+    );
+    home.run_with_env(&["pin", "scripted"], &env).expect_code(0);
+    let seen =
+        path_seen(home.run_with_env(&["invoke", "scripted", "scripted.echo", "--json"], &env));
+    assert!(
+        std::fs::read_to_string(&asked).is_ok_and(|a| a.contains("prefix")),
+        "the manager was not asked for a script"
+    );
+    assert!(
+        !seen.split(':').any(|dir| dir == shims)
+            && seen
+                .split(':')
+                .any(|dir| Path::new(dir) == selected.join("bin")),
+        "a script gets the installation the manager selects, not its shims: {seen}"
+    );
+}

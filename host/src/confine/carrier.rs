@@ -85,10 +85,12 @@ pub fn carry(network: bool) {
         return;
     }
     // Everything a first call computes once per host, computed here while
-    // the thread may still start programs and threads (a version manager
-    // asked for its prefix runs one of each).
+    // the thread may still start threads. A version manager (a program) is
+    // never asked from here: the modules that need its answer have it
+    // asked before their start reaches this thread
+    // (`runner::native::environment`).
     let support = super::probe();
-    let _ = crate::runner::native::environment::module_path();
+    crate::runner::native::environment::never_ask_managers_on_this_thread();
     // The cgroup is created here too, not joined (see the module documentation).
     let _ = super::pids::process_bound();
     let bounding =

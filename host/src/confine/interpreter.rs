@@ -25,8 +25,11 @@
 //!   folder with `.ssh` or `.gnupg` in it never is: an interpreter in
 //!   `~/bin` gets only its own file.
 //! - **Cached by the entry's identity.** Resolution reads a few headers and
-//!   looks through PATH; it is cached per (entry path, its mtime and size,
-//!   PATH), so a call pays it once per module version.
+//!   looks through PATH; it is cached per (entry path, its mtime and size),
+//!   with the PATH it looked commands up in, if it did, so a call pays it
+//!   once per module version. PATH is asked for only when a `#!` line runs
+//!   `env`: a compiled module never makes the host ask a version manager
+//!   (`runner::native::environment`).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -60,8 +63,9 @@ impl Chain {
 }
 
 /// The chain of `program` (and of each of `more`, granted binaries that may
-/// be scripts too), with commands looked up in `path_env`.
-pub fn resolve(program: &Path, more: &[PathBuf], path_env: Option<&OsStr>) -> Chain {
+/// be scripts too), with commands looked up in the PATH `path_env` gives,
+/// asked only when a command is looked up.
+pub fn resolve(program: &Path, more: &[PathBuf], path_env: &dyn Fn() -> Option<OsString>) -> Chain {
     let mut chain = Chain::default();
     for file in std::iter::once(program).chain(more.iter().map(PathBuf::as_path)) {
         follow(file, path_env, &mut chain, 0);
@@ -69,44 +73,49 @@ pub fn resolve(program: &Path, more: &[PathBuf], path_env: Option<&OsStr>) -> Ch
     chain
 }
 
-/// [`resolve`] with the module's PATH
+/// [`resolve`] with the PATH a module that looks commands up gets
 /// ([`crate::runner::native::environment::module_path`]), cached by the
 /// files' identities.
 pub fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
-    type Key = (
-        Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)>,
-        Option<OsString>,
-    );
-    static CACHE: Mutex<Option<HashMap<Key, Arc<Chain>>>> = Mutex::new(None);
+    type Key = Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)>;
+    /// A chain, and the PATH its resolution looked commands up in (`None`:
+    /// it looked nothing up, and holds whatever PATH is).
+    type Entry = (Arc<Chain>, Option<Option<OsString>>);
+    static CACHE: Mutex<Option<HashMap<Key, Entry>>> = Mutex::new(None);
     let identity = |p: &Path| {
         let meta = std::fs::metadata(p).ok();
         let stamp = meta.and_then(|m| Some((m.modified().ok()?, m.len())));
         (p.to_path_buf(), stamp)
     };
-    // The PATH the module gets, shims resolved: what it will run.
-    let path_env = crate::runner::native::environment::module_path().map(OsStr::to_owned);
-    let key: Key = (
-        std::iter::once(program)
-            .chain(more.iter().map(PathBuf::as_path))
-            .map(identity)
-            .collect(),
-        path_env.clone(),
-    );
+    let module_path = crate::runner::native::environment::module_path;
+    let key: Key = std::iter::once(program)
+        .chain(more.iter().map(PathBuf::as_path))
+        .map(identity)
+        .collect();
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let map = cache.get_or_insert_with(HashMap::new);
-    if let Some(chain) = map.get(&key) {
+    if let Some((chain, looked_up_in)) = map.get(&key)
+        && looked_up_in
+            .as_ref()
+            .is_none_or(|path| *path == module_path())
+    {
         return Arc::clone(chain);
     }
-    let chain = Arc::new(resolve(program, more, path_env.as_deref()));
+    let looked_up_in = std::cell::RefCell::new(None);
+    let chain = Arc::new(resolve(program, more, &|| {
+        let path = module_path();
+        *looked_up_in.borrow_mut() = Some(path.clone());
+        path
+    }));
     // Bounded: a host runs a few dozen modules; a changed file makes a new key.
     if map.len() > 512 {
         map.clear();
     }
-    map.insert(key, Arc::clone(&chain));
+    map.insert(key, (Arc::clone(&chain), looked_up_in.into_inner()));
     chain
 }
 
-fn follow(file: &Path, path_env: Option<&OsStr>, chain: &mut Chain, depth: usize) {
+fn follow(file: &Path, path_env: &dyn Fn() -> Option<OsString>, chain: &mut Chain, depth: usize) {
     if depth > MAX_DEPTH {
         return;
     }
@@ -132,7 +141,7 @@ fn follow(file: &Path, path_env: Option<&OsStr>, chain: &mut Chain, depth: usize
             .and_then(|p| p.file_name().map(|n| n == "env"))
             .unwrap_or(false);
         let target = if is_env {
-            env_command(&args).and_then(|cmd| lookup(&cmd, path_env))
+            env_command(&args).and_then(|cmd| lookup(&cmd, path_env().as_deref()))
         } else {
             Some(interpreter)
         };
@@ -393,7 +402,7 @@ mod tests {
     #[test]
     fn an_elf_binary_brings_its_loader() {
         let sh = std::fs::canonicalize("/bin/sh").unwrap();
-        let chain = resolve(&sh, &[], None);
+        let chain = resolve(&sh, &[], &|| None);
         assert_eq!(chain.executables[0], sh);
         assert!(
             chain.executables[1..]
@@ -415,7 +424,7 @@ mod tests {
         std::os::unix::fs::symlink(&real, shims.join("tool")).unwrap();
         let module = script(dir.path(), "m", "#!/usr/bin/env -S tool --flag\n");
         let path = std::env::join_paths([dir.path().join("empty"), shims]).unwrap();
-        let chain = resolve(&module, &[], Some(&path));
+        let chain = resolve(&module, &[], &|| Some(path.clone()));
         let real = std::fs::canonicalize(real).unwrap();
         let prefix = std::fs::canonicalize(prefix).unwrap();
         assert!(chain.executables.contains(&real), "{chain:?}");
@@ -435,7 +444,7 @@ mod tests {
         }
         let tool = script(&dir.path().join("bin"), "tool", "#!/bin/sh\n");
         let module = script(dir.path(), "m", &format!("#!{}\n", tool.display()));
-        let chain = resolve(&module, &[], None);
+        let chain = resolve(&module, &[], &|| None);
         let dir = std::fs::canonicalize(dir.path()).unwrap();
         assert!(!chain.read.iter().any(|p| dir.starts_with(p)), "{chain:?}");
         assert!(
@@ -466,7 +475,7 @@ mod tests {
         )
         .unwrap();
         let module = script(dir.path(), "m", &format!("#!{}\n", python.display()));
-        let chain = resolve(&module, &[], None);
+        let chain = resolve(&module, &[], &|| None);
         let workspace = std::fs::canonicalize(&workspace).unwrap();
         assert!(!chain.read.contains(&workspace), "{chain:?}");
 
@@ -480,7 +489,7 @@ mod tests {
             format!("home = {}\n", python_prefix.join("bin").display()),
         )
         .unwrap();
-        let chain = resolve(&module, &[], None);
+        let chain = resolve(&module, &[], &|| None);
         let python_prefix = std::fs::canonicalize(python_prefix).unwrap();
         assert!(chain.read.contains(&python_prefix), "{chain:?}");
     }
@@ -527,7 +536,7 @@ mod tests {
     fn a_folder_is_never_an_executable() {
         let dir = tempfile::tempdir().unwrap();
         let module = script(dir.path(), "m", "#!/usr/bin/env -S -v /\n");
-        let chain = resolve(&module, &[], None);
+        let chain = resolve(&module, &[], &|| None);
         assert!(chain.executables.iter().all(|p| p.is_file()), "{chain:?}");
         assert!(
             !chain.executables.contains(&PathBuf::from("/")),

@@ -253,12 +253,19 @@ impl Engines {
     }
 
     /// For engines that keep processes warm: resolve the `PATH` native
-    /// modules start with on a background thread now (a version manager
-    /// takes tens of milliseconds to answer, see [`native::environment`]),
-    /// so the first native call does not wait for it. For a host that has
-    /// native modules to serve; a no-op for other engines.
-    pub fn resolve_native_path_ahead(&self) {
-        if self.warm.is_some() {
+    /// modules that look commands up start with, on a background thread now
+    /// (a version manager takes tens of milliseconds to answer, see
+    /// [`native::environment`]), so their first call does not wait for it.
+    /// `modules`: each native module the host serves, as its program and
+    /// whether it may be granted executables; nothing is asked when none of
+    /// them needs the answer. A no-op for other engines.
+    pub fn resolve_native_path_ahead<'a>(&self, modules: impl Iterator<Item = (&'a Path, bool)>) {
+        if self.warm.is_some()
+            && !native::environment::module_path_is_resolved()
+            && modules.into_iter().any(|(program, grants_executables)| {
+                native::environment::path_needs_resolving(program, grants_executables)
+            })
+        {
             native::environment::resolve_module_path_ahead();
         }
     }

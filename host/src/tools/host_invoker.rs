@@ -186,12 +186,18 @@ async fn load(
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
     let modules = tool_modules(&discovered);
-    if discovered
-        .iter()
-        .any(|m| m.transport == Transport::Native && m.status == ModuleStatus::Enabled)
-    {
-        host.engines().resolve_native_path_ahead();
-    }
+    host.engines().resolve_native_path_ahead(
+        discovered
+            .iter()
+            .filter(|m| m.transport == Transport::Native && m.status == ModuleStatus::Enabled)
+            .map(|m| {
+                let declares_binaries = m
+                    .descriptor
+                    .as_ref()
+                    .is_some_and(|d| !d.binaries.is_empty());
+                (m.program.as_path(), declares_binaries)
+            }),
+    );
     host.prepare_schemas_ahead(
         discovered
             .iter()

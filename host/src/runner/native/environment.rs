@@ -20,10 +20,22 @@
 //!   the operator's shell runs, started directly. The interpreter chain
 //!   ([`crate::confine::interpreter`]) is resolved in this same `PATH`, so
 //!   what is granted is what runs.
-//! - **Asked once per host process, bounded in time.** A long-running host
-//!   asks when it finds an enabled native module ([`resolve_module_path_ahead`];
-//!   one that serves only components never runs a manager), a one-off call when
-//!   it first needs the answer. A manager that does
+//! - **Only for a module that looks commands up in `PATH`.** A script (its
+//!   `#!/usr/bin/env python3` line, and whatever it runs) and a module
+//!   granted executables (it may run them by name) get the resolved `PATH`
+//!   ([`path_needs_resolving`]). A compiled program granted nothing can
+//!   execute nothing but itself when confined, so it gets the host's `PATH`
+//!   as it is and no manager is asked for it: asking takes tens of
+//!   milliseconds (`pyenv prefix` is a shell script running a dozen
+//!   programs), most of a one-off call of such a module.
+//! - **Asked once per host process, bounded in time, never from a spawner
+//!   thread.** A long-running host asks when it finds an enabled native
+//!   module that needs it ([`resolve_module_path_ahead`]), a one-off call
+//!   when it first needs the answer: on a thread of the blocking pool before
+//!   its start is handed to a spawner thread (`process::spawn_off_runtime`),
+//!   since a spawner thread starts nothing but modules
+//!   (`crate::confine::carrier`); one that asks anyway gets the host's
+//!   `PATH` for that call, and nothing is remembered. A manager that does
 //!   not answer within [`MANAGER_TIMEOUT`], or answers nothing usable, leaves
 //!   its `shims` folder in place: the module then fails as before, and the
 //!   sandbox remedy names the denied path.
@@ -46,14 +58,47 @@ pub fn is_allowed_env(name: &str) -> bool {
 }
 
 /// The variables a module starts with: the allowed ones of the host, `PATH`
-/// with version-manager shims resolved ([`module_path`]).
-pub fn module_environment() -> impl Iterator<Item = (OsString, OsString)> {
+/// with version-manager shims resolved ([`module_path`]) when
+/// `resolved_path` ([`path_needs_resolving`]).
+pub fn module_environment(resolved_path: bool) -> impl Iterator<Item = (OsString, OsString)> {
+    let path = if resolved_path { module_path() } else { None };
     std::env::vars_os()
         .filter(|(name, _)| name.to_str().is_some_and(is_allowed_env))
-        .map(|(name, value)| match (name.to_str(), module_path()) {
-            (Some("PATH"), Some(path)) => (name, path.to_owned()),
+        .map(move |(name, value)| match (name.to_str(), &path) {
+            (Some("PATH"), Some(path)) => (name, path.clone()),
             _ => (name, value),
         })
+}
+
+/// Whether a module started from `program` gets `PATH` with shims resolved:
+/// unless it is a compiled program (an ELF file) granted no executables.
+/// A file that cannot be read counts as a script: resolving is never wrong,
+/// only slower.
+pub fn path_needs_resolving(program: &Path, grants_executables: bool) -> bool {
+    grants_executables || !is_compiled(program)
+}
+
+/// Whether `program` starts with the ELF magic number.
+fn is_compiled(program: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    std::fs::File::open(program)
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut magic))
+        .is_ok_and(|()| magic == *b"\x7fELF")
+}
+
+/// Whether [`module_path`] has its answer (asking for it now costs nothing).
+pub fn module_path_is_resolved() -> bool {
+    RESOLVED_PATH.get().is_some()
+}
+
+/// Mark the calling thread as one that must not run a version manager (a
+/// spawner thread: `crate::confine::carrier`).
+pub fn never_ask_managers_on_this_thread() {
+    NO_MANAGERS.with(|flag| flag.set(true));
+}
+
+thread_local! {
+    static NO_MANAGERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Start computing [`module_path`] on a thread of its own, for a host that
@@ -72,12 +117,23 @@ pub fn resolve_module_path_ahead() {
     });
 }
 
-/// The host's `PATH` as modules get it (computed once per process).
-pub fn module_path() -> Option<&'static OsStr> {
-    static PATH: OnceLock<Option<OsString>> = OnceLock::new();
-    PATH.get_or_init(|| std::env::var_os("PATH").map(|path| resolve_shims(&path)))
-        .as_deref()
+/// The host's `PATH` with shims resolved (computed once per process), as
+/// the modules that need it get it. On a thread that must not run a
+/// manager ([`never_ask_managers_on_this_thread`]) and before the answer is
+/// known: the host's `PATH` as it is, remembered nowhere.
+pub fn module_path() -> Option<OsString> {
+    if let Some(path) = RESOLVED_PATH.get() {
+        return path.clone();
+    }
+    if NO_MANAGERS.with(std::cell::Cell::get) {
+        return std::env::var_os("PATH");
+    }
+    RESOLVED_PATH
+        .get_or_init(|| std::env::var_os("PATH").map(|path| resolve_shims(&path)))
+        .clone()
 }
+
+static RESOLVED_PATH: OnceLock<Option<OsString>> = OnceLock::new();
 
 /// `path` with each version manager's `shims` folder replaced by the `bin/`
 /// folders of the installations the manager selects.

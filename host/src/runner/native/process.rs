@@ -94,6 +94,14 @@ pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunErr
         message: format!("the start of the module failed: {e}"),
     };
     let (confinement, network) = (spec.confinement, spec.network);
+    // A module that looks commands up in PATH gets it with version-manager
+    // shims resolved; a spawner thread never asks a manager, so the answer
+    // is had here first, off the runtime (once per host process).
+    if !environment::module_path_is_resolved()
+        && environment::path_needs_resolving(&spec.program, !spec.executables.is_empty())
+    {
+        let _ = tokio::task::spawn_blocking(environment::module_path).await;
+    }
     let (sender, receiver) = tokio::sync::oneshot::channel();
     let start = move || {
         // Its caller went away while it queued: nothing to start.
@@ -182,9 +190,10 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
         .map(str::to_owned)
         .into_iter()
         .collect();
+    let resolved_path = environment::path_needs_resolving(program, !spec.executables.is_empty());
     let child = spawn::spawn(
         program,
-        environment::module_environment(),
+        environment::module_environment(resolved_path),
         program.parent().filter(|d| !d.as_os_str().is_empty()),
         confinement.into_child().as_ref(),
     )
