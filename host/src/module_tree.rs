@@ -282,9 +282,19 @@ pub fn digest(tree: &Tree) -> Result<String, TreeError> {
 
 /// Walk and digest the tree at `root` in one go.
 pub fn walk_and_digest(root: &Path) -> Result<(Tree, String), TreeError> {
+    #[cfg(test)]
+    DIGESTS_ON_THIS_THREAD.with(|count| count.set(count.get() + 1));
     let tree = walk(root)?;
     let digest = digest(&tree)?;
     Ok((tree, digest))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many trees this thread digested: what lets a test tell a check
+    /// that only looked at identities from one that read every file.
+    pub(crate) static DIGESTS_ON_THIS_THREAD: std::cell::Cell<usize> =
+        const { std::cell::Cell::new(0) };
 }
 
 /// The blake3 of one file's contents, never following a symlink.
