@@ -285,7 +285,13 @@ impl InstalledModule {
         let Some(discovered) = self.program_identity else {
             return Ok(true);
         };
-        let now = FileIdentity::of_path(&self.program)?;
+        let in_snapshot = |e: std::io::Error| {
+            std::io::Error::new(
+                e.kind(),
+                format!("its snapshot {}: {e}", self.program.display()),
+            )
+        };
+        let now = FileIdentity::of_path(&self.program).map_err(in_snapshot)?;
         if now == discovered {
             return Ok(true);
         }
@@ -307,8 +313,9 @@ impl InstalledModule {
             return Ok(false);
         };
         let hashed_at = SystemTime::now();
-        let (_, now_digest) = digest_tree(folder)?;
-        let holds = now_digest == digest && FileIdentity::of_path(&self.program)? == now;
+        let (_, now_digest) = digest_tree(folder).map_err(in_snapshot)?;
+        let holds = now_digest == digest
+            && FileIdentity::of_path(&self.program).map_err(in_snapshot)? == now;
         if holds && now.settled_at(hashed_at) {
             reverified_snapshots()
                 .lock()

@@ -81,7 +81,7 @@ pub struct Tree {
 }
 
 /// The identities of a tree's root and entries when it was walked: the
-/// root's by `stat` (a root may be a link to a development folder or file,
+/// root's by `stat` (a root may be a link to a development folder,
 /// and what counts is what it leads to, as for the digest), every entry
 /// beneath it by `lstat` (links beneath are recorded as links).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -135,9 +135,28 @@ pub fn walk(root: &Path) -> Result<Tree, TreeError> {
     let mut entries = Vec::new();
     if meta.is_dir() {
         // The root is followed (modules/<id> may be a symlinked development
-        // folder); everything beneath it is not.
+        // folder); everything beneath it is not. A linked root is resolved
+        // once and walked where it leads, its identity taken there: a link
+        // pointed elsewhere during the walk cannot pair one folder's
+        // identity with another's entries, and a later check (a `stat` of
+        // the link) sees that it moved.
+        let linked = std::fs::symlink_metadata(root)
+            .map_err(read(root))?
+            .file_type()
+            .is_symlink();
+        let (folder, meta) = if linked {
+            let folder = std::fs::canonicalize(root).map_err(read(root))?;
+            let meta = std::fs::metadata(&folder).map_err(read(&folder))?;
+            (folder, meta)
+        } else {
+            (root.to_path_buf(), meta)
+        };
+        if !meta.is_dir() {
+            let changed = std::io::Error::other("it changed while it was read");
+            return Err(read(root)(changed));
+        }
         entries.push((root.to_path_buf(), FileIdentity::of(&meta)));
-        walk_folder(root, root, &mut nodes, &mut entries)?;
+        walk_folder(&folder, &folder, &mut nodes, &mut entries)?;
     } else {
         let name = root.file_name().map(PathBuf::from).unwrap_or_default();
         entries.push((root.to_path_buf(), FileIdentity::of(&meta)));
@@ -417,10 +436,10 @@ mod tests {
         assert!(matches!(walk(&m), Err(TreeError::LinkOutside { .. })));
     }
 
-    /// A module linked into `modules/` (a development folder, or one
-    /// file): its state holds while nothing changed, so a long-running host
-    /// checks it with `stat`s rather than a digest per call, and notices
-    /// what the link leads to changing, or the link being pointed elsewhere.
+    /// A module folder linked into `modules/` (a development folder): its
+    /// state holds while nothing changed, so a long-running host checks it
+    /// with `stat`s rather than a digest per call, and notices the link
+    /// being pointed elsewhere.
     #[test]
     fn the_state_of_a_linked_root_follows_the_link() {
         let dir = tempfile::tempdir().unwrap();
@@ -438,17 +457,54 @@ mod tests {
             !state.still_matches(&Glance::default()),
             "pointed elsewhere"
         );
+    }
 
-        let file = dir.path().join("linked-file");
-        std::os::unix::fs::symlink(src.join("m"), &file).unwrap();
-        let state = walk(&file).unwrap().state;
-        assert!(state.still_matches(&Glance::default()), "nothing changed");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        write(&src.join("m"), "#!/bin/sh\nexit 1\n", 0o755);
-        assert!(
-            !state.still_matches(&Glance::default()),
-            "what the link leads to was rewritten"
-        );
+    /// A link pointed back and forth between two folders while the tree is
+    /// walked: every walk records the identity of the folder whose entries
+    /// it recorded (here: folder `a` holds one file more than `b`).
+    #[test]
+    fn a_linked_root_pointed_elsewhere_during_the_walk_never_mixes_two_folders() {
+        use std::os::unix::fs::MetadataExt;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        write(&a.join("m"), "#!/bin/sh\n", 0o755);
+        write(&a.join("extra"), "more\n", 0o644);
+        std::fs::create_dir_all(&b).unwrap();
+        std::fs::hard_link(a.join("m"), b.join("m")).unwrap();
+        let a_ino = std::fs::metadata(&a).unwrap().ino();
+        let link = dir.path().join("linked");
+        std::os::unix::fs::symlink(&b, &link).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flipper = {
+            let (stop, link, dir) = (stop.clone(), link.clone(), dir.path().to_path_buf());
+            std::thread::spawn(move || {
+                let temporary = dir.join("next-link");
+                let mut to_a = true;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = std::fs::remove_file(&temporary);
+                    let target = dir.join(if to_a { "a" } else { "b" });
+                    std::os::unix::fs::symlink(target, &temporary).unwrap();
+                    std::fs::rename(&temporary, &link).unwrap();
+                    to_a = !to_a;
+                }
+            })
+        };
+        let started = std::time::Instant::now();
+        let mut walks = 0;
+        while walks < 2_000 && started.elapsed() < std::time::Duration::from_secs(5) {
+            let Ok(tree) = walk(&link) else { continue };
+            walks += 1;
+            let root_is_a = tree.state.entries[0].1.ino == a_ino;
+            let files = tree.nodes.len();
+            if root_is_a != (files == 2) {
+                stop.store(true, Ordering::Relaxed);
+                panic!("walk {walks}: root of a: {root_is_a}, {files} files recorded");
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        flipper.join().unwrap();
+        assert!(walks > 100, "only {walks} walks");
     }
 
     #[test]

@@ -117,23 +117,24 @@ impl Root {
             .map_err(|e| self.io_error(&rel, &e))
     }
 
-    /// Open a file for reading only if it is a regular file, as the open
-    /// descriptor says: opened without blocking (a fifo put in its place
-    /// cannot hang the call) and checked with one `fstat`, refused with
+    /// Open a file for reading only if it is a regular file, refused with
     /// `invalid_input` when it is anything else. For a caller that already
-    /// knows from a directory listing that the entry is a file: it needs no
-    /// [`Root::metadata`] first, which natively costs three system calls (the
-    /// parent folder is opened beneath the root to look in it) where this
-    /// check costs one.
+    /// knows from a directory listing that the entry is a regular file
+    /// (not a link): natively it is opened without blocking (a fifo swapped
+    /// in since the listing cannot hang the call) and checked with one
+    /// `fstat` on the descriptor, where [`Root::metadata`] first would cost
+    /// three system calls (the parent folder is opened beneath the root to
+    /// look in it). Inside a component, where the runtime opens without
+    /// that flag, the path is looked at first and then opened.
+    ///
+    /// An entry listed as a link is better looked at with [`Root::metadata`]
+    /// first: opening what a link leads to (a fifo, a device) is already
+    /// an effect on it.
     pub fn open_regular_file(&self, path: impl AsRef<Path>) -> Result<std::fs::File, ModError> {
         let rel = self.check(path.as_ref())?;
-        let file = self
-            .handle
-            .open_file_without_blocking(&rel)
-            .map_err(|e| self.io_error(&rel, &e))?;
-        match file.metadata() {
-            Ok(meta) if meta.is_file() => Ok(file),
-            Ok(_) => Err(ModError::invalid_input(format!(
+        match self.handle.open_regular(&rel) {
+            Ok(Some(file)) => Ok(file),
+            Ok(None) => Err(ModError::invalid_input(format!(
                 "{}: not a regular file",
                 self.display(&rel)
             ))),
@@ -318,17 +319,20 @@ mod platform {
             matches!(self, Handle::File(_))
         }
 
-        pub(super) fn open_file_without_blocking(&self, rel: &Path) -> io::Result<std::fs::File> {
+        /// The file at `rel` if it is a regular file: opened without
+        /// blocking, checked on the descriptor.
+        pub(super) fn open_regular(&self, rel: &Path) -> io::Result<Option<std::fs::File>> {
             use cap_std::fs::OpenOptionsExt;
-            match self {
+            let file = match self {
                 Handle::Dir(dir) => dir
                     .open_with(
                         rel,
                         OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK),
                     )
-                    .map(File::into_std),
-                Handle::File(_) => self.open_file(rel),
-            }
+                    .map(File::into_std)?,
+                Handle::File(_) => self.open_file(rel)?,
+            };
+            Ok(file.metadata()?.is_file().then_some(file))
         }
 
         pub(super) fn open_file(&self, rel: &Path) -> io::Result<std::fs::File> {
@@ -455,10 +459,17 @@ mod platform {
             std::fs::File::open(self.resolve(rel)?)
         }
 
-        pub(super) fn open_file_without_blocking(&self, rel: &Path) -> io::Result<std::fs::File> {
-            // Opened through the runtime, as `open_file` does; the kind is
-            // checked on the open file after, as natively.
-            self.open_file(rel)
+        /// The file at `rel` if it is a regular file. The runtime opens
+        /// without `O_NONBLOCK` and follows links, so what the path leads to
+        /// is looked at before it is opened (a fifo there would hold the
+        /// open), and checked again on the open file.
+        pub(super) fn open_regular(&self, rel: &Path) -> io::Result<Option<std::fs::File>> {
+            let path = self.resolve(rel)?;
+            if !std::fs::metadata(&path)?.is_file() {
+                return Ok(None);
+            }
+            let file = std::fs::File::open(path)?;
+            Ok(file.metadata()?.is_file().then_some(file))
         }
 
         pub(super) fn create_file(&self, rel: &Path) -> io::Result<std::fs::File> {

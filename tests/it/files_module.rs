@@ -349,3 +349,54 @@ fn search_does_not_follow_a_symlink_out_of_the_workspace() {
     let output = run.invoke_result()["output"].clone();
     assert_eq!(output["matches"], json!([]), "{output:#}");
 }
+
+/// A workspace is anybody's checkout: a link in it to a fifo no writer
+/// opens must neither hang `files.search` (natively or as a component,
+/// whose runtime opens without `O_NONBLOCK`) nor be opened at all, since
+/// opening what a link leads to is already an effect on it (here it would
+/// let a waiting writer through; for a device node, run its driver's open).
+#[test]
+fn a_linked_fifo_in_the_workspace_is_neither_waited_on_nor_opened() {
+    for component in [false, true] {
+        let home = Home::new();
+        if component {
+            home.install_component("files");
+        } else {
+            home.install_files();
+        }
+        home.write_config("[limits]\ndeadline_ms = 20000\n");
+        let ws = home.workspace();
+        write_file(&ws, "src/a.txt", "needle\n");
+        let fifo = ws.join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        std::os::unix::fs::symlink("pipe", ws.join("pipe.txt")).expect("link");
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let writer_fifo = fifo.clone();
+        std::thread::spawn(move || {
+            // Blocks until something opens the fifo for reading.
+            let opened = std::fs::OpenOptions::new().write(true).open(&writer_fifo);
+            let _ = sender.send(opened.is_ok());
+        });
+
+        let run = home.invoke("files", "files.search", &json!({"pattern": "needle"}), &[]);
+        let output = run.invoke_result()["output"].clone();
+        assert_eq!(
+            output["matches"],
+            json!([{"path": "src/a.txt", "line": 1, "text": "needle"}]),
+            "component={component}: {output:#}"
+        );
+        let let_through = receiver.recv_timeout(std::time::Duration::from_millis(300));
+        if let_through.is_err() {
+            // Release the waiting writer: it is there, so this open returns.
+            let _ = std::fs::File::open(&fifo);
+        }
+        assert!(
+            let_through.is_err(),
+            "component={component}: files.search opened the fifo behind a link"
+        );
+    }
+}

@@ -35,7 +35,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
 use ignore::WalkState;
-use modsdk::{ModError, Root};
+use modsdk::{EntryKind, ModError, Root};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -117,12 +117,19 @@ pub fn run(root: &Root, input: &SearchInput, deadline: Instant) -> Result<Search
         let Some(rel) = walk::relative(root.path(), entry.path()) else {
             return WalkState::Continue;
         };
-        // What the listing says is a file, or may lead to one; the open
-        // through the root checks what it is (`search_file`).
-        let may_be_a_file = entry
-            .file_type()
-            .is_none_or(|kind| kind.is_file() || kind.is_symlink());
-        if !may_be_a_file || !lock(&found).may_hold(&rel) {
+        // A regular file as listed is opened and checked on its descriptor
+        // (`search_file`); a link is looked at through the root first, so
+        // what it leads to (a fifo, a device) is not even opened unless it
+        // is a regular file inside the root.
+        let is_a_file = match entry.file_type() {
+            Some(kind) if kind.is_file() => true,
+            Some(kind) if !kind.is_symlink() => false,
+            _ => matches!(
+                walk::kind_through_root(root, &rel, entry.file_type()),
+                Some((EntryKind::File, _))
+            ),
+        };
+        if !is_a_file || !lock(&found).may_hold(&rel) {
             return WalkState::Continue;
         }
         let matches = search_file(root, &rel, &matcher, searcher, max_results + 1);
@@ -220,10 +227,10 @@ impl Found {
 }
 
 /// The first `keep` matching lines of one text file (none for a binary
-/// file, for anything but a regular file, a link to one inside the root
-/// included, or for one that vanished or cannot be opened since the walk
-/// saw it). The kind is checked on the open file: one `fstat`, where a
-/// `stat` through the root first would cost three system calls per file.
+/// file, for anything but a regular file, or for one that vanished or
+/// cannot be opened since the walk saw it). The kind is checked on the open
+/// file: one `fstat`, where a `stat` through the root first would cost
+/// three system calls per file.
 fn search_file(
     root: &Root,
     rel: &Path,
