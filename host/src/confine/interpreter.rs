@@ -92,21 +92,28 @@ pub fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
         .chain(more.iter().map(PathBuf::as_path))
         .map(identity)
         .collect();
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let map = cache.get_or_insert_with(HashMap::new);
-    if let Some((chain, looked_up_in)) = map.get(&key)
+    // The lock is held only to copy an entry out or put one in: asking for
+    // PATH may run a version manager (`module_path`), and resolving reads
+    // files, neither of which other calls should queue behind.
+    let cached = CACHE
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|map| map.get(&key).cloned());
+    if let Some((chain, looked_up_in)) = cached
         && looked_up_in
             .as_ref()
             .is_none_or(|path| *path == module_path())
     {
-        return Arc::clone(chain);
+        return chain;
     }
-    let looked_up_in = std::cell::RefCell::new(None);
+    // Asked once per resolution, so every lookup of it sees the same PATH.
+    let looked_up_in = std::cell::OnceCell::new();
     let chain = Arc::new(resolve(program, more, &|| {
-        let path = module_path();
-        *looked_up_in.borrow_mut() = Some(path.clone());
-        path
+        looked_up_in.get_or_init(module_path).clone()
     }));
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let map = cache.get_or_insert_with(HashMap::new);
     // Bounded: a host runs a few dozen modules; a changed file makes a new key.
     if map.len() > 512 {
         map.clear();
