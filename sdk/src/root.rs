@@ -462,14 +462,14 @@ mod platform {
         /// The file at `rel` if it is a regular file. The runtime opens
         /// without `O_NONBLOCK` and follows links, so what the path leads to
         /// is looked at before it is opened (a fifo there would hold the
-        /// open), and checked again on the open file.
+        /// open); a second look on the open file would come after any such
+        /// wait, so none is taken (each costs a call into the runtime).
         pub(super) fn open_regular(&self, rel: &Path) -> io::Result<Option<std::fs::File>> {
             let path = self.resolve(rel)?;
             if !std::fs::metadata(&path)?.is_file() {
                 return Ok(None);
             }
-            let file = std::fs::File::open(path)?;
-            Ok(file.metadata()?.is_file().then_some(file))
+            std::fs::File::open(path).map(Some)
         }
 
         pub(super) fn create_file(&self, rel: &Path) -> io::Result<std::fs::File> {
