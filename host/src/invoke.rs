@@ -480,9 +480,11 @@ impl Host {
         }
         let root = module.tree_root();
         let id = &module.id;
-        let restore_or_pin = format!(
-            "refused until the files are restored, or reviewed and pinned again (`modhost pin {id}`), which `modhost mcp` picks up while it runs"
-        );
+        let restore_or_pin = || {
+            format!(
+                "refused until the files are restored, or reviewed and pinned again (`modhost pin {id}`), which `modhost mcp` picks up while it runs"
+            )
+        };
         match module.drift(glance) {
             Ok(None) => None,
             Ok(Some(Drift::Tree)) => Some(Change {
@@ -490,7 +492,7 @@ impl Host {
                     "{} changed since module {id} was discovered: these are not the files that were checked and approved",
                     root.display(),
                 ),
-                remedy: restore_or_pin,
+                remedy: restore_or_pin(),
             }),
             Ok(Some(Drift::Snapshot)) => {
                 let snapshot = module.program.parent().unwrap_or(&module.program);
@@ -511,7 +513,7 @@ impl Host {
                     "{} can no longer be read to check it is unchanged: {e}",
                     root.display()
                 ),
-                remedy: restore_or_pin,
+                remedy: restore_or_pin(),
             }),
         }
     }
