@@ -135,7 +135,7 @@ impl ModuleCaller for NativeCaller {
         // Started exactly as the native runner starts a module.
         let child = spawn::spawn(
             &self.program,
-            environment::module_environment(environment::path_needs_resolving(
+            environment::module_environment(confine::interpreter::path_needs_resolving(
                 &self.program,
                 !granted.executables.is_empty(),
             )),

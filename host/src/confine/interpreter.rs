@@ -163,11 +163,31 @@ fn follow(file: &Path, path_env: &dyn Fn() -> Option<OsString>, chain: &mut Chai
     }
 }
 
-/// The first bytes of the regular file at `path`. Opened without blocking
-/// and checked on the descriptor: a path swapped for a FIFO after the
-/// `is_file` check above (by a module with a write grant over a folder on
-/// its PATH) must not hold this thread, and with it every preparation.
+/// Whether a module started from `program` gets `PATH` with version-manager
+/// shims resolved (`runner::native::environment`): unless it is a compiled
+/// program (an ELF file) granted no executables, which can execute nothing
+/// but its own files when confined. A file that cannot be read counts as a
+/// script: resolving is never wrong, only slower.
+pub fn path_needs_resolving(program: &Path, grants_executables: bool) -> bool {
+    grants_executables || !is_compiled(program)
+}
+
+/// Whether `program` is a regular file that starts with the ELF magic number.
+fn is_compiled(program: &Path) -> bool {
+    read_start(program, 4).is_some_and(|start| start == b"\x7fELF")
+}
+
+/// The first [`HEADER_BYTES`] of the regular file at `path`.
 fn read_header(path: &Path) -> Option<Vec<u8>> {
+    read_start(path, HEADER_BYTES)
+}
+
+/// The first `limit` bytes of the regular file at `path`. Opened without
+/// blocking and checked on the descriptor: a path swapped for a FIFO after
+/// the `is_file` check above (by a module with a write grant over a folder
+/// on its PATH), or put where a module's program was, must not hold this
+/// thread, and with it every preparation (or the runtime's thread).
+fn read_start(path: &Path, limit: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -178,7 +198,7 @@ fn read_header(path: &Path) -> Option<Vec<u8>> {
         return None;
     }
     let mut header = Vec::new();
-    file.take(HEADER_BYTES).read_to_end(&mut header).ok()?;
+    file.take(limit).read_to_end(&mut header).ok()?;
     Some(header)
 }
 
@@ -404,6 +424,34 @@ mod tests {
             .recv_timeout(std::time::Duration::from_secs(5))
             .expect("reading a FIFO's header blocked");
         assert_eq!(header, None);
+    }
+
+    /// Only a regular ELF file granted nothing goes without the resolved
+    /// PATH; the look never blocks, not even on a fifo no writer opens.
+    #[test]
+    fn only_a_compiled_program_granted_nothing_keeps_the_hosts_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let elf = dir.path().join("elf");
+        std::fs::write(&elf, b"\x7fELF\x02\x01\x01").unwrap();
+        let sh = script(dir.path(), "script", "#!/bin/sh\n");
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert!(!path_needs_resolving(&elf, false));
+        assert!(path_needs_resolving(&elf, true), "granted executables");
+        assert!(path_needs_resolving(&sh, false));
+        assert!(path_needs_resolving(&dir.path().join("missing"), false));
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = sender.send(path_needs_resolving(&fifo, false));
+        });
+        let needs = receiver
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("a fifo held the look at the program");
+        assert!(needs, "a fifo is no compiled program");
     }
 
     #[test]

@@ -263,7 +263,7 @@ impl Engines {
         if self.warm.is_some()
             && !native::environment::module_path_is_resolved()
             && modules.into_iter().any(|(program, grants_executables)| {
-                native::environment::path_needs_resolving(program, grants_executables)
+                crate::confine::interpreter::path_needs_resolving(program, grants_executables)
             })
         {
             native::environment::resolve_module_path_ahead();

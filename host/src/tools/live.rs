@@ -13,8 +13,9 @@
 //!   `install` and `remove` rename an entry of `modules/` (its mtime moves),
 //!   `enable`/`disable` create or delete `.disabled` in the module's folder
 //!   (that folder's mtime moves). So the state that decides the tool list is
-//!   the [`FileIdentity`](crate::file_identity::FileIdentity) of those few paths: one `stat` each, a few
-//!   microseconds, taken before every `tools/list` and every call. A change
+//!   the [`FileIdentity`](crate::file_identity::FileIdentity) of those few
+//!   paths: one `stat` each, a few microseconds, taken before every
+//!   `tools/list` and every call. A change
 //!   of any of them rediscovers (describe answers come from the cache unless
 //!   the bytes changed). `notify` was not chosen: its events arrive
 //!   asynchronously, so a `tools/list` sent right after `modhost disable`

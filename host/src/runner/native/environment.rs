@@ -23,11 +23,11 @@
 //! - **Only for a module that looks commands up in `PATH`.** A script (its
 //!   `#!/usr/bin/env python3` line, and whatever it runs) and a module
 //!   granted executables (it may run them by name) get the resolved `PATH`
-//!   ([`path_needs_resolving`]). A compiled program granted nothing can
-//!   execute nothing but its own files when confined (no interpreter, no
-//!   command a shim would lead to), so it gets the host's `PATH` as it is
-//!   and no manager is asked for it: asking takes tens of
-//!   milliseconds (`pyenv prefix` is a shell script running a dozen
+//!   ([`crate::confine::interpreter::path_needs_resolving`]). A compiled
+//!   program granted nothing can execute nothing but its own files when
+//!   confined (no interpreter, no command a shim would lead to), so it gets
+//!   the host's `PATH` as it is and no manager is asked for it: asking takes
+//!   tens of milliseconds (`pyenv prefix` is a shell script running a dozen
 //!   programs), most of a one-off call of such a module.
 //! - **Asked once per host process, bounded in time, never from a spawner
 //!   thread.** A long-running host asks when it finds an enabled native
@@ -60,7 +60,7 @@ pub fn is_allowed_env(name: &str) -> bool {
 
 /// The variables a module starts with: the allowed ones of the host, `PATH`
 /// with version-manager shims resolved ([`module_path`]) when
-/// `resolved_path` ([`path_needs_resolving`]).
+/// `resolved_path` ([`crate::confine::interpreter::path_needs_resolving`]).
 pub fn module_environment(resolved_path: bool) -> impl Iterator<Item = (OsString, OsString)> {
     let path = if resolved_path { module_path() } else { None };
     std::env::vars_os()
@@ -69,34 +69,6 @@ pub fn module_environment(resolved_path: bool) -> impl Iterator<Item = (OsString
             (Some("PATH"), Some(path)) => (name, path.clone()),
             _ => (name, value),
         })
-}
-
-/// Whether a module started from `program` gets `PATH` with shims resolved:
-/// unless it is a compiled program (an ELF file) granted no executables.
-/// A file that cannot be read counts as a script: resolving is never wrong,
-/// only slower.
-pub fn path_needs_resolving(program: &Path, grants_executables: bool) -> bool {
-    grants_executables || !is_compiled(program)
-}
-
-/// Whether `program` is a regular file that starts with the ELF magic
-/// number. Opened without blocking and checked on the descriptor first: a
-/// fifo put where a module's program was (a module run from its folder)
-/// must not hold the thread that asks, which may be the runtime's.
-fn is_compiled(program: &Path) -> bool {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut magic = [0u8; 4];
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(program)
-        .and_then(|mut file| {
-            if !file.metadata()?.is_file() {
-                return Err(std::io::Error::other("not a regular file"));
-            }
-            std::io::Read::read_exact(&mut file, &mut magic)
-        })
-        .is_ok_and(|()| magic == *b"\x7fELF")
 }
 
 /// Whether [`module_path`] has its answer (asking for it now costs nothing).
@@ -252,32 +224,6 @@ mod tests {
             resolved,
             vec![PathBuf::from("/usr/bin"), version.join("bin")]
         );
-    }
-
-    /// Only a regular ELF file granted nothing goes without the resolved
-    /// PATH; the look never blocks, not even on a fifo no writer opens.
-    #[test]
-    fn only_a_compiled_program_granted_nothing_keeps_the_hosts_path() {
-        let dir = tempfile::tempdir().unwrap();
-        let elf = dir.path().join("elf");
-        std::fs::write(&elf, b"\x7fELF\x02\x01\x01").unwrap();
-        let script = dir.path().join("script");
-        executable(&script, "#!/bin/sh\n");
-        let fifo = dir.path().join("fifo");
-        let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-        assert!(made.success());
-        assert!(!path_needs_resolving(&elf, false));
-        assert!(path_needs_resolving(&elf, true), "granted executables");
-        assert!(path_needs_resolving(&script, false));
-        assert!(path_needs_resolving(&dir.path().join("missing"), false));
-        let (sender, receiver) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = sender.send(path_needs_resolving(&fifo, false));
-        });
-        let needs = receiver
-            .recv_timeout(Duration::from_secs(20))
-            .expect("a fifo held the look at the program");
-        assert!(needs, "a fifo is no compiled program");
     }
 
     #[test]

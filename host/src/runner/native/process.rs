@@ -14,7 +14,7 @@ use tokio::net::unix::pipe;
 
 use super::group::Group;
 use super::{carriers, environment, spawn};
-use crate::confine::{self, ConfineError, ConfinementMode};
+use crate::confine::{self, ConfineError, ConfinementMode, interpreter};
 use crate::runner::{Call, Grant, RunError, STDERR_TAIL_BYTES};
 
 /// Delivers the exit status once the blocking waiter has reaped the child.
@@ -95,11 +95,13 @@ pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunErr
     };
     let (confinement, network) = (spec.confinement, spec.network);
     // A module that looks commands up in PATH gets it with version-manager
-    // shims resolved; a spawner thread never asks a manager, so the answer
-    // is had here first, off the runtime (once per host process).
-    if !environment::module_path_is_resolved()
-        && environment::path_needs_resolving(&spec.program, !spec.executables.is_empty())
-    {
+    // shims resolved; a spawner thread never asks a manager, so while PATH
+    // is unresolved the need is decided here and the answer had first, off
+    // the runtime (once per host process). Once it is resolved, the thread
+    // that starts the module decides.
+    let resolved_path = (!environment::module_path_is_resolved())
+        .then(|| interpreter::path_needs_resolving(&spec.program, !spec.executables.is_empty()));
+    if resolved_path == Some(true) {
         let _ = tokio::task::spawn_blocking(environment::module_path).await;
     }
     let (sender, receiver) = tokio::sync::oneshot::channel();
@@ -109,7 +111,7 @@ pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunErr
             return;
         }
         // Its caller went away while it ran: nobody will attach the child.
-        if let Err(orphan) = sender.send(spawn(&spec)) {
+        if let Err(orphan) = sender.send(spawn(&spec, resolved_path)) {
             kill_orphan(orphan);
         }
     };
@@ -170,7 +172,9 @@ pub(super) struct Spawned {
 /// child just before exec; refused under `confinement = "required"` when the
 /// kernel falls short). Blocks until the exec succeeded or failed, and needs
 /// no runtime, so a background start can run it on the blocking pool.
-pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
+/// `resolved_path`: whether the module gets PATH with shims resolved, when
+/// the caller decided it already.
+pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spawned, RunError> {
     let program = &spec.program;
     let confinement = confine::prepare(
         program,
@@ -190,7 +194,9 @@ pub(super) fn spawn(spec: &SpawnSpec) -> Result<Spawned, RunError> {
         .map(str::to_owned)
         .into_iter()
         .collect();
-    let resolved_path = environment::path_needs_resolving(program, !spec.executables.is_empty());
+    let resolved_path = resolved_path.unwrap_or_else(|| {
+        interpreter::path_needs_resolving(program, !spec.executables.is_empty())
+    });
     let child = spawn::spawn(
         program,
         environment::module_environment(resolved_path),

@@ -252,7 +252,7 @@ fn spawn_once(
     }
     // The child failed before exec and exited: reap it, then say why.
     reap(pid);
-    let (stage, errno) = Failure::unpack(failure);
+    let (stage, errno) = unpack_failure(failure);
     let stage = match stage {
         x if x == Stage::Setup as u8 => "setting up the process",
         x if x == Stage::Confine as u8 => "entering the confinement",
@@ -266,16 +266,13 @@ fn spawn_once(
 
 /// A child's failure as one word in shared memory: the stage in the high
 /// half, the errno in the low; 0 for none (no stage is 0).
-struct Failure;
+fn pack_failure(stage: Stage, errno: c_int) -> u64 {
+    (u64::from(stage as u8) << 32) | u64::from(errno as u32)
+}
 
-impl Failure {
-    fn pack(stage: Stage, errno: c_int) -> u64 {
-        (u64::from(stage as u8) << 32) | u64::from(errno as u32)
-    }
-
-    fn unpack(word: u64) -> (u8, i32) {
-        ((word >> 32) as u8, word as u32 as i32)
-    }
+/// The stage and errno of a word [`pack_failure`] made.
+fn unpack_failure(word: u64) -> (u8, i32) {
+    ((word >> 32) as u8, word as u32 as i32)
 }
 
 /// Why the child did not reach its exec, or why the exec failed.
@@ -313,7 +310,7 @@ struct ChildContext<'a> {
     cwd: *const c_char,
     /// The descriptors that become the child's 0, 1 and 2.
     streams: [RawFd; 3],
-    /// Where the child writes its failure ([`Failure`]) before it exits:
+    /// Where the child writes its failure ([`pack_failure`]) before it exits:
     /// in the parent's memory (`CLONE_VM`), read once the clone returns.
     failure: AtomicU64,
     confinement: Option<&'a ChildConfinement>,
@@ -450,7 +447,7 @@ unsafe fn fail(failure: &AtomicU64, stage: Stage, errno: c_int) -> ! {
     // A plain store to memory the parent reads after the child is gone; the
     // release pairs with the parent's acquire (the vfork completion orders
     // them as well).
-    failure.store(Failure::pack(stage, errno), Ordering::Release);
+    failure.store(pack_failure(stage, errno), Ordering::Release);
     // SAFETY: _exit is async-signal-safe and never returns.
     unsafe { libc::_exit(127) }
 }
