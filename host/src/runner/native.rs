@@ -16,8 +16,8 @@
 //!    (grandchildren included) and reap; a long-running host answers a
 //!    successful call first and does this in the background. The group is
 //!    only ever signalled while its leader is unreaped ([`group`]): a
-//!    waiter thread learns of the leader's exit through its pidfd without
-//!    reaping it, kills the group, and only then reaps.
+//!    waiter task polls the leader's pidfd on the runtime, learns of its
+//!    exit without reaping it, kills the group, and only then reaps.
 //!
 //! Design decisions:
 //!

@@ -51,7 +51,7 @@ impl Group {
         }
     }
 
-    /// The leader, for a waiter on another thread.
+    /// The leader, for a waiter in another task or thread.
     pub fn leader(&self) -> Arc<Leader> {
         Arc::clone(&self.leader)
     }
@@ -129,11 +129,50 @@ impl Leader {
         Ok(exit_status(&status))
     }
 
-    /// Wait for the leader to exit, kill its group, reap it: what a call's
-    /// waiter thread does.
+    /// Wait for the leader to exit, kill its group, reap it, blocking the
+    /// calling thread.
     pub fn wait_kill_reap(&self) -> std::io::Result<ExitStatus> {
         self.wait_exit(None)?;
         self.kill_and_reap()
+    }
+
+    /// [`Self::wait_kill_reap`] on the tokio runtime: the leader's pidfd is
+    /// polled with the runtime's other descriptors, so a call's exit costs
+    /// no thread and no hand-off between threads (it usually arrives in
+    /// the same wake-up as the end of its stdout). Must be called on a
+    /// runtime with I/O enabled.
+    ///
+    /// Never leaves a zombie: a wait dropped before the reap (its runtime
+    /// shut down) kills the group and reaps on a thread of its own, and one
+    /// whose pidfd the runtime cannot poll waits on the blocking pool.
+    pub async fn reap_when_exited(self: Arc<Self>) -> std::io::Result<ExitStatus> {
+        let unreaped = ReapIfDropped(Some(Arc::clone(&self)));
+        // A pidfd turns readable once its process has exited, and stays
+        // so: one readiness is the exit.
+        // SAFETY: the descriptor is the leader's own, open for as long as
+        // `self` lives, which outlives the registration (dropped at the end
+        // of this statement).
+        #[allow(unsafe_code)]
+        let registered = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                self.pidfd.as_fd(),
+                tokio::io::Interest::READABLE,
+            )
+        };
+        let exited = match registered {
+            Ok(pidfd) => pidfd.readable().await.is_ok(),
+            Err(_) => false,
+        };
+        let status = if exited {
+            self.kill_and_reap()
+        } else {
+            let leader = Arc::clone(&self);
+            tokio::task::spawn_blocking(move || leader.wait_kill_reap())
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        };
+        unreaped.disarm();
+        status
     }
 
     fn kill_group(&self) {
@@ -147,6 +186,35 @@ impl Leader {
     fn lock(&self) -> std::sync::MutexGuard<'_, bool> {
         // A bool cannot be left inconsistent by a panic.
         self.reaped.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Armed while [`Leader::reap_when_exited`] has not reaped: dropped armed,
+/// it kills the group and reaps the leader on a thread of its own.
+struct ReapIfDropped(Option<Arc<Leader>>);
+
+impl ReapIfDropped {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for ReapIfDropped {
+    fn drop(&mut self) {
+        let Some(leader) = self.0.take() else {
+            return;
+        };
+        leader.kill();
+        // The leader dies of the kill; waiting for that is the thread's
+        // business, not the dropping runtime's.
+        let reaping = std::thread::Builder::new()
+            .name("modhost-reaper".into())
+            .spawn(move || {
+                let _ = leader.wait_kill_reap();
+            });
+        if let Err(e) = reaping {
+            tracing::warn!("no thread to reap a module's process: {e}");
+        }
     }
 }
 
@@ -234,6 +302,72 @@ pub(crate) mod tests {
             vec!['Z'],
             "a reaped leader's pgid was signalled"
         );
+    }
+
+    /// The start time of `pid` (field 22 of its `/proc` stat), which tells
+    /// a process from a later one given the same number; `None` once the
+    /// pid is gone (reaped).
+    fn started_at(pid: Pid) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())).ok()?;
+        let (_, rest) = stat.rsplit_once(") ")?;
+        rest.split_whitespace().nth(19)?.parse().ok()
+    }
+
+    #[test]
+    fn a_wait_on_the_runtime_kills_the_group_while_the_leader_is_a_zombie_then_reaps() {
+        let (pid, group) = start("exit 7\n");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let status = runtime.block_on(group.leader().reap_when_exited()).unwrap();
+        assert_eq!(status.code(), Some(7));
+        let raw = pid.as_raw_nonzero().get();
+        assert_eq!(
+            kills_of(raw),
+            vec!['Z'],
+            "the group was killed before the reap"
+        );
+        assert_eq!(started_at(pid), None, "the leader was not reaped");
+        group.kill();
+        assert_eq!(
+            kills_of(raw),
+            vec!['Z'],
+            "a reaped leader's pgid was signalled"
+        );
+    }
+
+    /// The attack: a host (or a library user) whose runtime shuts down
+    /// while a module runs. The wait for the module's exit is dropped with
+    /// the runtime; the module must still be killed and reaped, not left
+    /// running or as a zombie for the host's life.
+    #[test]
+    fn a_wait_dropped_with_its_runtime_still_kills_and_reaps_the_leader() {
+        let (pid, group) = start("sleep 30\n");
+        let born = started_at(pid).expect("the module runs");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let waiting = runtime.spawn(group.leader().reap_when_exited());
+        runtime.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
+        assert!(!waiting.is_finished(), "the module exited on its own");
+        drop(runtime);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while started_at(pid) == Some(born) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_ne!(
+            started_at(pid),
+            Some(born),
+            "the module is still running, or a zombie, after its runtime shut down"
+        );
+        let states = kills_of(pid.as_raw_nonzero().get());
+        assert!(
+            !states.is_empty() && states.iter().all(|&s| s != '-'),
+            "{states:?}"
+        );
+        drop(group);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::{carriers, environment, spawn};
 use crate::confine::{self, ConfineError, ConfinementMode, interpreter};
 use crate::runner::{Call, Grant, RunError, STDERR_TAIL_BYTES};
 
-/// Delivers the exit status once the blocking waiter has reaped the child.
+/// Delivers the exit status once the waiter task has reaped the child.
 pub(super) type ExitReceiver = tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>;
 
 /// What a native process is started with: everything about a call but its
@@ -46,7 +46,7 @@ impl SpawnSpec {
 
 /// A module process, started and waiting for its request on stdin.
 ///
-/// Dropping it kills its process group (the blocking waiter reaps it).
+/// Dropping it kills its process group (the waiter task reaps it).
 #[derive(Debug)]
 pub struct Started {
     pub(super) guard: Group,
@@ -254,21 +254,26 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         stdout,
         stderr,
     } = child;
-    // A blocking waiter reaps the child whenever it dies, even when the call
-    // is dropped: no zombie survives a cancelled call. It kills the group
+    // A waiter task reaps the child whenever it dies, even when the call is
+    // dropped: no zombie survives a cancelled call. It kills the group
     // between the exit and the reap, while the pgid is still the leader's.
-    // (A dedicated wait also wakes faster than a SIGCHLD-driven one.)
     let (exit_tx, exit) = tokio::sync::oneshot::channel();
     let leader = guard.leader();
-    tokio::task::spawn_blocking(move || {
-        let _ = exit_tx.send(leader.wait_kill_reap());
+    tokio::spawn(async move {
+        let _ = exit_tx.send(leader.reap_when_exited().await);
     });
     let pipe_error = |e: std::io::Error| RunError::Spawn {
         message: format!("the module's pipes could not be set up: {e}"),
     };
-    let stdin = pipe::Sender::from_owned_fd(stdin).map_err(pipe_error)?;
-    let stdout = pipe::Receiver::from_owned_fd(stdout).map_err(pipe_error)?;
-    let stderr = pipe::Receiver::from_owned_fd(stderr).map_err(pipe_error)?;
+    // The ends are the host's, from `spawn`'s own pipes: only the
+    // non-blocking flag is missing (tokio's checked conversion would look
+    // that up, and `fstat` each end, on every call).
+    let stdin = pipe::Sender::from_owned_fd_unchecked(non_blocking(stdin).map_err(pipe_error)?)
+        .map_err(pipe_error)?;
+    let stdout = pipe::Receiver::from_owned_fd_unchecked(non_blocking(stdout).map_err(pipe_error)?)
+        .map_err(pipe_error)?;
+    let stderr = pipe::Receiver::from_owned_fd_unchecked(non_blocking(stderr).map_err(pipe_error)?)
+        .map_err(pipe_error)?;
     let tail = Arc::new(Mutex::new(TailBuffer::default()));
     let stderr = tokio::spawn(drain_stderr(stderr, Arc::clone(&tail)));
     Ok(Started {
@@ -280,6 +285,13 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         tail,
         host_warnings,
     })
+}
+
+/// `fd`, one end of a pipe `spawn` made (no status flag set), made
+/// non-blocking.
+fn non_blocking(fd: std::os::fd::OwnedFd) -> std::io::Result<std::os::fd::OwnedFd> {
+    rustix::fs::fcntl_setfl(&fd, rustix::fs::OFlags::NONBLOCK)?;
+    Ok(fd)
 }
 
 /// The last [`STDERR_TAIL_BYTES`] of a stream.

@@ -34,12 +34,12 @@
 //!   [`IDLE_LIFE`] ago has its processes ended (killed and reaped) and not
 //!   replaced, by one expiry task per pool that runs only while something
 //!   waits.
-//! - **Bounded processes and threads.** At most [`MAX_SPECS`] specs keep
-//!   processes waiting, [`DEPTH`] each, the least recently called giving its
-//!   place to a new one, so a client that calls many tools (or one tool with
-//!   ever-new grants) does not accumulate processes. Each waiting process
-//!   holds one blocking waiter thread (the native runner's reaper), so the
-//!   same bound, [`MAX_WAITING`], and the idle life bound the threads.
+//! - **Bounded processes.** At most [`MAX_SPECS`] specs keep processes
+//!   waiting, [`DEPTH`] each, the least recently called giving its place to
+//!   a new one, so a client that calls many tools (or one tool with
+//!   ever-new grants) does not accumulate processes: [`MAX_WAITING`] at
+//!   most. A waiting process holds four descriptors the runtime polls (its
+//!   pipes and pidfd) and no thread.
 //!
 //! [`WarmPool::shutdown`] kills and reaps every waiting process; dropping the
 //! pool without it still kills them (each [`Started`] kills its group when
@@ -76,7 +76,7 @@ pub const MAX_WAITING: usize = DEPTH * MAX_SPECS;
 /// How long a spec's processes wait for its next call before they are
 /// ended and not replaced. An agent working with a tool calls it again
 /// within seconds; one that stopped should not leave confined processes
-/// (and their waiter threads) behind for the rest of a long session.
+/// behind for the rest of a long session.
 pub const IDLE_LIFE: Duration = Duration::from_secs(60);
 
 /// A process being started in the background (`None` when that failed).
