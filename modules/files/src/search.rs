@@ -35,7 +35,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
 use ignore::WalkState;
-use modsdk::{EntryKind, ModError, Root};
+use modsdk::{EntryKind, ModError, RegularFile, Root};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -230,7 +230,10 @@ impl Found {
 /// file, for anything but a regular file, or for one that vanished or
 /// cannot be opened since the walk saw it). The kind is checked on the open
 /// file: one `fstat`, where a `stat` through the root first would cost
-/// three system calls per file.
+/// three system calls per file. The length that look saw bounds the read:
+/// a file no longer than the binary probe is read once, never asked for an
+/// end it already gave (most files of a source tree are that small), and
+/// one appended to meanwhile is searched as it was when opened.
 fn search_file(
     root: &Root,
     rel: &Path,
@@ -238,34 +241,51 @@ fn search_file(
     searcher: &mut Searcher,
     keep: usize,
 ) -> Vec<Match> {
-    let Ok(mut file) = root.open_regular_file(rel) else {
+    let Ok(RegularFile { mut file, len }) = root.open_regular_file(rel) else {
         return Vec::new();
     };
+    let whole = len <= BINARY_PROBE_BYTES as u64;
     let mut head = Vec::with_capacity(BINARY_PROBE_BYTES);
-    if (&mut file)
-        .take(BINARY_PROBE_BYTES as u64)
-        .read_to_end(&mut head)
-        .is_err()
-        || head.contains(&0)
-    {
+    let probe = len.min(BINARY_PROBE_BYTES as u64);
+    if read_up_to(&mut file, probe, &mut head).is_err() || head.contains(&0) {
         return Vec::new();
     }
-    let path = walk::to_slash(rel);
+    // Most files match nothing: their path is written out at the first match.
+    let mut path: Option<String> = None;
     let mut matches = Vec::new();
+    let sink = Lossy(|number, line| {
+        matches.push(Match {
+            path: path.get_or_insert_with(|| walk::to_slash(rel)).clone(),
+            line: number,
+            text: cut(line.trim_end_matches(['\n', '\r']), MAX_LINE_CHARS),
+        });
+        Ok(matches.len() < keep)
+    });
     // A read error ends the file with the matches found so far, as before.
-    let _ = searcher.search_reader(
-        matcher,
-        std::io::Cursor::new(head).chain(file),
-        Lossy(|number, line| {
-            matches.push(Match {
-                path: path.clone(),
-                line: number,
-                text: cut(line.trim_end_matches(['\n', '\r']), MAX_LINE_CHARS),
-            });
-            Ok(matches.len() < keep)
-        }),
-    );
+    let _ = if whole || head.len() < BINARY_PROBE_BYTES {
+        searcher.search_slice(matcher, &head, sink)
+    } else {
+        searcher.search_reader(matcher, std::io::Cursor::new(head).chain(file), sink)
+    };
     matches
+}
+
+/// Read `file` into `buf` until `limit` bytes or its end, whichever comes
+/// first; only a file that ends early is read past its last byte.
+fn read_up_to(file: &mut std::fs::File, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    buf.resize(limit, 0);
+    let mut filled = 0;
+    while filled < limit {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(filled);
+    Ok(())
 }
 
 /// At most `max` characters, cut on a char boundary, marked when cut.
@@ -295,6 +315,49 @@ mod tests {
             .iter()
             .map(|m| (m.path.clone(), m.line))
             .collect()
+    }
+
+    /// Every size around the binary probe is searched to its last byte: an
+    /// empty file, files read whole by the probe (the last line without its
+    /// newline), one a byte longer, and one read on past the probe. A NUL
+    /// within the probe still makes a file binary.
+    #[test]
+    fn files_shorter_and_longer_than_the_probe_are_searched_to_their_last_byte() {
+        let padded = |len: usize| {
+            let tail = "needle";
+            let mut text = "x\n".repeat((len - tail.len()) / 2);
+            while text.len() + tail.len() < len {
+                text.push('\n');
+            }
+            text.push_str(tail);
+            assert_eq!(text.len(), len);
+            text
+        };
+        let sizes = [
+            BINARY_PROBE_BYTES - 1,
+            BINARY_PROBE_BYTES,
+            BINARY_PROBE_BYTES + 1,
+            3 * BINARY_PROBE_BYTES + 5,
+        ];
+        let texts: Vec<(String, String)> = sizes
+            .iter()
+            .map(|&len| (format!("f{len}.txt"), padded(len)))
+            .collect();
+        let mut files: Vec<(&str, &str)> = texts
+            .iter()
+            .map(|(name, text)| (name.as_str(), text.as_str()))
+            .collect();
+        files.push(("empty.txt", ""));
+        files.push(("binary.txt", "needle\n\0\n"));
+        let (_dir, root) = workspace(&files);
+        let out = search(&root, serde_json::json!({"pattern": "needle$"})).unwrap();
+        let mut expected: Vec<(String, u64)> = texts
+            .iter()
+            .map(|(name, text)| (name.clone(), text.lines().count() as u64))
+            .collect();
+        expected.sort();
+        assert_eq!(found(&out), expected);
+        assert!(out.matches.iter().all(|m| m.text == "needle"));
     }
 
     /// What the listing says is a file, or a link, is checked on the open

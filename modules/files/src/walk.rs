@@ -71,14 +71,20 @@ pub fn builder(
         );
     }
     let sub = sub.to_owned();
+    let whole_root = sub == Path::new(".");
     builder.filter_entry(move |entry| {
         if entry.file_name() == ".git" {
             return false;
         }
+        // The walk starts at the root: with nothing to prune, every entry
+        // but `.git` is kept without taking its path apart.
+        if whole_root {
+            return true;
+        }
         let Some(rel) = relative(&base, entry.path()) else {
             return false;
         };
-        sub == Path::new(".") || rel.starts_with(&sub) || sub.starts_with(&rel)
+        rel.starts_with(&sub) || sub.starts_with(&rel)
     });
     Ok(builder)
 }
