@@ -107,6 +107,12 @@ impl Leader {
         }
     }
 
+    /// Whether the leader has exited (reaped or not), asked of its pidfd
+    /// without waiting.
+    pub fn has_exited(&self) -> bool {
+        self.wait_exit(Some(Duration::ZERO)).unwrap_or(false)
+    }
+
     /// Kill the group, then reap the leader, which must have exited (see
     /// [`Self::wait_exit`]): its exit status. Both under the lock, so no
     /// kill follows the reap.

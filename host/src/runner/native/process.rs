@@ -60,11 +60,13 @@ pub struct Started {
 
 impl Started {
     /// Whether the process is still running (it may have died while waiting).
+    /// Asked of its pidfd, not only of its waiter task: the task may not
+    /// have run since the exit (the runtime is busy with this very call).
     pub(super) fn is_alive(&mut self) -> bool {
         matches!(
             self.exit.try_recv(),
             Err(tokio::sync::oneshot::error::TryRecvError::Empty)
-        )
+        ) && !self.guard.leader().has_exited()
     }
 
     /// Kill the group and wait (briefly) until the leader is reaped.

@@ -257,6 +257,47 @@ async fn a_waiting_process_that_died_is_replaced_by_a_cold_one() {
     pool.shutdown().await;
 }
 
+/// The race: a waiting process dies, and the next call comes before the
+/// runtime has run the task that learns of the exit (here the runtime's one
+/// thread is held until the processes are zombies). The call must still
+/// see that the process is gone and start a cold one, not fail on it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_waiting_process_found_dead_before_its_exit_was_noticed_is_replaced_by_a_cold_one() {
+    let OneCallMade {
+        _dir,
+        module,
+        grants,
+        pool,
+        first,
+        warm,
+        ..
+    } = one_call_made().await;
+    for &pid in &warm {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+    }
+    // Blocking, not awaiting: nothing else on this runtime runs meanwhile.
+    for &pid in &warm {
+        let gone = (0..500).any(|_| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.is_empty() || stat.contains(") Z ") || {
+                std::thread::sleep(Duration::from_millis(10));
+                false
+            }
+        });
+        assert!(gone, "{pid} did not die");
+    }
+    let second = pid_of_call(&module, &with_grants(&grants), &pool).await;
+    assert!(
+        second != first && !warm.contains(&second),
+        "answered by a new process"
+    );
+    pool.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_answered_call_returns_at_once_and_shutdown_ends_its_process() {
     let dir = tempfile::tempdir().unwrap();
