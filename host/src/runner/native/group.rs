@@ -286,20 +286,36 @@ pub(crate) mod tests {
         (pid, Group::new(pid, child.pidfd))
     }
 
-    #[test]
-    fn an_exited_leader_is_killed_as_a_zombie_and_then_never_again() {
+    /// The start time of `pid` (field 22 of its `/proc` stat), which tells
+    /// a process from a later one given the same number; `None` once the
+    /// pid is gone (reaped).
+    fn started_at(pid: Pid) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())).ok()?;
+        let (_, rest) = stat.rsplit_once(") ")?;
+        rest.split_whitespace().nth(19)?.parse().ok()
+    }
+
+    fn one_thread_runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// An `exit 7` leader, waited for and reaped by `reap`: every kill of
+    /// its group found it a zombie (the pgid still its own), and none
+    /// followed the reap.
+    fn reaped_after_its_group_was_killed(reap: impl FnOnce(Arc<Leader>) -> ExitStatus) {
         let (pid, group) = start("exit 7\n");
-        let leader = group.leader();
-        assert!(leader.wait_exit(Some(Duration::from_secs(10))).unwrap());
-        let status = leader.kill_and_reap().unwrap();
+        let status = reap(group.leader());
         assert_eq!(status.code(), Some(7));
-        // Every kill so far found the leader a zombie: the pgid was its own.
         let raw = pid.as_raw_nonzero().get();
         assert_eq!(
             kills_of(raw),
             vec!['Z'],
             "the group was killed before the reap"
         );
+        assert_eq!(started_at(pid), None, "the leader was not reaped");
         // After the reap, the pgid may belong to anyone: nothing is sent.
         group.kill();
         drop(group);
@@ -310,37 +326,21 @@ pub(crate) mod tests {
         );
     }
 
-    /// The start time of `pid` (field 22 of its `/proc` stat), which tells
-    /// a process from a later one given the same number; `None` once the
-    /// pid is gone (reaped).
-    fn started_at(pid: Pid) -> Option<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.as_raw_nonzero())).ok()?;
-        let (_, rest) = stat.rsplit_once(") ")?;
-        rest.split_whitespace().nth(19)?.parse().ok()
+    #[test]
+    fn an_exited_leader_is_killed_as_a_zombie_and_then_never_again() {
+        reaped_after_its_group_was_killed(|leader| {
+            assert!(leader.wait_exit(Some(Duration::from_secs(10))).unwrap());
+            leader.kill_and_reap().unwrap()
+        });
     }
 
     #[test]
     fn a_wait_on_the_runtime_kills_the_group_while_the_leader_is_a_zombie_then_reaps() {
-        let (pid, group) = start("exit 7\n");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let status = runtime.block_on(group.leader().reap_when_exited()).unwrap();
-        assert_eq!(status.code(), Some(7));
-        let raw = pid.as_raw_nonzero().get();
-        assert_eq!(
-            kills_of(raw),
-            vec!['Z'],
-            "the group was killed before the reap"
-        );
-        assert_eq!(started_at(pid), None, "the leader was not reaped");
-        group.kill();
-        assert_eq!(
-            kills_of(raw),
-            vec!['Z'],
-            "a reaped leader's pgid was signalled"
-        );
+        reaped_after_its_group_was_killed(|leader| {
+            one_thread_runtime()
+                .block_on(leader.reap_when_exited())
+                .unwrap()
+        });
     }
 
     /// The attack: a host (or a library user) whose runtime shuts down
@@ -351,10 +351,7 @@ pub(crate) mod tests {
     fn a_wait_dropped_with_its_runtime_still_kills_and_reaps_the_leader() {
         let (pid, group) = start("sleep 30\n");
         let born = started_at(pid).expect("the module runs");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = one_thread_runtime();
         let waiting = runtime.spawn(group.leader().reap_when_exited());
         runtime.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
         assert!(!waiting.is_finished(), "the module exited on its own");

@@ -98,6 +98,17 @@ fn with_grants<'a>(grants: &'a [Grant]) -> Call<'a> {
     }
 }
 
+/// SIGKILL each of `pids`.
+fn kill_all(pids: &[i64]) {
+    for &pid in pids {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid as i32).unwrap(),
+            rustix::process::Signal::KILL,
+        )
+        .unwrap();
+    }
+}
+
 /// Whether `pid` is gone from the process table, zombie included (killed
 /// and reaped), within `tries` looks 20 ms apart.
 async fn is_reaped(pid: i64, tries: u32) -> bool {
@@ -232,29 +243,12 @@ async fn the_next_call_is_answered_by_the_process_started_after_the_last() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_waiting_process_that_died_is_replaced_by_a_cold_one() {
-    let OneCallMade {
-        _dir,
-        module,
-        grants,
-        pool,
-        first,
-        warm,
-        ..
-    } = one_call_made().await;
-    for &pid in &warm {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(pid as i32).unwrap(),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
+    let made = one_call_made().await;
+    kill_all(&made.warm);
+    for &pid in &made.warm {
         assert!(is_dead(pid as i32, 100).await);
     }
-    let second = pid_of_call(&module, &with_grants(&grants), &pool).await;
-    assert!(
-        second != first && !warm.contains(&second),
-        "answered by a new process"
-    );
-    pool.shutdown().await;
+    answered_by_a_new_process(made).await;
 }
 
 /// The race: a waiting process dies, and the next call comes before the
@@ -263,24 +257,10 @@ async fn a_waiting_process_that_died_is_replaced_by_a_cold_one() {
 /// see that the process is gone and start a cold one, not fail on it.
 #[tokio::test(flavor = "current_thread")]
 async fn a_waiting_process_found_dead_before_its_exit_was_noticed_is_replaced_by_a_cold_one() {
-    let OneCallMade {
-        _dir,
-        module,
-        grants,
-        pool,
-        first,
-        warm,
-        ..
-    } = one_call_made().await;
-    for &pid in &warm {
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(pid as i32).unwrap(),
-            rustix::process::Signal::KILL,
-        )
-        .unwrap();
-    }
+    let made = one_call_made().await;
+    kill_all(&made.warm);
     // Blocking, not awaiting: nothing else on this runtime runs meanwhile.
-    for &pid in &warm {
+    for &pid in &made.warm {
         let gone = (0..500).any(|_| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             stat.is_empty() || stat.contains(") Z ") || {
@@ -290,12 +270,18 @@ async fn a_waiting_process_found_dead_before_its_exit_was_noticed_is_replaced_by
         });
         assert!(gone, "{pid} did not die");
     }
-    let second = pid_of_call(&module, &with_grants(&grants), &pool).await;
+    answered_by_a_new_process(made).await;
+}
+
+/// The next call of `made`'s spec, its waiting processes dead: answered by
+/// a process started for it, neither the first nor a waiting one.
+async fn answered_by_a_new_process(made: OneCallMade) {
+    let second = pid_of_call(&made.module, &with_grants(&made.grants), &made.pool).await;
     assert!(
-        second != first && !warm.contains(&second),
+        second != made.first && !made.warm.contains(&second),
         "answered by a new process"
     );
-    pool.shutdown().await;
+    made.pool.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
