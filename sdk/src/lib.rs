@@ -69,7 +69,7 @@ mod serve_tests;
 pub use ctx::Ctx;
 pub use error::ModError;
 pub use module::{Capability, Module, NoInput, reads};
-pub use root::{DirEntry, EntryKind, RegularFile, Root, Stat, clean_relative};
+pub use root::{DirEntry, EntryKind, Root, Stat, clean_relative};
 pub use serve::MAX_REQUEST_BYTES;
 
 pub use modproto::{self, Access, Cost, Effects, KnowledgeDoc, RootKind, Semantics};

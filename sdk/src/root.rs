@@ -52,17 +52,6 @@ pub struct Stat {
     pub len: u64,
 }
 
-/// A file [`Root::open_regular_file`] opened, with its length as the look
-/// that found it regular saw it.
-#[derive(Debug)]
-pub struct RegularFile {
-    pub file: std::fs::File,
-    /// Size in bytes when it was opened: a reader that trusts it (a file
-    /// appended to since is read as it was) can stop at it without asking
-    /// the file for its end.
-    pub len: u64,
-}
-
 /// One entry of [`Root::read_dir`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -141,7 +130,7 @@ impl Root {
     /// An entry listed as a link is better looked at with [`Root::metadata`]
     /// first: opening what a link leads to (a fifo, a device) is already
     /// an effect on it.
-    pub fn open_regular_file(&self, path: impl AsRef<Path>) -> Result<RegularFile, ModError> {
+    pub fn open_regular_file(&self, path: impl AsRef<Path>) -> Result<std::fs::File, ModError> {
         let rel = self.check(path.as_ref())?;
         match self.handle.open_regular(&rel) {
             Ok(Some(file)) => Ok(file),
@@ -332,7 +321,7 @@ mod platform {
 
         /// The file at `rel` if it is a regular file: opened without
         /// blocking, checked on the descriptor.
-        pub(super) fn open_regular(&self, rel: &Path) -> io::Result<Option<RegularFile>> {
+        pub(super) fn open_regular(&self, rel: &Path) -> io::Result<Option<std::fs::File>> {
             use cap_std::fs::OpenOptionsExt;
             let file = match self {
                 Handle::Dir(dir) => dir
@@ -343,11 +332,7 @@ mod platform {
                     .map(File::into_std)?,
                 Handle::File(_) => self.open_file(rel)?,
             };
-            let meta = file.metadata()?;
-            Ok(meta.is_file().then(|| RegularFile {
-                file,
-                len: meta.len(),
-            }))
+            Ok(file.metadata()?.is_file().then_some(file))
         }
 
         pub(super) fn open_file(&self, rel: &Path) -> io::Result<std::fs::File> {
@@ -479,17 +464,12 @@ mod platform {
         /// is looked at before it is opened (a fifo there would hold the
         /// open); a second look on the open file would come after any such
         /// wait, so none is taken (each costs a call into the runtime).
-        pub(super) fn open_regular(&self, rel: &Path) -> io::Result<Option<RegularFile>> {
+        pub(super) fn open_regular(&self, rel: &Path) -> io::Result<Option<std::fs::File>> {
             let path = self.resolve(rel)?;
-            let meta = std::fs::metadata(&path)?;
-            if !meta.is_file() {
+            if !std::fs::metadata(&path)?.is_file() {
                 return Ok(None);
             }
-            let file = std::fs::File::open(path)?;
-            Ok(Some(RegularFile {
-                file,
-                len: meta.len(),
-            }))
+            std::fs::File::open(path).map(Some)
         }
 
         pub(super) fn create_file(&self, rel: &Path) -> io::Result<std::fs::File> {
@@ -645,10 +625,11 @@ mod tests {
         assert!(made.success());
 
         let mut text = String::new();
-        let mut opened = root.open_regular_file("inside").unwrap();
-        opened.file.read_to_string(&mut text).unwrap();
+        root.open_regular_file("inside")
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
         assert_eq!(text, "fn main() {}\n");
-        assert_eq!(opened.len, text.len() as u64);
         assert_eq!(
             root.open_regular_file("leak").unwrap_err().kind(),
             &ModuleErrorKind::PathEscape

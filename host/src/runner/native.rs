@@ -735,6 +735,43 @@ sleep 30"#,
         }
     }
 
+    /// The attack: a host whose runtime goes away right after it started a
+    /// module, before the task that waits for the module's exit ever ran
+    /// (a current-thread runtime whose `block_on` ends in the poll that
+    /// started it). The module must still be killed and reaped.
+    #[test]
+    fn a_process_whose_runtime_went_before_its_waiter_ran_is_killed_and_reaped() {
+        let dir = tempfile::tempdir().unwrap();
+        let name = format!("gone{}", std::process::id() % 100_000);
+        let spec = SpawnSpec {
+            program: script(dir.path(), &name, "read line; sleep 30"),
+            grants: Vec::new(),
+            executables: tools().to_vec(),
+            network: false,
+            confinement: crate::confine::ConfinementMode::Off,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = runtime.block_on(async { process::start(&spec).await.unwrap() });
+        drop(runtime);
+        drop(started);
+        let left = || {
+            std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|entry| std::fs::read_to_string(entry.path().join("stat")).ok())
+                .filter(|stat| stat.contains(&format!("({name}) ")))
+                .collect::<Vec<String>>()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !left().is_empty() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(left(), Vec::<String>::new(), "the module was left behind");
+    }
+
     /// The attack: starts that do not end (a preparation stuck on a hung
     /// mount) hold every spawner thread. A call queued behind them still
     /// ends at its deadline, and never starts its module afterwards.

@@ -35,7 +35,7 @@ use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::sinks::Lossy;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
 use ignore::WalkState;
-use modsdk::{EntryKind, ModError, RegularFile, Root};
+use modsdk::{EntryKind, ModError, Root};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -230,10 +230,10 @@ impl Found {
 /// file, for anything but a regular file, or for one that vanished or
 /// cannot be opened since the walk saw it). The kind is checked on the open
 /// file: one `fstat`, where a `stat` through the root first would cost
-/// three system calls per file. The length that look saw bounds the read:
-/// a file no longer than the binary probe is read once, never asked for an
-/// end it already gave (most files of a source tree are that small), and
-/// one appended to meanwhile is searched as it was when opened.
+/// three system calls per file. The file is read to its end, whatever size
+/// its `fstat` said (procfs, sysfs and some network file systems report
+/// less than they hold); a file the binary probe read to its end (most of
+/// a source tree) is searched in that buffer, not read again.
 fn search_file(
     root: &Root,
     rel: &Path,
@@ -241,13 +241,16 @@ fn search_file(
     searcher: &mut Searcher,
     keep: usize,
 ) -> Vec<Match> {
-    let Ok(RegularFile { mut file, len }) = root.open_regular_file(rel) else {
+    let Ok(mut file) = root.open_regular_file(rel) else {
         return Vec::new();
     };
-    let whole = len <= BINARY_PROBE_BYTES as u64;
     let mut head = Vec::with_capacity(BINARY_PROBE_BYTES);
-    let probe = len.min(BINARY_PROBE_BYTES as u64);
-    if read_up_to(&mut file, probe, &mut head).is_err() || head.contains(&0) {
+    if (&mut file)
+        .take(BINARY_PROBE_BYTES as u64)
+        .read_to_end(&mut head)
+        .is_err()
+        || head.contains(&0)
+    {
         return Vec::new();
     }
     // Most files match nothing: their path is written out at the first match.
@@ -262,30 +265,13 @@ fn search_file(
         Ok(matches.len() < keep)
     });
     // A read error ends the file with the matches found so far, as before.
-    let _ = if whole || head.len() < BINARY_PROBE_BYTES {
+    // A probe shorter than its limit met the end of the file.
+    let _ = if head.len() < BINARY_PROBE_BYTES {
         searcher.search_slice(matcher, &head, sink)
     } else {
         searcher.search_reader(matcher, std::io::Cursor::new(head).chain(file), sink)
     };
     matches
-}
-
-/// Read `file` into `buf` until `limit` bytes or its end, whichever comes
-/// first; only a file that ends early is read past its last byte.
-fn read_up_to(file: &mut std::fs::File, limit: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    buf.resize(limit, 0);
-    let mut filled = 0;
-    while filled < limit {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf.truncate(filled);
-    Ok(())
 }
 
 /// At most `max` characters, cut on a char boundary, marked when cut.
@@ -300,6 +286,7 @@ fn cut(text: &str, max: usize) -> String {
 mod tests {
     use super::*;
     use crate::test_support::{far_deadline, workspace};
+    use modsdk::{Access, RootKind};
 
     fn search(root: &Root, input: serde_json::Value) -> Result<SearchOutput, ModError> {
         run(
@@ -318,9 +305,9 @@ mod tests {
     }
 
     /// Every size around the binary probe is searched to its last byte: an
-    /// empty file, files read whole by the probe (the last line without its
-    /// newline), one a byte longer, and one read on past the probe. A NUL
-    /// within the probe still makes a file binary.
+    /// empty file, files the probe read to their end (the last line without
+    /// its newline), one a byte longer, and one read on past the probe. A
+    /// NUL within the probe still makes a file binary.
     #[test]
     fn files_shorter_and_longer_than_the_probe_are_searched_to_their_last_byte() {
         let padded = |len: usize| {
@@ -358,6 +345,28 @@ mod tests {
         expected.sort();
         assert_eq!(found(&out), expected);
         assert!(out.matches.iter().all(|m| m.text == "needle"));
+    }
+
+    /// procfs says its files hold nothing (`st_size` 0) and sysfs says 4096
+    /// bytes; some network and FUSE file systems understate too. A file is
+    /// read to its end whatever its size said.
+    #[test]
+    fn a_file_is_searched_to_its_end_whatever_size_it_reports() {
+        let status = std::path::Path::new("/proc/self/status");
+        assert_eq!(
+            std::fs::metadata(status).unwrap().len(),
+            0,
+            "procfs reports no size"
+        );
+        let root =
+            Root::open("workspace", "/proc/self", RootKind::Workspace, Access::Read).unwrap();
+        let out = search(
+            &root,
+            serde_json::json!({"pattern": "^(Name|Pid):", "path": "status"}),
+        )
+        .unwrap();
+        let names: Vec<&str> = out.matches.iter().map(|m| &m.text[..4]).collect();
+        assert_eq!(names, ["Name", "Pid:"], "{out:?}");
     }
 
     /// What the listing says is a file, or a link, is checked on the open

@@ -145,40 +145,50 @@ impl Leader {
     /// [`Self::wait_kill_reap`] on the tokio runtime: the leader's pidfd is
     /// polled with the runtime's other descriptors, so a call's exit costs
     /// no thread and no hand-off between threads (it usually arrives in
-    /// the same wake-up as the end of its stdout). Must be called on a
-    /// runtime with I/O enabled.
+    /// the same wake-up as the end of its stdout). To be run on a runtime
+    /// with I/O enabled.
     ///
-    /// Never leaves a zombie: a wait dropped before the reap (its runtime
-    /// shut down) kills the group and reaps on a thread of its own, and one
-    /// whose pidfd the runtime cannot poll waits on the blocking pool.
-    pub async fn reap_when_exited(self: Arc<Self>) -> std::io::Result<ExitStatus> {
+    /// Never leaves a zombie: the wait holds a guard from the moment it is
+    /// made, so one dropped before it reaped (never polled, or its runtime
+    /// shut down meanwhile) kills the group and reaps on a thread of its
+    /// own; a pidfd the runtime cannot poll is waited for on the blocking
+    /// pool; and the guard stands down only once the leader is reaped.
+    pub fn reap_when_exited(
+        self: Arc<Self>,
+    ) -> impl Future<Output = std::io::Result<ExitStatus>> + Send + 'static {
         let unreaped = ReapIfDropped(Some(Arc::clone(&self)));
-        // A pidfd turns readable once its process has exited, and stays
-        // so: one readiness is the exit.
-        // SAFETY: the descriptor is the leader's own, open for as long as
-        // `self` lives, which outlives the registration (dropped at the end
-        // of this statement).
-        #[allow(unsafe_code)]
-        let registered = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(
-                self.pidfd.as_fd(),
-                tokio::io::Interest::READABLE,
-            )
-        };
-        let exited = match registered {
-            Ok(pidfd) => pidfd.readable().await.is_ok(),
-            Err(_) => false,
-        };
-        let status = if exited {
-            self.kill_and_reap()
-        } else {
-            let leader = Arc::clone(&self);
-            tokio::task::spawn_blocking(move || leader.wait_kill_reap())
-                .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e)))
-        };
-        unreaped.disarm();
-        status
+        async move {
+            // A pidfd turns readable once its process has exited, and stays
+            // so: one readiness is the exit.
+            // SAFETY: the descriptor is the leader's own, open for as long
+            // as `self` lives, which outlives the registration (dropped at
+            // the end of this statement).
+            #[allow(unsafe_code)]
+            let registered = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    self.pidfd.as_fd(),
+                    tokio::io::Interest::READABLE,
+                )
+            };
+            let exited = match registered {
+                Ok(pidfd) => pidfd.readable().await.is_ok(),
+                Err(_) => false,
+            };
+            let status = if exited {
+                self.kill_and_reap()
+            } else {
+                let leader = Arc::clone(&self);
+                tokio::task::spawn_blocking(move || leader.wait_kill_reap())
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+            };
+            // Not reaped (the blocking pool shut down under the wait, say):
+            // the guard's thread kills and reaps.
+            if status.is_ok() {
+                unreaped.disarm();
+            }
+            status
+        }
     }
 
     fn kill_group(&self) {
@@ -356,6 +366,29 @@ pub(crate) mod tests {
         runtime.block_on(async { tokio::time::sleep(Duration::from_millis(100)).await });
         assert!(!waiting.is_finished(), "the module exited on its own");
         drop(runtime);
+        assert_reaped(pid, born);
+        drop(group);
+    }
+
+    /// The same attack, sooner: the runtime goes before the wait ever ran
+    /// (a current-thread runtime whose `block_on` ends in the poll that
+    /// started the module).
+    #[test]
+    fn a_wait_dropped_before_it_ever_ran_still_kills_and_reaps_the_leader() {
+        let (pid, group) = start("sleep 30\n");
+        let born = started_at(pid).expect("the module runs");
+        let runtime = one_thread_runtime();
+        runtime.block_on(async {
+            tokio::spawn(group.leader().reap_when_exited());
+        });
+        drop(runtime);
+        assert_reaped(pid, born);
+        drop(group);
+    }
+
+    /// Wait (10 s at most) until the process `pid` born at `born` is gone
+    /// from the process table, zombie included.
+    fn assert_reaped(pid: Pid, born: u64) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while started_at(pid) == Some(born) && std::time::Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
@@ -370,7 +403,6 @@ pub(crate) mod tests {
             !states.is_empty() && states.iter().all(|&s| s != '-'),
             "{states:?}"
         );
-        drop(group);
     }
 
     #[test]

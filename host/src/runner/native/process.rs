@@ -259,10 +259,12 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
     // A waiter task reaps the child whenever it dies, even when the call is
     // dropped: no zombie survives a cancelled call. It kills the group
     // between the exit and the reap, while the pgid is still the leader's.
+    // Made here, not in the task: the wait guards the child from now on,
+    // even if the task never runs.
     let (exit_tx, exit) = tokio::sync::oneshot::channel();
-    let leader = guard.leader();
+    let reaping = guard.leader().reap_when_exited();
     tokio::spawn(async move {
-        let _ = exit_tx.send(leader.reap_when_exited().await);
+        let _ = exit_tx.send(reaping.await);
     });
     let pipe_error = |e: std::io::Error| RunError::Spawn {
         message: format!("the module's pipes could not be set up: {e}"),
