@@ -148,6 +148,61 @@ fn lines_over_the_cap_are_refused_skipped_and_never_held_whole() {
     server.finish();
 }
 
+/// The attack: a component whose root holds a fifo no writer opens. Its
+/// open blocks the thread running the call (a component call with roots
+/// blocks its own thread in filesystem operations, `runner::wasm::Blocking`),
+/// which must never be the server's: pings are answered while it hangs, the
+/// call ends at its deadline, and the next call is served.
+#[test]
+fn a_component_stuck_opening_a_fifo_in_its_root_holds_neither_the_server_nor_its_deadline() {
+    let home = Home::new();
+    home.write_config("[limits]\ndeadline_ms = 1500\n");
+    home.install_component("echo");
+    let ws = home.workspace();
+    let made = Command::new("mkfifo")
+        .arg(ws.join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut server = start_server(&home, &ws, &home.outside(), &[]);
+    let tool = tool_named(&mut server, "echo", "run");
+    let began = Instant::now();
+    let stuck = server.send_request(
+        "tools/call",
+        &json!({"name": tool, "arguments": {"read": "pipe"}}),
+    );
+    for _ in 0..5 {
+        let id = server.send_request("ping", &json!({}));
+        let pong = server.next_message(Duration::from_secs(1));
+        assert_eq!(
+            pong["id"],
+            json!(id),
+            "the server waited on the fifo: {pong}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ended = server.next_message(Duration::from_secs(10));
+    assert_eq!(ended["id"], json!(stuck), "{ended}");
+    assert_eq!(ended["result"]["isError"], json!(true), "{ended}");
+    let text = ended["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("1500 ms"), "not its deadline: {text}");
+    assert!(
+        began.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        began.elapsed()
+    );
+    write_file(&ws, "note.txt", "served");
+    let next = server.request(
+        "tools/call",
+        &json!({"name": tool, "arguments": {"read": "note.txt"}}),
+    );
+    assert_eq!(next["result"]["isError"], json!(false), "{next}");
+    assert!(next.to_string().contains("served"), "{next}");
+    server.finish();
+}
+
 #[test]
 fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refused() {
     let home = Home::new();

@@ -73,11 +73,16 @@ async fn serve_on_one_thread(
                 .build()
                 .map_err(anyhow::Error::from)
                 .and_then(|runtime| {
-                    Ok(runtime.block_on(async {
+                    let served = runtime.block_on(async {
                         let served = serve_stdio(backend).await;
                         host.shutdown().await;
                         served
-                    })?)
+                    });
+                    // A blocking task stuck in the kernel (a component's
+                    // open of a fifo in its root) must not keep the server
+                    // from exiting: it ends with the process.
+                    runtime.shutdown_timeout(super::BLOCKING_TASKS_GRACE);
+                    Ok(served?)
                 });
             let _ = done.send(result);
         })?;

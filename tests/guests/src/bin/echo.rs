@@ -1,8 +1,9 @@
 //! Well behaved: answers with its input (benchmarks and the happy-path tests).
 //! Sends one `progress` notification first when the input asks for it
-//! (`{"progress": true}`), and reports the environment and the preopened
-//! roots it can see when asked (`{"inspect": true}`); it declares one
-//! read-only workspace root, `data`.
+//! (`{"progress": true}`), reports the environment and the preopened
+//! roots it can see when asked (`{"inspect": true}`), and answers with the
+//! text of the file `name` in its root when asked (`{"read": name}`); it
+//! declares one read-only workspace root, `data`.
 
 use serde_json::{Value, json};
 
@@ -34,6 +35,12 @@ fn main() {
                 "cwd": lists("."),
             }),
         );
+        return;
+    }
+    if let Some(name) = input.get("read").and_then(Value::as_str) {
+        let path = format!("{}/{name}", modhost_guests::root_path(&request, "data"));
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| e.to_string());
+        modhost_guests::answer_output(&request, &json!({"read": text}));
         return;
     }
     modhost_guests::answer_output(&request, &json!({"echo": input}));
