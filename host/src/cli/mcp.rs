@@ -78,10 +78,7 @@ async fn serve_on_one_thread(
                         host.shutdown().await;
                         served
                     });
-                    // A blocking task stuck in the kernel (a component's
-                    // open of a fifo in its root) must not keep the server
-                    // from exiting: it ends with the process.
-                    runtime.shutdown_timeout(super::BLOCKING_TASKS_GRACE);
+                    super::runtime_end::end(runtime);
                     Ok(served?)
                 });
             let _ = done.send(result);

@@ -38,6 +38,7 @@ mod new;
 mod output_format;
 mod pin;
 mod remove;
+mod runtime_end;
 mod source_roots;
 #[cfg(feature = "wasm")]
 mod status_line;
@@ -156,11 +157,7 @@ pub fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(run(cli));
-    // Dropping a runtime waits for every blocking-pool task, and one can be
-    // stuck in the kernel for good (a component's open of a fifo in its
-    // root, a hung mount): the command is done, so it is left behind and
-    // ends with the process.
-    runtime.shutdown_timeout(BLOCKING_TASKS_GRACE);
+    runtime_end::end(runtime);
     match outcome {
         Ok(code) => code,
         Err(e) => {
@@ -169,10 +166,6 @@ pub fn main() -> ExitCode {
         }
     }
 }
-
-/// How long a finished command (or `modhost mcp` at its end) waits for its
-/// blocking-pool tasks before it exits without them.
-pub(crate) const BLOCKING_TASKS_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The error and its causes, each cause once: a library error that already
 /// quotes its source (`could not read X: No such file`) is not followed by
