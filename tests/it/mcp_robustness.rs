@@ -148,6 +148,17 @@ fn lines_over_the_cap_are_refused_skipped_and_never_held_whole() {
     server.finish();
 }
 
+/// A ping, answered within a second (`why`: what a late or other answer
+/// means); how long it took.
+#[track_caller]
+fn answer_ping(server: &mut McpStdio, why: &str) -> Duration {
+    let sent = Instant::now();
+    let id = server.send_request("ping", &json!({}));
+    let pong = server.next_message(Duration::from_secs(1));
+    assert_eq!(pong["id"], json!(id), "{why}: {pong}");
+    sent.elapsed()
+}
+
 /// The attack: a component whose root holds a fifo no writer opens. Its
 /// open blocks the thread running the call (a component call with roots
 /// blocks its own thread in filesystem operations, `runner::wasm::Blocking`),
@@ -172,13 +183,7 @@ fn a_component_stuck_opening_a_fifo_in_its_root_holds_neither_the_server_nor_its
         &json!({"name": tool, "arguments": {"read": "pipe"}}),
     );
     for _ in 0..5 {
-        let id = server.send_request("ping", &json!({}));
-        let pong = server.next_message(Duration::from_secs(1));
-        assert_eq!(
-            pong["id"],
-            json!(id),
-            "the server waited on the fifo: {pong}"
-        );
+        answer_ping(&mut server, "the server waited on the fifo");
         std::thread::sleep(Duration::from_millis(100));
     }
     let ended = server.next_message(Duration::from_secs(10));
@@ -238,11 +243,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
     // While 16 calls hang, pings come back well inside a second each.
     let mut slowest = Duration::ZERO;
     for _ in 0..20 {
-        let sent = Instant::now();
-        let id = server.send_request("ping", &json!({}));
-        let pong = server.next_message(Duration::from_secs(1));
-        assert_eq!(pong["id"], json!(id), "{pong}");
-        slowest = slowest.max(sent.elapsed());
+        slowest = slowest.max(answer_ping(&mut server, "a ping waited for the calls"));
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!("slowest ping while {cap} calls hang: {slowest:?}");
@@ -254,13 +255,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
                             "params": {"requestId": id, "reason": "test"}}),
         );
     }
-    let id = server.send_request("ping", &json!({}));
-    let pong = server.next_message(Duration::from_secs(1));
-    assert_eq!(
-        pong["id"],
-        json!(id),
-        "the cancelled calls got no response: {pong}"
-    );
+    answer_ping(&mut server, "the cancelled calls got no response");
     let left = wait_until_empty(|| home.live_module_processes());
     assert!(left.is_empty(), "cancelled calls left processes: {left:?}");
     server.finish();
