@@ -203,6 +203,27 @@ fn a_spinning_component_times_out() {
     host_goes_on(&home);
 }
 
+/// The attack, one-off: a component stuck opening a fifo no writer opens,
+/// in its workspace. `modhost invoke` reports the deadline and exits; the
+/// stuck open is left behind, not waited for.
+#[test]
+fn a_component_stuck_opening_a_fifo_times_out_and_the_command_exits() {
+    let home = guest_home("echo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(home.workspace().join("pipe"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let began = std::time::Instant::now();
+    expect_failure(&home, "echo", &json!({"read": "pipe"}), "timeout");
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(10),
+        "the command waited {:?} for its stuck open",
+        began.elapsed()
+    );
+    host_goes_on(&home);
+}
+
 #[test]
 fn a_component_blocked_in_a_host_call_times_out() {
     let home = guest_home("sleep");
