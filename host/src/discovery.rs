@@ -146,25 +146,23 @@ pub struct InstalledModule {
     pub(crate) pin: Option<PinStanding>,
 }
 
+/// What was found, after discovery, to still digest to an approved digest:
+/// by path and that digest.
+type Reverified<T> = std::sync::Mutex<std::collections::HashMap<(PathBuf, String), T>>;
+
 /// Tree states found (after discovery) to still digest to a module's
 /// approved digest, by module root and digest: a folder touched or restored
 /// under a long-running host costs one digest, not one per call.
-fn reverified_states()
--> &'static std::sync::Mutex<std::collections::HashMap<(PathBuf, String), TreeState>> {
-    static STATES: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<(PathBuf, String), TreeState>>,
-    > = std::sync::OnceLock::new();
+fn reverified_states() -> &'static Reverified<TreeState> {
+    static STATES: std::sync::OnceLock<Reverified<TreeState>> = std::sync::OnceLock::new();
     STATES.get_or_init(Default::default)
 }
 
 /// Snapshot entries whose identity changed after discovery but whose
 /// snapshot was found (digested again) to still hold the approved tree, by
 /// entry path and digest.
-fn reverified_snapshots()
--> &'static std::sync::Mutex<std::collections::HashMap<(PathBuf, String), FileIdentity>> {
-    static IDENTITIES: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<(PathBuf, String), FileIdentity>>,
-    > = std::sync::OnceLock::new();
+fn reverified_snapshots() -> &'static Reverified<FileIdentity> {
+    static IDENTITIES: std::sync::OnceLock<Reverified<FileIdentity>> = std::sync::OnceLock::new();
     IDENTITIES.get_or_init(Default::default)
 }
 

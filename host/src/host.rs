@@ -100,6 +100,16 @@ pub struct Host {
 }
 
 impl Host {
+    /// A host whose home and workspace are both `home` (the crate's tests).
+    #[cfg(test)]
+    pub(crate) fn open_at(home: &Path) -> Host {
+        Host::open(HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(home.to_path_buf()),
+        })
+        .unwrap()
+    }
+
     /// Resolve and open the home (created if missing), read `config.toml`,
     /// and resolve the workspace.
     pub fn open(options: HostOptions) -> Result<Host, HostError> {
@@ -445,11 +455,7 @@ mod tests {
             std::fs::create_dir_all(program.parent().unwrap()).unwrap();
             std::fs::copy(guest(name), &program).unwrap();
         }
-        let host = Host::open(HostOptions {
-            home: Some(dir.path().to_path_buf()),
-            workspace: Some(dir.path().to_path_buf()),
-        })
-        .unwrap();
+        let host = Host::open_at(dir.path());
         host.pin("echo").await.unwrap();
         host.pin("remember").await.unwrap();
         // Snapshots just made vouch for their digests once settled.
@@ -476,8 +482,8 @@ mod tests {
 
 #[cfg(test)]
 mod snapshot_tests {
+    use crate::Host;
     use crate::test_modules::{descriptor, install, script, write_executable};
-    use crate::{Host, HostOptions};
     use sha2::Digest;
     use std::time::Instant;
 
@@ -502,11 +508,7 @@ mod snapshot_tests {
             &folder.join("guide"),
             &script(&described, &answer, &dir.path().join("guide.describes")),
         );
-        let host = Host::open(HostOptions {
-            home: Some(dir.path().to_path_buf()),
-            workspace: Some(dir.path().to_path_buf()),
-        })
-        .unwrap();
+        let host = Host::open_at(dir.path());
         host.pin("guide").await.unwrap();
         // Discovered once, as the MCP server does; then the folder's copy of
         // the document is removed.
@@ -547,11 +549,7 @@ mod snapshot_tests {
                 "echo helper\n",
             );
         }
-        let host = Host::open(HostOptions {
-            home: Some(dir.path().to_path_buf()),
-            workspace: Some(dir.path().to_path_buf()),
-        })
-        .unwrap();
+        let host = Host::open_at(dir.path());
         host.pin("one").await.unwrap();
         host.pin("many").await.unwrap();
         let one = host.module("one").await.unwrap();

@@ -858,23 +858,14 @@ pub(crate) fn standing_refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::HostOptions;
     use crate::test_modules::{descriptor, install, script, write_executable};
     use serde_json::json;
-
-    fn open_unpinned(home: &std::path::Path) -> Host {
-        Host::open(HostOptions {
-            home: Some(home.to_path_buf()),
-            workspace: Some(home.to_path_buf()),
-        })
-        .unwrap()
-    }
 
     /// The host, with every module that describes itself pinned as the
     /// operator would (`modhost pin`), so tests of the call itself pass the
     /// pin gate.
     async fn open(home: &std::path::Path) -> Host {
-        let host = open_unpinned(home);
+        let host = Host::open_at(home);
         for module in host.discover().await {
             if module.status != ModuleStatus::Broken {
                 host.pin(&module.id).await.unwrap();
@@ -1079,7 +1070,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, _) = install(dir.path(), "gated", false);
         let args = json!({"msg": "x"});
-        let host = open_unpinned(dir.path());
+        let host = Host::open_at(dir.path());
         let err = host
             .invoke(InvokeRequest::new("gated", "gated.run", args.clone()))
             .await
@@ -1109,7 +1100,7 @@ mod tests {
 
         // Under warn the same call goes through, with a host warning.
         std::fs::write(dir.path().join("config.toml"), "pins = \"warn\"\n").unwrap();
-        let outcome = open_unpinned(dir.path())
+        let outcome = Host::open_at(dir.path())
             .invoke(InvokeRequest::new("gated", "gated.run", args))
             .await
             .unwrap();
@@ -1313,7 +1304,7 @@ mod discovery_reuse_tests {
     use super::{InvokeError, InvokeRequest};
     use crate::file_identity::RACY;
     use crate::test_modules::{install, write_executable};
-    use crate::{Host, HostError, HostOptions};
+    use crate::{Host, HostError};
 
     /// Let every change so far age past the racy window, as a home the
     /// operator last touched a moment ago would.
@@ -1326,11 +1317,7 @@ mod discovery_reuse_tests {
     async fn pinned_and_settled(home: &std::path::Path) -> (Host, std::path::PathBuf) {
         std::fs::write(home.join("config.toml"), "confinement = \"off\"\n").unwrap();
         let (one, _) = install(home, "one", false);
-        let host = Host::open(HostOptions {
-            home: Some(home.to_path_buf()),
-            workspace: Some(home.to_path_buf()),
-        })
-        .unwrap();
+        let host = Host::open_at(home);
         host.pin("one").await.unwrap();
         settle();
         (host, one)
@@ -1423,11 +1410,7 @@ mod discovery_reuse_tests {
         let config = "confinement = \"off\"\npins = \"off\"\n";
         std::fs::write(home.join("config.toml"), config).unwrap();
         install(home, "one", false);
-        let host = Host::open(HostOptions {
-            home: Some(home.to_path_buf()),
-            workspace: Some(home.to_path_buf()),
-        })
-        .unwrap();
+        let host = Host::open_at(home);
         settle();
         host.invoke(run("one")).await.unwrap();
         host.invoke(run("one")).await.unwrap();

@@ -676,21 +676,13 @@ mod tests {
     use crate::discovery::ModuleStatus;
     use crate::test_modules::{describes, install, write_executable};
 
-    fn open(home: &Path) -> Host {
-        Host::open(HostOptions {
-            home: Some(home.to_path_buf()),
-            workspace: Some(home.to_path_buf()),
-        })
-        .unwrap()
-    }
-
     #[tokio::test]
     async fn disabling_a_bare_module_moves_it_into_its_folder_and_enabling_restores() {
         let dir = tempfile::tempdir().unwrap();
         let (_, counter) = install(dir.path(), "loose", true);
         // The describe counter is a file outside any grant.
         std::fs::write(dir.path().join("config.toml"), "confinement = \"off\"\n").unwrap();
-        let host = open(dir.path());
+        let host = Host::open_at(dir.path());
         // Enabled (rather than `unpinned`) needs the operator's pin; moving
         // the bytes into a folder keeps it valid.
         host.pin("loose").await.unwrap();
@@ -788,7 +780,7 @@ mod tests {
         install(dir.path(), "b", false);
         std::fs::create_dir_all(dir.path().join("state/a")).unwrap();
         std::fs::create_dir_all(dir.path().join("state/b")).unwrap();
-        let host = open(dir.path());
+        let host = Host::open_at(dir.path());
         let report = host.remove("a", false).await.unwrap();
         assert!(report.kept_state.is_some());
         assert!(dir.path().join("state/a").exists());

@@ -347,7 +347,6 @@ impl live::ToolSource<HostInvoker> for HostSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::HostOptions;
     use crate::test_modules;
     use serde_json::json;
 
@@ -364,11 +363,7 @@ mod tests {
         let home = dir.path();
         std::fs::write(home.join("config.toml"), "pins = \"off\"\n").unwrap();
         test_modules::install(home, "alpha", false);
-        let host = Host::open(HostOptions {
-            home: Some(home.to_path_buf()),
-            workspace: Some(home.to_path_buf()),
-        })
-        .unwrap();
+        let host = Host::open_at(home);
         let toolbox = open_live_toolbox(&host).await.unwrap();
         let mut changes = toolbox.changes().expect("a live toolbox signals");
         assert!(names(&toolbox).contains(&"alpha__alpha_run".to_owned()));
@@ -433,12 +428,7 @@ mod tests {
         std::fs::copy(guest("echo"), &program).unwrap();
         let asks = "pins = \"off\"\n[[approval.rules]]\nmodule = \"echo\"\ndecision = \"ask\"\n";
         std::fs::write(home.join("config.toml"), asks).unwrap();
-        let host = Host::open(HostOptions {
-            home: Some(home.to_path_buf()),
-            workspace: Some(home.to_path_buf()),
-        })
-        .unwrap()
-        .keep_warm();
+        let host = Host::open_at(home).keep_warm();
         let toolbox = open_live_toolbox(&host).await.unwrap();
         let engine = host.engines().wasm().unwrap();
         let loaded = async {
