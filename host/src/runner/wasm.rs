@@ -43,6 +43,7 @@ mod cache;
 #[cfg(feature = "cli")]
 pub use cache::{CompileWatcher, watch_compiles};
 mod known_digests;
+mod on_thread;
 mod pool;
 mod sealed;
 mod stdio;
@@ -66,6 +67,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 use self::ahead::{Held, InstancesAhead, MadeAhead};
 use self::cache::ComponentCache;
 use self::known_digests::KnownDigests;
+use self::on_thread::GuestThreads;
 use self::pool::{CallSlot, CallSlots};
 use self::stdio::{CappedStdout, StderrTail};
 use super::{Call, Exchange, Grant, NotificationSink, RunError, framing};
@@ -205,6 +207,9 @@ struct EngineInner {
     slots: CallSlots,
     /// The next call's instance of recently called components (`ahead.rs`).
     ahead: InstancesAhead<CallState>,
+    /// Calls with roots run their guests on threads of their own
+    /// (`on_thread.rs`), this many at once.
+    guest_threads: GuestThreads,
     /// How many calls took an instance made ahead (what the tests check).
     #[cfg(test)]
     took_ahead: std::sync::atomic::AtomicUsize,
@@ -276,6 +281,7 @@ impl WasmEngine {
                 digests: KnownDigests::default(),
                 slots: CallSlots::new(),
                 ahead: InstancesAhead::default(),
+                guest_threads: GuestThreads::default(),
                 #[cfg(test)]
                 took_ahead: std::sync::atomic::AtomicUsize::new(0),
                 warnings,
@@ -513,6 +519,13 @@ impl WasmEngine {
             );
         }
         let deadline = started + limits.deadline;
+        // A call with roots runs its guest on a thread of its own while
+        // one is free (`on_thread.rs`).
+        let own_thread = if call.grants.is_empty() {
+            None
+        } else {
+            self.inner.guest_threads.try_take()
+        };
         // Built first: a grant that cannot be preopened fails the call
         // before it takes an instance.
         let wasi = self.call_context(
@@ -520,6 +533,7 @@ impl WasmEngine {
             stdin_bytes,
             (stdout.clone(), stderr.clone()),
             call.grants,
+            own_thread.is_some(),
         )?;
         let made = call
             .start_ahead
@@ -542,19 +556,38 @@ impl WasmEngine {
                 (Held { store, _slot: slot }, None)
             }
         };
-        let store = &mut held.store;
-        enter_call(store, wasi, Arc::clone(&memory_hit), deadline);
+        enter_call(&mut held.store, wasi, Arc::clone(&memory_hit), deadline);
 
-        let pre = &component.pre;
-        let guest = async {
-            let command = match made {
-                Some(command) => command,
-                None => pre.instantiate_async(&mut *store).await?,
-            };
-            command.wasi_cli_run().call_run(&mut *store).await
+        let ended = match own_thread {
+            Some(permit) => {
+                let engine = self.clone();
+                let component = Arc::clone(component);
+                let start_ahead = call.start_ahead;
+                let guest = on_thread::start(
+                    async move {
+                        let outcome = run_guest(&component.pre, &mut held.store, made).await;
+                        engine.after_answer(held, &component, start_ahead);
+                        outcome
+                    },
+                    permit,
+                );
+                let guest = async {
+                    guest.await.unwrap_or_else(|| {
+                        Err(wasmtime::Error::msg(
+                            "the guest's thread did not run (the host is shutting down)",
+                        ))
+                    })
+                };
+                converse(guest, lines_rx, &stdout, deadline.into(), notifications).await
+            }
+            None => {
+                let guest = run_guest(&component.pre, &mut held.store, made);
+                let ended =
+                    converse(guest, lines_rx, &stdout, deadline.into(), notifications).await;
+                self.after_answer(held, component, call.start_ahead);
+                ended
+            }
         };
-        let ended = converse(guest, lines_rx, &stdout, deadline.into(), notifications).await;
-        self.after_answer(held, component, call.start_ahead);
 
         let stderr_tail = stderr.text();
         let run_error = |failure: GuestFailure| match failure {
@@ -646,13 +679,16 @@ impl WasmEngine {
 
     /// The WASI context of one call: `stdin` then EOF, the given stdout and
     /// stderr, `grants` preopened at their guest paths with exactly their
-    /// access, no environment, no network.
+    /// access, no environment, no network. `on_own_thread`: the guest runs
+    /// on a thread of its own (`on_thread.rs`), which its filesystem
+    /// operations may block.
     fn call_context(
         &self,
         component: &LoadedComponent,
         stdin: Vec<u8>,
         (stdout, stderr): (CappedStdout, StderrTail),
         grants: &[Grant],
+        on_own_thread: bool,
     ) -> Result<WasiCtx, RunError> {
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdin(MemoryInputPipe::new(stdin))
@@ -661,7 +697,8 @@ impl WasmEngine {
             .arg(&component.name)
             .allow_tcp(false)
             .allow_udp(false)
-            .allow_ip_name_lookup(false);
+            .allow_ip_name_lookup(false)
+            .allow_blocking_current_thread(on_own_thread);
         for grant in grants {
             let perms = match grant.access {
                 Access::Read => FsPerms::ReadOnly,
@@ -855,14 +892,11 @@ impl WasmEngine {
             stdin.to_vec(),
             (stdout.clone(), stderr.clone()),
             grants,
+            false,
         )?;
         let mut store = self.empty_store(false);
         enter_call(&mut store, wasi, Arc::new(AtomicBool::new(false)), deadline);
-        let pre = &component.pre;
-        let guest = async move {
-            let command = pre.instantiate_async(&mut store).await?;
-            command.wasi_cli_run().call_run(&mut store).await
-        };
+        let guest = run_guest(&component.pre, &mut store, None);
         // Dropping the future on timeout drops the instance with it.
         let outcome = tokio::time::timeout_at(deadline.into(), guest).await;
         let (finished, status) = match outcome {
@@ -890,6 +924,20 @@ impl WasmEngine {
             status,
         })
     }
+}
+
+/// Instantiate the call's instance (unless it was made ahead) and run it:
+/// what `converse` drives, on the caller's task or a thread of its own.
+async fn run_guest(
+    pre: &CommandPre<CallState>,
+    store: &mut Store<CallState>,
+    made: Option<wasmtime_wasi::p2::bindings::Command>,
+) -> wasmtime::Result<Result<(), ()>> {
+    let command = match made {
+        Some(command) => command,
+        None => pre.instantiate_async(&mut *store).await?,
+    };
+    command.wasi_cli_run().call_run(&mut *store).await
 }
 
 /// How a call that produced no usable response ended.
@@ -1278,6 +1326,20 @@ pub(crate) mod tests {
         }
     }
 
+    /// A call of `line` with `grants` and a [`SHORT`] deadline, not allowed
+    /// to start anything ahead (so every slot taken is a call's).
+    fn short_call<'a>(line: &'a str, grants: &'a [Grant]) -> Call<'a> {
+        Call {
+            grants,
+            limits: CallLimits {
+                deadline: SHORT,
+                max_output_bytes: 256 * 1024,
+                ..CallLimits::default()
+            },
+            ..long_call(line)
+        }
+    }
+
     async fn call_on(
         engine: &WasmEngine,
         component: &Arc<LoadedComponent>,
@@ -1524,6 +1586,152 @@ pub(crate) mod tests {
         while let Some(slept) = sleepers.join_next().await {
             let err = slept.unwrap().unwrap_err();
             assert_eq!(err.kind(), "timeout", "{err}");
+        }
+    }
+
+    /// The hostile guests end the same way with a root (their guest on a
+    /// thread of its own, `on_thread.rs`) as without: the deadline, the
+    /// memory and output caps, traps and exits are the call's, wherever the
+    /// guest runs. After each, the thread and the slot come back (the
+    /// sleeper's at its deadline, not after its hour).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hostile_guests_with_a_root_end_as_without_and_give_their_thread_back() {
+        let engine = own_engine();
+        let dir = tempfile::tempdir().unwrap();
+        let root = [grant("data", dir.path(), Access::Read)];
+        for (hostile, kind) in [
+            ("spin", "timeout"),
+            ("sleep", "timeout"),
+            ("flood", "output_limit"),
+            ("panic", "trapped"),
+            ("silent_exit", "crashed"),
+            ("alloc", "memory_limit"),
+        ] {
+            let component = engine.load_async(&guest(hostile)).await.unwrap();
+            let line = request(&json!({}));
+            for grants in [&[][..], &root[..]] {
+                let call = short_call(&line, grants);
+                let taken = engine.inner.guest_threads.taken();
+                let call = engine.run(&component, &call, None);
+                let err = call.await.unwrap_err();
+                assert_eq!(
+                    err.kind(),
+                    kind,
+                    "{hostile} with {} roots: {err}",
+                    grants.len()
+                );
+                assert_eq!(
+                    engine.inner.guest_threads.taken() - taken,
+                    grants.len(),
+                    "{hostile}: a guest runs on a thread of its own exactly when it has roots"
+                );
+                wait_all_free(&engine, hostile).await;
+            }
+        }
+    }
+
+    /// Wait until every guest thread and every instance slot of `engine` is
+    /// free again (a dropped guest gives them back on its thread).
+    async fn wait_all_free(engine: &WasmEngine, after: &str) {
+        let all_free = || {
+            engine.inner.guest_threads.free() == on_thread::MAX_THREADS
+                && engine.inner.slots.free() == pool::SLOTS as usize
+        };
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !all_free() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "after {after}: {} of {} guest threads and {} of {} slots free",
+                engine.inner.guest_threads.free(),
+                on_thread::MAX_THREADS,
+                engine.inner.slots.free(),
+                pool::SLOTS
+            )
+        });
+    }
+
+    /// The attack: a guest opens a fifo in its root, and nobody ever opens
+    /// its other end; its thread is stuck in the kernel, where no timer
+    /// reaches it. Call after call, each still ends at its deadline; stuck
+    /// guests keep at most `MAX_THREADS` of the pool's slots (the calls
+    /// beyond run on the runtime and give their slot up at the deadline),
+    /// so calls go on being served. Once the fifo is opened, every stuck
+    /// guest is dropped and its thread and slot come back.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn guests_stuck_in_the_kernel_hold_neither_their_deadline_nor_more_than_their_share_of_slots()
+     {
+        let engine = own_engine();
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        // Whatever happens, the fifo is opened at the end: a runtime waits
+        // for its blocking-pool threads when it is dropped.
+        let release = OpenedOnDrop(fifo.clone());
+        std::fs::write(dir.path().join("note"), "still served").unwrap();
+        let root = [grant("data", dir.path(), Access::Read)];
+        let echo = engine.load_async(&guest("echo")).await.unwrap();
+        let call = |line| short_call(line, &root);
+        let (stuck, note) = (
+            request(&json!({"read": "fifo"})),
+            request(&json!({"read": "note"})),
+        );
+        for n in 0..on_thread::MAX_THREADS + 3 {
+            let ended = tokio::time::timeout(
+                Duration::from_secs(10),
+                engine.run(&echo, &call(&stuck), None),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("stuck call {n} outlived its deadline"));
+            let err = ended.unwrap_err();
+            assert_eq!(err.kind(), "timeout", "stuck call {n}: {err}");
+        }
+        assert_eq!(
+            engine.inner.guest_threads.free(),
+            0,
+            "the first stuck calls held every guest thread"
+        );
+        assert_eq!(
+            engine.inner.slots.free(),
+            pool::SLOTS as usize - on_thread::MAX_THREADS,
+            "stuck guests hold only the slots of their threads"
+        );
+        let exchange = engine
+            .run(&echo, &call(&note), None)
+            .await
+            .expect("a call with a root is served while threads are stuck");
+        assert_eq!(
+            exchange.response.outcome.unwrap()["output"],
+            json!({"read": "still served"})
+        );
+
+        // The other end opened (and closed): every stuck open returns.
+        drop(release);
+        wait_all_free(&engine, "the fifo was opened").await;
+    }
+
+    /// Opens its fifo for writing, and closes it, when dropped: every open
+    /// for reading blocked on it returns.
+    struct OpenedOnDrop(PathBuf);
+
+    impl Drop for OpenedOnDrop {
+        fn drop(&mut self) {
+            use std::os::unix::fs::OpenOptionsExt;
+            // Never blocks: fails when no reader waits.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.0);
         }
     }
 
