@@ -67,7 +67,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 use self::ahead::{Held, InstancesAhead, MadeAhead};
 use self::cache::ComponentCache;
 use self::known_digests::KnownDigests;
-use self::on_thread::GuestThreads;
+use self::on_thread::{GuestThreads, NoThread};
 use self::pool::{CallSlot, CallSlots};
 use self::stdio::{CappedStdout, StderrTail};
 use super::{Call, Exchange, Grant, NotificationSink, RunError, framing};
@@ -519,12 +519,20 @@ impl WasmEngine {
             );
         }
         let deadline = started + limits.deadline;
-        // A call with roots runs its guest on a thread of its own while
-        // one is free (`on_thread.rs`).
+        let timeout = || RunError::Timeout {
+            deadline_ms: limits.deadline.as_millis() as u64,
+            stderr_tail: String::new(),
+        };
+        // A call with roots runs its guest on a thread of its own
+        // (`on_thread.rs`), waiting for one within its deadline.
         let own_thread = if call.grants.is_empty() {
             None
         } else {
-            self.inner.guest_threads.try_take()
+            match self.inner.guest_threads.take(deadline).await {
+                Ok(permit) => Some(permit),
+                Err(NoThread::Busy) => return Err(timeout()),
+                Err(NoThread::Unavailable) => None,
+            }
         };
         // Built first: a grant that cannot be preopened fails the call
         // before it takes an instance.
@@ -547,10 +555,7 @@ impl WasmEngine {
             }
             None => {
                 let Some(slot) = self.call_slot(deadline).await else {
-                    return Err(RunError::Timeout {
-                        deadline_ms: limits.deadline.as_millis() as u64,
-                        stderr_tail: String::new(),
-                    });
+                    return Err(timeout());
                 };
                 let store = self.empty_store(false);
                 (Held { store, _slot: slot }, None)
@@ -563,9 +568,13 @@ impl WasmEngine {
                 let engine = self.clone();
                 let component = Arc::clone(component);
                 let start_ahead = call.start_ahead;
+                // What follows the guest (its teardown, the next instance)
+                // is the caller's runtime's work, as for any other call.
+                let caller = tokio::runtime::Handle::current();
                 let guest = on_thread::start(
                     async move {
                         let outcome = run_guest(&component.pre, &mut held.store, made).await;
+                        let _caller = caller.enter();
                         engine.after_answer(held, &component, start_ahead);
                         outcome
                     },
@@ -574,7 +583,7 @@ impl WasmEngine {
                 let guest = async {
                     guest.await.unwrap_or_else(|| {
                         Err(wasmtime::Error::msg(
-                            "the guest's thread did not run (the host is shutting down)",
+                            "the guest's thread ended without an outcome",
                         ))
                     })
                 };
@@ -1656,14 +1665,22 @@ pub(crate) mod tests {
 
     /// The attack: a guest opens a fifo in its root, and nobody ever opens
     /// its other end; its thread is stuck in the kernel, where no timer
-    /// reaches it. Call after call, each still ends at its deadline; stuck
-    /// guests keep at most `MAX_THREADS` of the pool's slots (the calls
-    /// beyond run on the runtime and give their slot up at the deadline),
-    /// so calls go on being served. Once the fifo is opened, every stuck
-    /// guest is dropped and its thread and slot come back.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn guests_stuck_in_the_kernel_hold_neither_their_deadline_nor_more_than_their_share_of_slots()
-     {
+    /// reaches it. Call after call, each still ends at its deadline. Stuck
+    /// guests hold `MAX_THREADS` threads and slots and no more: the calls
+    /// with roots beyond wait for a thread and time out, holding nothing,
+    /// and none of them leaves a thread of the caller's runtime stuck in
+    /// the kernel (the blocking pool the rest of the host needs). Calls
+    /// without roots go on being served. Once the fifo is opened, every
+    /// stuck guest is dropped and its thread and slot come back.
+    #[test]
+    fn guests_stuck_in_the_kernel_hold_neither_their_deadline_nor_more_than_their_share() {
+        const CALLER: &str = "stuck-caller";
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(CALLER)
+            .enable_all()
+            .build()
+            .unwrap();
         let engine = own_engine();
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
@@ -1675,49 +1692,66 @@ pub(crate) mod tests {
             0,
         )
         .unwrap();
-        // Whatever happens, the fifo is opened at the end: a runtime waits
-        // for its blocking-pool threads when it is dropped.
+        // Whatever happens, the fifo is opened at the end, and the threads
+        // stuck on it return.
         let release = OpenedOnDrop(fifo.clone());
-        std::fs::write(dir.path().join("note"), "still served").unwrap();
         let root = [grant("data", dir.path(), Access::Read)];
-        let echo = engine.load_async(&guest("echo")).await.unwrap();
-        let call = |line| short_call(line, &root);
-        let (stuck, note) = (
-            request(&json!({"read": "fifo"})),
-            request(&json!({"read": "note"})),
-        );
-        for n in 0..on_thread::MAX_THREADS + 3 {
-            let ended = tokio::time::timeout(
-                Duration::from_secs(10),
-                engine.run(&echo, &call(&stuck), None),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("stuck call {n} outlived its deadline"));
-            let err = ended.unwrap_err();
-            assert_eq!(err.kind(), "timeout", "stuck call {n}: {err}");
-        }
-        assert_eq!(
-            engine.inner.guest_threads.free(),
-            0,
-            "the first stuck calls held every guest thread"
-        );
-        assert_eq!(
-            engine.inner.slots.free(),
-            pool::SLOTS as usize - on_thread::MAX_THREADS,
-            "stuck guests hold only the slots of their threads"
-        );
-        let exchange = engine
-            .run(&echo, &call(&note), None)
-            .await
-            .expect("a call with a root is served while threads are stuck");
-        assert_eq!(
-            exchange.response.outcome.unwrap()["output"],
-            json!({"read": "still served"})
-        );
+        let stuck = request(&json!({"read": "fifo"}));
+        let plain = request(&json!({"n": 1}));
+        runtime.block_on(async {
+            let echo = engine.load_async(&guest("echo")).await.unwrap();
+            for n in 0..on_thread::MAX_THREADS + 3 {
+                let ended = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    engine.run(&echo, &short_call(&stuck, &root), None),
+                )
+                .await
+                .unwrap_or_else(|_| panic!("stuck call {n} outlived its deadline"));
+                let err = ended.unwrap_err();
+                assert_eq!(err.kind(), "timeout", "stuck call {n}: {err}");
+            }
+            assert_eq!(
+                engine.inner.guest_threads.free(),
+                0,
+                "the first stuck calls hold every guest thread"
+            );
+            assert_eq!(
+                engine.inner.slots.free(),
+                pool::SLOTS as usize - on_thread::MAX_THREADS,
+                "stuck guests hold only the slots of their threads"
+            );
+            assert_eq!(
+                threads_stuck_on_a_fifo(CALLER),
+                0,
+                "no thread of the caller's runtime is stuck in the kernel"
+            );
+            let exchange = engine
+                .run(&echo, &short_call(&plain, &[]), None)
+                .await
+                .expect("a call without roots is served while guests are stuck");
+            assert_eq!(
+                exchange.response.outcome.unwrap()["output"],
+                json!({"echo": {"n": 1}})
+            );
 
-        // The other end opened (and closed): every stuck open returns.
-        drop(release);
-        wait_all_free(&engine, "the fifo was opened").await;
+            // The other end opened (and closed): every stuck open returns.
+            drop(release);
+            wait_all_free(&engine, "the fifo was opened").await;
+        });
+    }
+
+    /// How many threads of this process whose name starts with `name` wait
+    /// in the kernel for a fifo's other end.
+    fn threads_stuck_on_a_fifo(name: &str) -> usize {
+        let read =
+            |task: &Path, file: &str| std::fs::read_to_string(task.join(file)).unwrap_or_default();
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .map(|task| task.unwrap().path())
+            .filter(|task| {
+                read(task, "comm").starts_with(name) && read(task, "wchan") == "wait_for_partner"
+            })
+            .count()
     }
 
     /// Opens its fifo for writing, and closes it, when dropped: every open
