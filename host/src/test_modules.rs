@@ -13,6 +13,18 @@ pub fn write_executable(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
+/// Make a fifo at `path` with `mode` (nobody holds its other end).
+pub fn make_fifo(path: &Path, mode: u32) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(mode),
+        0,
+    )
+    .unwrap();
+}
+
 /// A descriptor with one capability `<id>.run` taking `{"msg": string}`,
 /// reading both its roots (so both are granted to it, read-only).
 pub fn descriptor(id: &str) -> Value {

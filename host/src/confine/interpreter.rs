@@ -410,14 +410,7 @@ mod tests {
     fn a_fifo_in_place_of_a_program_is_not_waited_on() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("tool");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o755),
-            0,
-        )
-        .unwrap();
+        crate::test_modules::make_fifo(&fifo, 0o755);
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::spawn(move || done.send(read_header(&fifo)).unwrap());
         let header = finished
@@ -435,11 +428,7 @@ mod tests {
         std::fs::write(&elf, b"\x7fELF\x02\x01\x01").unwrap();
         let sh = script(dir.path(), "script", "#!/bin/sh\n");
         let fifo = dir.path().join("fifo");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        crate::test_modules::make_fifo(&fifo, 0o644);
         assert!(!path_needs_resolving(&elf, false));
         assert!(path_needs_resolving(&elf, true), "granted executables");
         assert!(path_needs_resolving(&sh, false));

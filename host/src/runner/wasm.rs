@@ -529,7 +529,7 @@ impl WasmEngine {
             None
         } else {
             match self.inner.guest_threads.take(deadline).await {
-                Ok(permit) => Some(permit),
+                Ok(thread) => Some(thread),
                 Err(NoThread::Busy) => return Err(timeout()),
                 Err(NoThread::Unavailable) => None,
             }
@@ -564,22 +564,19 @@ impl WasmEngine {
         enter_call(&mut held.store, wasi, Arc::clone(&memory_hit), deadline);
 
         let ended = match own_thread {
-            Some(permit) => {
+            Some(thread) => {
                 let engine = self.clone();
                 let component = Arc::clone(component);
                 let start_ahead = call.start_ahead;
                 // What follows the guest (its teardown, the next instance)
                 // is the caller's runtime's work, as for any other call.
                 let caller = tokio::runtime::Handle::current();
-                let guest = on_thread::start(
-                    async move {
-                        let outcome = run_guest(&component.pre, &mut held.store, made).await;
-                        let _caller = caller.enter();
-                        engine.after_answer(held, &component, start_ahead);
-                        outcome
-                    },
-                    permit,
-                );
+                let guest = thread.run(async move {
+                    let outcome = run_guest(&component.pre, &mut held.store, made).await;
+                    let _caller = caller.enter();
+                    engine.after_answer(held, &component, start_ahead);
+                    outcome
+                });
                 let guest = async {
                     guest.await.unwrap_or_else(|| {
                         Err(wasmtime::Error::msg(
@@ -1684,14 +1681,7 @@ pub(crate) mod tests {
         let engine = own_engine();
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        crate::test_modules::make_fifo(&fifo, 0o600);
         // Whatever happens, the fifo is opened at the end, and the threads
         // stuck on it return.
         let release = OpenedOnDrop(fifo.clone());

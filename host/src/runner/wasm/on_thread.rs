@@ -111,13 +111,9 @@ pub(super) enum NoThread {
 }
 
 impl GuestThreads {
-    /// A thread's permit, held until that thread is done with its guest;
-    /// waits for one until `deadline`.
-    pub(super) async fn take(
-        &self,
-        deadline: std::time::Instant,
-    ) -> Result<OwnedSemaphorePermit, NoThread> {
-        guest_runtime().ok_or(NoThread::Unavailable)?;
+    /// One of the threads, waiting for one until `deadline`.
+    pub(super) async fn take(&self, deadline: std::time::Instant) -> Result<GuestThread, NoThread> {
+        let runtime = guest_runtime().ok_or(NoThread::Unavailable)?;
         let permit =
             tokio::time::timeout_at(deadline.into(), Arc::clone(&self.permits).acquire_owned())
                 .await
@@ -126,7 +122,10 @@ impl GuestThreads {
         #[cfg(test)]
         self.taken
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(permit)
+        Ok(GuestThread {
+            runtime,
+            _permit: permit,
+        })
     }
 
     /// How many are free now.
@@ -142,7 +141,7 @@ impl GuestThreads {
     }
 }
 
-/// A guest running on a thread of its own: resolves to what `work`
+/// A guest running on a thread of its own: resolves to what its work
 /// returned, or `None` if the thread ended without it (it panicked).
 /// Dropping it stops the guest at its next wait or epoch tick.
 pub(super) struct OnThread<R> {
@@ -151,19 +150,25 @@ pub(super) struct OnThread<R> {
     _stop: oneshot::Sender<()>,
 }
 
-/// Run `work` on a blocking thread of [`guest_runtime`], holding `permit`
-/// until the thread is done with it (finished or dropped). `permit` comes
-/// from [`GuestThreads::take`], which made sure the runtime exists.
-pub(super) fn start<R: Send + 'static>(
-    work: impl Future<Output = R> + Send + 'static,
-    permit: OwnedSemaphorePermit,
-) -> OnThread<R> {
-    let (outcome_tx, outcome) = oneshot::channel();
-    let (stop, stopped) = oneshot::channel::<()>();
-    if let Some(runtime) = guest_runtime() {
+/// The right to one thread of [`guest_runtime`], kept until that thread
+/// is done with its guest (finished or dropped).
+pub(super) struct GuestThread {
+    runtime: &'static tokio::runtime::Runtime,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl GuestThread {
+    /// Run `work` on the thread.
+    pub(super) fn run<R: Send + 'static>(
+        self,
+        work: impl Future<Output = R> + Send + 'static,
+    ) -> OnThread<R> {
+        let (outcome_tx, outcome) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let runtime = self.runtime;
         // Detached: the caller waits on `outcome`, never on the thread.
         drop(runtime.spawn_blocking(move || {
-            let _permit = permit;
+            let _thread = self;
             runtime.block_on(async move {
                 tokio::select! {
                     biased;
@@ -175,10 +180,10 @@ pub(super) fn start<R: Send + 'static>(
                 }
             });
         }));
-    }
-    OnThread {
-        outcome,
-        _stop: stop,
+        OnThread {
+            outcome,
+            _stop: stop,
+        }
     }
 }
 
