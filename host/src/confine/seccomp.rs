@@ -55,7 +55,7 @@ mod dispatch;
 /// What is not enforced where no filter is built (only x86_64 and aarch64
 /// Linux have one).
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub const UNSUPPORTED_REASON: &str = "no seccomp filter for this architecture (only x86_64 and aarch64): device nodes, namespaces, mount, ptrace, keyctl, bpf, non-TCP sockets and leaving the process group are not refused";
+pub const UNSUPPORTED_REASON: &str = "no seccomp filter for this architecture (only x86_64 and aarch64): device nodes, namespaces, mount, ptrace, keyctl, bpf, executable memfds, non-TCP sockets and leaving the process group are not refused";
 
 /// A test on one argument of a system call.
 #[derive(Debug, Clone, Copy)]
@@ -117,6 +117,22 @@ const SYS_FILE_SETATTR: libc::c_long = 469;
 /// `utimensat(dirfd, path, ...)` with a path: what `futimens(fd)` (a null
 /// path, times of a file the module opened) does not need.
 const UTIMENSAT_PATH: [&[ArgTest]; 1] = [&[ArgTest::NotNull { arg: 1 }]];
+
+/// `memfd_create(name, flags)` without `MFD_NOEXEC_SEAL` (Linux 6.3): a
+/// memfd is made executable by default, and landlock, whose execute right
+/// is path based, never restricts the kernel's internal mount it lives on.
+/// So a module could copy any readable program (or bytes from its input)
+/// into one and `execve` it through `/proc/self/fd/N` or `execveat(fd, "",
+/// AT_EMPTY_PATH)`: a program run outside its capability's `spawns`. With
+/// the flag the memfd is created without any execute bit and sealed so it
+/// never gets one (`fchmod` is refused besides); memfds for data keep
+/// working. This is the kernel's own strictest `vm.memfd_noexec` policy,
+/// which a host cannot set for its modules alone (it is per pid namespace).
+const MEMFD_EXECUTABLE: [&[ArgTest]; 1] = [&[ArgTest::MaskedEq {
+    arg: 1,
+    mask: libc::MFD_NOEXEC_SEAL as u64,
+    value: 0,
+}]];
 
 /// `clone(flags, ...)` with namespace flag `flag`.
 const fn new_namespace(flag: libc::c_int) -> ArgTest {
@@ -220,6 +236,12 @@ pub const REFUSED: &[Refused] = &[
     always("process_vm_readv", libc::SYS_process_vm_readv),
     always("process_vm_writev", libc::SYS_process_vm_writev),
     always("pidfd_getfd", libc::SYS_pidfd_getfd),
+    // Programs run from memory, around `spawns`.
+    Refused {
+        name: "memfd_create",
+        number: libc::SYS_memfd_create,
+        when: When::AnyOf(&MEMFD_EXECUTABLE),
+    },
     // Kernel facilities a module has no business with.
     always("keyctl", libc::SYS_keyctl),
     always("add_key", libc::SYS_add_key),
