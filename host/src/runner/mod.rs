@@ -365,6 +365,11 @@ pub async fn run(
 ///
 /// Not inline: the very first component call of a host, which creates the
 /// engine (seconds of setup); it runs wholly on the blocking thread.
+///
+/// The hand-off keeps the call's deadline: a blocking pool that something
+/// else has filled queues the rest of the call, and a call still queued at
+/// its deadline ends there as a timeout (its guest, never run again, is
+/// dropped with its instance when the queued work finally starts).
 #[cfg(feature = "wasm")]
 async fn run_component(
     engines: &Engines,
@@ -374,8 +379,10 @@ async fn run_component(
 ) -> Result<Exchange, RunError> {
     use std::future::Future;
     use std::pin::Pin;
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::task::Poll;
 
+    let deadline = tokio::time::Instant::now() + call.limits.deadline;
     let inline = engines.wasm.get().is_some();
     let engines = engines.clone();
     let module = module.to_path_buf();
@@ -415,7 +422,10 @@ async fn run_component(
     let runtime = tokio::runtime::Handle::current();
     // Dropped with this future: the call on the other thread ends with it.
     let (_cancel_on_drop, cancelled) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::task::spawn_blocking(move || {
+    let started = Arc::new(AtomicBool::new(false));
+    let starting = Arc::clone(&started);
+    let mut worker = tokio::task::spawn_blocking(move || {
+        starting.store(true, Ordering::Release);
         runtime.block_on(async move {
             tokio::select! {
                 biased;
@@ -424,7 +434,21 @@ async fn run_component(
             }
         })
     });
-    worker.await.map_err(|e| RunError::Spawn {
+    let joined = tokio::select! {
+        joined = &mut worker => joined,
+        () = tokio::time::sleep_until(deadline) => {
+            // Started: the guest judges its own deadline (and keeps its
+            // stderr for the error); only a call still queued ends here.
+            if !started.load(Ordering::Acquire) {
+                return Err(RunError::Timeout {
+                    deadline_ms: call.limits.deadline.as_millis() as u64,
+                    stderr_tail: String::new(),
+                });
+            }
+            worker.await
+        }
+    };
+    joined.map_err(|e| RunError::Spawn {
         message: format!("the component call's thread failed: {e}"),
     })?
 }
@@ -450,7 +474,9 @@ mod tests {
 
     use serde_json::json;
 
-    use super::wasm::tests::{TEST_MEMORY_LIMIT, guest, long_call, request, target_dir};
+    use super::wasm::tests::{
+        TEST_MEMORY_LIMIT, guest, long_call, request, target_dir, wait_all_free,
+    };
     use super::{Engines, Transport, run};
 
     /// A server sets the wasm engine up ahead only for a home that holds a
@@ -561,22 +587,8 @@ mod tests {
         let cache = target_dir().join("modhost-wasm-test-cache");
         // The production cap: what a guest of `modhost mcp` may fill.
         let engines = Engines::new(cache, super::DEFAULT_MEMORY_LIMIT_BYTES);
-        let engine = engines.wasm().expect("the wasm engine").clone();
         let fill = guest("fill");
-        // Loaded once its file is settled, so the call finds it loaded (a
-        // file just built is hashed again by every call, on a blocking
-        // thread).
-        let settled = crate::file_identity::RACY + Duration::from_millis(100);
-        let age = std::fs::metadata(&fill)
-            .and_then(|m| m.modified())
-            .map(|modified| modified.elapsed().unwrap_or_default())
-            .unwrap_or_default();
-        tokio::time::sleep(settled.saturating_sub(age)).await;
-        let loading = fill.clone();
-        tokio::task::spawn_blocking(move || engine.load(&loading))
-            .await
-            .unwrap()
-            .expect("the guest loads");
+        load_settled(&engines, &fill).await;
         let line = request(&json!({}));
         let call = long_call(&line);
         let mut running = std::pin::pin!(run(&engines, Transport::Component, &fill, &call, None));
@@ -589,6 +601,65 @@ mod tests {
             "the caller's thread was held {held:?} by one poll (an epoch tick is {:?})",
             super::wasm::EPOCH_TICK
         );
+    }
+
+    /// Set up `engines`' wasm engine and load `component` once its file is
+    /// settled, so a call finds it loaded and its first slice runs inline
+    /// (a file just built is hashed again by every call, on a blocking
+    /// thread).
+    async fn load_settled(engines: &Engines, component: &std::path::Path) {
+        let engine = engines.wasm().expect("the wasm engine").clone();
+        let settled = crate::file_identity::RACY + Duration::from_millis(100);
+        let age = std::fs::metadata(component)
+            .and_then(|m| m.modified())
+            .map(|modified| modified.elapsed().unwrap_or_default())
+            .unwrap_or_default();
+        tokio::time::sleep(settled.saturating_sub(age)).await;
+        let loading = component.to_path_buf();
+        tokio::task::spawn_blocking(move || engine.load(&loading))
+            .await
+            .unwrap()
+            .expect("the guest loads");
+    }
+
+    /// The attack on the hand-off: the caller's blocking pool is full (its
+    /// one thread held by other work), so the rest of a component call,
+    /// whose guest sleeps past its first slice, cannot start. The call ends
+    /// as a timeout at its deadline instead of waiting for the pool, and
+    /// once the pool frees, its guest is dropped without running again:
+    /// its instance slot comes back.
+    #[test]
+    fn a_call_queued_behind_a_full_blocking_pool_ends_at_its_deadline() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .max_blocking_threads(1)
+            .build()
+            .unwrap();
+        let cache = target_dir().join("modhost-wasm-test-cache");
+        let engines = Engines::new(cache, TEST_MEMORY_LIMIT);
+        let sleeper = guest("sleep");
+        runtime.block_on(async {
+            load_settled(&engines, &sleeper).await;
+            let (release, held) = std::sync::mpsc::channel::<()>();
+            let holder = tokio::task::spawn_blocking(move || held.recv());
+            let line = request(&json!({}));
+            let mut call = long_call(&line);
+            call.limits.deadline = Duration::from_millis(300);
+            let ended = tokio::time::timeout(
+                Duration::from_secs(20),
+                run(&engines, Transport::Component, &sleeper, &call, None),
+            )
+            .await;
+            release.send(()).unwrap();
+            holder.await.unwrap().unwrap();
+            let outcome = ended.expect("the call waited for the blocking pool past its deadline");
+            assert!(
+                matches!(outcome, Err(super::RunError::Timeout { .. })),
+                "{outcome:?}"
+            );
+            let engine = engines.wasm().expect("the wasm engine");
+            wait_all_free(engine, "the queued call").await;
+        });
     }
 
     /// CPU time (user + system, in clock ticks) of the calling thread.

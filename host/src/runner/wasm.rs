@@ -1638,7 +1638,7 @@ pub(crate) mod tests {
 
     /// Wait until every guest thread and every instance slot of `engine` is
     /// free again (a dropped guest gives them back on its thread).
-    async fn wait_all_free(engine: &WasmEngine, after: &str) {
+    pub(crate) async fn wait_all_free(engine: &WasmEngine, after: &str) {
         let all_free = || {
             engine.inner.guest_threads.free() == on_thread::MAX_THREADS
                 && engine.inner.slots.free() == pool::SLOTS as usize
