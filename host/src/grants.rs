@@ -228,9 +228,11 @@ pub fn plan(
                 &context.layout.artifacts_dir(module_id),
                 create,
             )?),
-            RootKind::Workspace => resolve_workspace(context.workspace),
+            RootKind::Workspace => resolve_workspace(context.workspace)
+                .and_then(|path| outside_the_home(path, context.layout.root())),
             RootKind::Source => match context.source_roots.get(&root.name) {
-                Some(path) => resolve_source_root(path),
+                Some(path) => resolve_source_root(path)
+                    .and_then(|path| outside_the_home(path, context.layout.root())),
                 None => Err("the operator configured no path for it".to_owned()),
             },
         };
@@ -249,11 +251,11 @@ pub fn plan(
                 kind: root.kind.as_str().to_owned(),
                 remedy: match root.kind {
                     RootKind::Source => format!(
-                        "set `{0} = \"/absolute/path\"` under [source_roots] in {1}, or pass --source-root {0}=PATH",
+                        "set `{0} = \"/absolute/path\"` (outside the modhost home) under [source_roots] in {1}, or pass --source-root {0}=PATH",
                         root.name,
                         context.layout.config_path().display()
                     ),
-                    _ => "check the host home and the workspace directory".to_owned(),
+                    _ => "use a workspace directory that exists and lies outside the modhost home (--workspace DIR)".to_owned(),
                 },
                 reason,
             }),
@@ -310,6 +312,28 @@ fn private_dir(path: &Path, create: bool) -> Result<PathBuf, std::io::Error> {
         })?;
     }
     Ok(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()))
+}
+
+/// `path` (canonical) unless it overlaps the host's `home` (canonical): is
+/// in it, or holds it. A module granted such a root could rewrite the
+/// host's own `config.toml` (turning confinement off for its next call),
+/// `pins.json` and approval rules, or its approved snapshot, and read every
+/// module's state. Only a module's own `state` and `artifacts` folders are
+/// granted inside the home.
+fn outside_the_home(path: PathBuf, home: &Path) -> Result<PathBuf, String> {
+    if overlaps_the_home(&path, home) {
+        return Err(format!(
+            "{} overlaps the modhost home {}: a module granted it could change the host's configuration, pins and approved modules",
+            path.display(),
+            home.display()
+        ));
+    }
+    Ok(path)
+}
+
+/// Whether `path` is in `home` or holds it (both canonical).
+pub(crate) fn overlaps_the_home(path: &Path, home: &Path) -> bool {
+    path.starts_with(home) || home.starts_with(path)
 }
 
 fn resolve_workspace(workspace: &Path) -> Result<PathBuf, String> {
@@ -502,6 +526,50 @@ mod tests {
             workspace,
             data,
             _dir: dir,
+        }
+    }
+
+    /// A workspace or source root that holds the home or lies in it is left
+    /// out and reported, read or write: granted, a module could rewrite the
+    /// host's configuration and pins, or read every module's state. Its
+    /// own state and artifacts are granted inside the home as always.
+    #[test]
+    fn no_root_overlapping_the_home_is_granted_but_the_modules_own() {
+        let f = fixture();
+        let home = f.layout.root().to_path_buf();
+        let other_state = f.layout.state_dir("other");
+        std::fs::create_dir_all(&other_state).unwrap();
+        let d = descriptor(&[
+            root("state", RootKind::State, None),
+            root("workspace", RootKind::Workspace, Some(Access::ReadWrite)),
+            root("data", RootKind::Source, None),
+        ]);
+        let binaries = BTreeMap::new();
+        let holding = home.parent().unwrap().to_path_buf();
+        for (workspace, data) in [(&holding, &other_state), (&other_state, &holding)] {
+            let sources = BTreeMap::from([("data".to_owned(), data.clone())]);
+            let ctx = GrantContext {
+                workspace,
+                ..f.ctx(&sources, &binaries)
+            };
+            for all in [
+                effects(&["state", "workspace", "data"], &[]),
+                effects(&[], &["state", "workspace", "data"]),
+            ] {
+                let plan = plan(&d, &all, "m", Transport::Native, ctx, true).unwrap();
+                let granted: Vec<&str> = plan.roots.iter().map(|g| g.name.as_str()).collect();
+                assert_eq!(granted, ["state"], "{:?}", plan.roots);
+                let missing: Vec<&str> = plan.missing.iter().map(|m| m.name.as_str()).collect();
+                assert_eq!(missing, ["workspace", "data"]);
+                for m in &plan.missing {
+                    assert!(
+                        m.reason.contains("overlaps the modhost home"),
+                        "{}: {}",
+                        m.name,
+                        m.reason
+                    );
+                }
+            }
         }
     }
 

@@ -1021,7 +1021,9 @@ mod tests {
     async fn source_root_override_is_granted_read_only() {
         let dir = tempfile::tempdir().unwrap();
         install(dir.path(), "reader", false);
-        let data = dir.path().join("data");
+        // Outside the home: a root inside it is never granted.
+        let outside = tempfile::tempdir().unwrap();
+        let data = outside.path().join("data");
         std::fs::create_dir(&data).unwrap();
         let mut request = InvokeRequest::new("reader", "reader.run", json!({"msg": "x"}));
         request.source_roots.insert("data".into(), data.clone());

@@ -174,6 +174,50 @@ fn a_memfd_copy_of_a_binary_cannot_be_executed() {
     );
 }
 
+/// A workspace that holds the modhost home, or lies inside it, is never
+/// granted, whatever started the host (`--workspace`, `MODHOST_WORKSPACE`,
+/// the current directory): a module writing its workspace would rewrite the
+/// host's `config.toml` (`confinement = "off"` for its next call), its pins
+/// and approval rules. The call, approved, runs without the workspace root,
+/// is told why, and cannot touch the home.
+#[test]
+fn a_workspace_overlapping_the_home_is_never_granted() {
+    let home = installed();
+    let config = home.path().join("config.toml");
+    let before = std::fs::read(&config).ok();
+    let holding = home.path().parent().unwrap().to_path_buf();
+    let inside = home.path().join("modules");
+    for workspace in [holding, inside] {
+        let run = home.invoke_in(
+            &workspace,
+            "redteam",
+            "redteam.home_config",
+            &json!({"path": config}),
+            &["--approve"],
+        );
+        let result = run.invoke_result();
+        let report = &result["output"];
+        assert_eq!(
+            report["roots"].get("workspace"),
+            None,
+            "{} was granted: {result:#}",
+            workspace.display()
+        );
+        assert_refused(&report["append"], &[EACCES], "appending to config.toml");
+        assert!(
+            result.to_string().contains("overlaps the modhost home"),
+            "the call is not told why it has no workspace: {result:#}"
+        );
+        assert_eq!(
+            std::fs::read(&config).ok(),
+            before,
+            "config.toml changed with {} as the workspace",
+            workspace.display()
+        );
+        home.assert_no_module_processes();
+    }
+}
+
 /// Hole: the ELF loader is executable for every module (the kernel opens
 /// the interpreter's `PT_INTERP` with execute), and the loader runs any
 /// readable binary given as its argument: `ld-linux-x86-64.so.2

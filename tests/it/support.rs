@@ -406,6 +406,28 @@ impl Home {
         run_modhost(self, &args, &[])
     }
 
+    /// [`Home::invoke`] with `workspace` as `--workspace` (and the current
+    /// directory) instead of [`Home::workspace`].
+    pub fn invoke_in(
+        &self,
+        workspace: &Path,
+        module: &str,
+        capability: &str,
+        input: &Value,
+        extra: &[&str],
+    ) -> Run {
+        let mut args = vec![
+            "invoke".to_owned(),
+            module.to_owned(),
+            capability.to_owned(),
+            "--json".to_owned(),
+            "--input".to_owned(),
+            input.to_string(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        run_modhost_in(self, workspace, &args, &[])
+    }
+
     /// Processes still alive (not zombies) whose command line mentions this
     /// test's temporary directory, other than `modhost` itself.
     pub fn live_module_processes(&self) -> Vec<ProcessInfo> {
@@ -432,6 +454,10 @@ impl Home {
 }
 
 fn run_modhost(home: &Home, args: &[String], env: &[(&str, &str)]) -> Run {
+    run_modhost_in(home, &home.workspace(), args, env)
+}
+
+fn run_modhost_in(home: &Home, workspace: &Path, args: &[String], env: &[(&str, &str)]) -> Run {
     let binaries = binaries();
     let out_dir = tempfile::tempdir().expect("temp dir for output");
     let stdout_path = out_dir.path().join("stdout");
@@ -441,9 +467,9 @@ fn run_modhost(home: &Home, args: &[String], env: &[(&str, &str)]) -> Run {
         .arg("--home")
         .arg(home.path())
         .arg("--workspace")
-        .arg(home.workspace())
+        .arg(workspace)
         .args(args)
-        .current_dir(home.workspace())
+        .current_dir(workspace)
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
         .stderr(std::fs::File::create(&stderr_path).expect("stderr file"));

@@ -87,9 +87,15 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         .tempdir()
         .context("creating a scratch directory for the conformance run")?;
     let confinement = host.config().limits.confinement;
-    // No workspace granted (started in / or the home): an empty one in the
-    // scratch directory, so the battery still runs.
-    let workspace = match host.workspace() {
+    // No workspace granted (started in / or the home), or one overlapping
+    // the modhost home (never granted, and the battery's scratch home is not
+    // that home): an empty one in the scratch directory, so the battery
+    // still runs; beside the scratch home (`scratch/home`), since no root
+    // inside a home is ever granted.
+    let workspace = match host
+        .workspace()
+        .filter(|dir| !crate::grants::overlaps_the_home(dir, host.home()))
+    {
         Some(dir) => dir.to_path_buf(),
         None => {
             let empty = scratch.path().join("workspace");
@@ -100,7 +106,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let overrides = args.source_roots.map();
     let source_roots = crate::grants::merge_source_roots(&host.config().source_roots, &overrides);
     let binaries = host.config().binaries.clone();
-    let scratch_path = scratch.path().to_path_buf();
+    let scratch_path = scratch.path().join("home");
     let program_for_output = target.program.clone();
     #[cfg(feature = "wasm")]
     let runtime = tokio::runtime::Handle::current();
