@@ -15,6 +15,7 @@ use crate::support::{Home, Layout};
 pub const EPERM: i64 = 1;
 pub const EBADF: i64 = 9;
 pub const EACCES: i64 = 13;
+pub const ENOSYS: i64 = 38;
 
 /// A fixture script of `tests/fixtures` (its name there) and the module id it describes.
 #[derive(Debug, Clone, Copy)]

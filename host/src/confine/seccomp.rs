@@ -20,7 +20,8 @@
 //! - **One program, dispatched by number.** A call needs three errnos:
 //!   `EPERM` for the kernel surface, `EACCES` for sockets, `ENOSYS` for
 //!   `clone3` (its flags live in memory a filter cannot read, and glibc
-//!   falls back to `clone`, whose flags it can, only on `ENOSYS`). They go
+//!   falls back to `clone`, whose flags it can, only on `ENOSYS`) and for
+//!   an executable memfd (whose users fall back on `ENOSYS`). They go
 //!   into one program ([`dispatch`]): a binary search on the number answers
 //!   an always-refused call or an unlisted one within a dozen instructions,
 //!   and jumps into seccompiler's rules for the few calls refused by their
@@ -128,11 +129,20 @@ const UTIMENSAT_PATH: [&[ArgTest]; 1] = [&[ArgTest::NotNull { arg: 1 }]];
 /// never gets one (`fchmod` is refused besides); memfds for data keep
 /// working. This is the kernel's own strictest `vm.memfd_noexec` policy,
 /// which a host cannot set for its modules alone (it is per pid namespace).
-const MEMFD_EXECUTABLE: [&[ArgTest]; 1] = [&[ArgTest::MaskedEq {
-    arg: 1,
-    mask: libc::MFD_NOEXEC_SEAL as u64,
-    value: 0,
-}]];
+///
+/// Refused with `ENOSYS`, as a kernel without memfds would answer: code
+/// that uses a memfd when it can takes its fallback on `ENOSYS` (wasmtime's
+/// copy-on-write memory images do, and fail on `EPERM`).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EXECUTABLE_MEMFD: Refused = Refused {
+    name: "memfd_create",
+    number: libc::SYS_memfd_create,
+    when: When::AnyOf(&[&[ArgTest::MaskedEq {
+        arg: 1,
+        mask: libc::MFD_NOEXEC_SEAL as u64,
+        value: 0,
+    }]]),
+};
 
 /// `clone(flags, ...)` with namespace flag `flag`.
 const fn new_namespace(flag: libc::c_int) -> ArgTest {
@@ -236,12 +246,6 @@ pub const REFUSED: &[Refused] = &[
     always("process_vm_readv", libc::SYS_process_vm_readv),
     always("process_vm_writev", libc::SYS_process_vm_writev),
     always("pidfd_getfd", libc::SYS_pidfd_getfd),
-    // Programs run from memory, around `spawns`.
-    Refused {
-        name: "memfd_create",
-        number: libc::SYS_memfd_create,
-        when: When::AnyOf(&MEMFD_EXECUTABLE),
-    },
     // Kernel facilities a module has no business with.
     always("keyctl", libc::SYS_keyctl),
     always("add_key", libc::SYS_add_key),
@@ -470,8 +474,9 @@ const AUDIT_ARCH: u32 = 0xc000_00b7;
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
 /// Every refused call of a call with (or without) network and its errno:
-/// [`REFUSED`] with `EPERM`, the sockets with `EACCES`, `clone3` with
-/// `ENOSYS`. The numbers are disjoint.
+/// [`REFUSED`] with `EPERM`, the sockets with `EACCES`, `clone3` and an
+/// executable memfd ([`EXECUTABLE_MEMFD`]) with `ENOSYS`. The numbers are
+/// disjoint.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
     let socket = [
@@ -488,8 +493,10 @@ fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
     ];
     let refused = REFUSED.iter().map(|r| (*r, libc::EPERM));
     let socket = socket.into_iter().map(|r| (r, libc::EACCES));
-    let clone3 = std::iter::once((always("clone3", libc::SYS_clone3), libc::ENOSYS));
-    refused.chain(socket).chain(clone3).collect()
+    let missing = [always("clone3", libc::SYS_clone3), EXECUTABLE_MEMFD]
+        .into_iter()
+        .map(|r| (r, libc::ENOSYS));
+    refused.chain(socket).chain(missing).collect()
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
