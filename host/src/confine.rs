@@ -118,7 +118,7 @@ impl ConfinementMode {
 
 /// System directories a native program is loaded from and reads (libraries,
 /// locale data, time zones, OpenSSL's `/usr/lib/ssl`): read, never execute.
-/// Execution is granted per file (see [`path_rules`]).
+/// Execution is granted per file (see [`path_rules_with`]).
 const SYSTEM_READ_DIRS: &[&str] = &[
     "/usr",
     "/lib",
@@ -179,7 +179,9 @@ const DEVICES_READ: &[&str] = &[
     "/proc/cpuinfo",
 ];
 
-/// The filesystem rules of one call of `program` with `grants`, in order.
+/// The filesystem rules of one call of `program` with `grants`, in order,
+/// given the interpreter `chain` of the program and the granted
+/// `executables` ([`interpreter::resolve_cached`]).
 ///
 /// Execution is granted on files only: the program, its interpreter chain
 /// ([`interpreter::resolve`]: `env`, the interpreter PATH names, each ELF
@@ -196,17 +198,8 @@ const DEVICES_READ: &[&str] = &[
 /// for a program run from `modules/<id>/` (`pins = "off"`, unpinned, or
 /// changed under `warn`), whose folder anyone with access to `modules/` can
 /// change, and never for a bare module's parent (`modules/` itself).
-pub fn path_rules(
-    program: &Path,
-    grants: &[Grant],
-    executables: &[PathBuf],
-    network: bool,
-) -> Vec<PathRule> {
-    let chain = interpreter::resolve_cached(program, executables);
-    path_rules_with(program, grants, &chain, network)
-}
-
-/// [`path_rules`] with the interpreter chain already resolved.
+/// [`prepare`] refuses a call that would execute a file inside one of its
+/// read-write roots before it asks for these rules.
 pub fn path_rules_with(
     program: &Path,
     grants: &[Grant],
@@ -249,6 +242,33 @@ pub fn path_rules_with(
             .map(|path| rule(path, PathAccess::ReadExecute)),
     );
     rules
+}
+
+/// A file the call would execute (`program`, its interpreter chain, a
+/// granted binary and its chain) inside one of the call's read-write roots:
+/// the module could rewrite it and then run any program in its place (one
+/// outside its capability's `spawns`), and so could the module of any other
+/// call writing that root, whose bytes this call would then run with its
+/// own grants. Refused, whatever the confinement mode but `off`.
+fn executable_in_a_writable_root(
+    program: &Path,
+    chain: &interpreter::Chain,
+    grants: &[Grant],
+) -> Option<ConfineError> {
+    let writable = grants.iter().filter(|g| g.access == Access::ReadWrite);
+    let executed = std::iter::once(program).chain(chain.executables.iter().map(PathBuf::as_path));
+    let (file, root) = executed
+        .flat_map(|file| writable.clone().map(move |root| (file, root)))
+        .find(|(file, root)| file.starts_with(&root.host))?;
+    Some(ConfineError::Unconfined {
+        reason: format!(
+            "{} would be executable, and it lies in the read-write root `{}` ({}): the module could rewrite it and run any program in its place",
+            file.display(),
+            root.name,
+            root.host.display()
+        ),
+        remedy: "keep modules' interpreters and granted binaries outside every root a capability writes, or grant that root read-only".into(),
+    })
 }
 
 /// The approved snapshot `program` runs from: the folder
@@ -406,11 +426,17 @@ pub fn prepare(
     };
     #[cfg(target_os = "linux")]
     let ruleset = match support.abi {
-        Some(_) => Some(ruleset::build(
-            &path_rules(program, grants, executables, network),
-            network,
-            &support,
-        )?),
+        Some(_) => {
+            let chain = interpreter::resolve_cached(program, executables);
+            if let Some(refusal) = executable_in_a_writable_root(program, &chain, grants) {
+                return Err(refusal);
+            }
+            Some(ruleset::build(
+                &path_rules_with(program, grants, &chain, network),
+                network,
+                &support,
+            )?)
+        }
         None => None,
     };
     #[cfg(not(target_os = "linux"))]

@@ -270,7 +270,11 @@ pub fn plan(
         });
     }
     for name in &authority.binaries {
-        match context.binaries.get(name).map(|p| resolve_binary(p)) {
+        let resolved = context
+            .binaries
+            .get(name)
+            .map(|p| resolve_binary(p).and_then(|path| outside_module_writes(path, context)));
+        match resolved {
             Some(Ok(path)) => {
                 plan.binaries.insert(name.clone(), path);
             }
@@ -282,7 +286,7 @@ pub fn plan(
                     _ => "the operator configured no path for it".into(),
                 },
                 remedy: format!(
-                    "set `{} = \"/absolute/path\"` under [binaries] in {}",
+                    "set `{} = \"/absolute/path\"` (outside the workspace and the modhost home) under [binaries] in {}",
                     name,
                     context.layout.config_path().display()
                 ),
@@ -360,6 +364,25 @@ pub fn resolve_source_root(path: &Path) -> Result<PathBuf, String> {
             canonical.display()
         ))
     }
+}
+
+/// `binary` (canonical) unless it lies where modules write: the workspace
+/// (some capability may write it) or the modhost home (modules' state). A
+/// module could replace it there, and the calls granted it would run that
+/// module's bytes with their own grants.
+fn outside_module_writes(binary: PathBuf, context: GrantContext<'_>) -> Result<PathBuf, String> {
+    let workspace = Some(context.workspace).filter(|w| !w.as_os_str().is_empty());
+    let place = if workspace.is_some_and(|w| binary.starts_with(w)) {
+        "the workspace"
+    } else if binary.starts_with(context.layout.root()) {
+        "the modhost home"
+    } else {
+        return Ok(binary);
+    };
+    Err(format!(
+        "{} lies in {place}, where modules write: one could replace it, and this call would run its bytes",
+        binary.display()
+    ))
 }
 
 fn resolve_binary(path: &Path) -> Result<PathBuf, String> {
@@ -794,6 +817,52 @@ mod tests {
             "{:?}",
             plan.warnings()
         );
+    }
+
+    /// A configured binary in the workspace or the home, where modules
+    /// write, is never granted: a module that replaced it would have every
+    /// call granted it run its bytes with that call's grants. One outside
+    /// both is.
+    #[test]
+    fn no_binary_is_granted_where_modules_write() {
+        let f = fixture();
+        let d = every_kind();
+        let e = Effects {
+            spawns: vec!["curl".into()],
+            ..Effects::default()
+        };
+        let none = BTreeMap::new();
+        let in_workspace = f.workspace.join("curl");
+        let in_home = f.layout.state_dir("other").join("curl");
+        std::fs::create_dir_all(in_home.parent().unwrap()).unwrap();
+        for (place, path) in [
+            ("the workspace", &in_workspace),
+            ("the modhost home", &in_home),
+        ] {
+            std::fs::copy("/bin/sh", path).unwrap();
+            let binaries = BTreeMap::from([("curl".to_owned(), path.clone())]);
+            let ctx = f.ctx(&none, &binaries);
+            let plan = plan(&d, &e, "m", Transport::Native, ctx, false).unwrap();
+            assert!(plan.binaries.is_empty(), "{place}: {:?}", plan.binaries);
+            assert!(
+                plan.missing
+                    .iter()
+                    .any(|m| m.name == "curl" && m.reason.contains(place)),
+                "{place}: {:?}",
+                plan.missing
+            );
+        }
+        let binaries = BTreeMap::from([("curl".to_owned(), PathBuf::from("/bin/sh"))]);
+        let plan = plan(
+            &d,
+            &e,
+            "m",
+            Transport::Native,
+            f.ctx(&none, &binaries),
+            false,
+        )
+        .unwrap();
+        assert_eq!(plan.binaries.keys().collect::<Vec<_>>(), ["curl"]);
     }
 
     #[test]

@@ -13,6 +13,17 @@ use super::*;
 use crate::runner::native::group::Group;
 use crate::runner::native::spawn;
 
+/// [`path_rules_with`] after resolving the chain, as [`prepare`] does.
+fn path_rules(
+    program: &Path,
+    grants: &[Grant],
+    executables: &[PathBuf],
+    network: bool,
+) -> Vec<PathRule> {
+    let chain = interpreter::resolve_cached(program, executables);
+    path_rules_with(program, grants, &chain, network)
+}
+
 fn grant(name: &str, host: &Path, access: Access) -> Grant {
     Grant {
         name: name.into(),
@@ -780,4 +791,52 @@ fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
     );
     let err = child.expect_err("started from another thread than its spawner");
     assert!(err.to_string().contains("another thread"), "{err}");
+}
+
+/// The attack: a file the call would execute (a granted binary, or the
+/// interpreter a script names) lies in a root the call may write. The module
+/// would rewrite it and then run any program in its place, or another
+/// module writing that root would have this call run its bytes with this
+/// call's grants. The call is refused before anything starts, in every mode
+/// but `off`; with the root read-only it is prepared as usual.
+#[test]
+fn a_file_to_execute_inside_a_writable_root_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        probe().abi.is_some(),
+        "landlock is required: without it nothing is executable by rule"
+    );
+    let root = tempfile::tempdir().unwrap();
+    let root_path = std::fs::canonicalize(root.path()).unwrap();
+    std::fs::create_dir(root_path.join("bin")).unwrap();
+    let tool = root_path.join("bin/tool");
+    std::fs::copy("/bin/true", &tool).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let script = std::fs::canonicalize(elsewhere.path()).unwrap().join("m");
+    std::fs::write(&script, format!("#!{}\n", tool.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let writable = [grant("workspace", &root_path, Access::ReadWrite)];
+    let read_only = [grant("workspace", &root_path, Access::Read)];
+    let spawned = (Path::new("/bin/sh"), std::slice::from_ref(&tool));
+    let interpreted = (script.as_path(), &[][..]);
+    for (program, executables) in [spawned, interpreted] {
+        for mode in [ConfinementMode::BestEffort, ConfinementMode::Required] {
+            let err = prepare(program, &writable, executables, false, mode).unwrap_err();
+            assert_eq!(err.kind(), "unconfined", "{err}");
+            assert!(
+                err.to_string().contains(&tool.display().to_string())
+                    && err.to_string().contains("`workspace`"),
+                "{err}"
+            );
+        }
+        prepare(
+            program,
+            &read_only,
+            executables,
+            false,
+            ConfinementMode::BestEffort,
+        )
+        .unwrap();
+        prepare(program, &writable, executables, false, ConfinementMode::Off).unwrap();
+    }
 }
