@@ -88,7 +88,7 @@ pub mod support;
 
 pub use error::ConfineError;
 pub use limits::{MAX_FILE_SIZE, PROCESS_MARGIN, ResourceLimits};
-pub use path_rule::{PathAccess, PathRule};
+pub use path_rule::{Opening, PathAccess, PathRule};
 pub use support::probe;
 
 /// `confinement = ...` in `config.toml`.
@@ -209,6 +209,7 @@ pub fn path_rules_with(
     let rule = |path: &Path, access| PathRule {
         path: path.to_path_buf(),
         access,
+        opening: Opening::FollowingLinks,
     };
     let mut rules: Vec<PathRule> = SYSTEM_READ_DIRS
         .iter()
@@ -231,7 +232,10 @@ pub fn path_rules_with(
             Access::Read => PathAccess::Read,
             Access::ReadWrite => PathAccess::ReadWrite,
         };
-        rules.push(rule(&grant.host, access));
+        rules.push(PathRule {
+            opening: Opening::NoLinks,
+            ..rule(&grant.host, access)
+        });
     }
     // The program's interpreter chain and the granted binaries (with
     // theirs): read and execute of each file, nothing beside it.
@@ -269,6 +273,51 @@ fn executable_in_a_writable_root(
         ),
         remedy: "keep modules' interpreters and granted binaries outside every root a capability writes, or grant that root read-only".into(),
     })
+}
+
+/// A file the call would execute besides the module's own entry (an
+/// interpreter of its chain, found on `PATH` or named by a shebang, a
+/// granted binary and its chain) that another call's module could replace:
+/// one inside `module_writes` (the workspace, the modhost home), whatever
+/// this call's own access there. Files of the approved snapshot are the
+/// approved bytes, read-only and host-owned, and are not looked at. (A file
+/// elsewhere with a second name, a hard link, in such a place is not found:
+/// finding it would take a search of the filesystem.)
+///
+/// The module's own entry is what the pins policy decides on: a module run
+/// from its folder (`pins = "off"`, or changed under `warn`) is run as the
+/// operator chose.
+fn executable_where_modules_write(
+    program: &Path,
+    chain: &interpreter::Chain,
+    grants: &[Grant],
+    module_writes: &[PathBuf],
+) -> Option<ConfineError> {
+    // Most chains lie outside every place modules write: nothing below
+    // costs a system call for them.
+    let mut suspects = chain
+        .executables
+        .iter()
+        .filter(|file| module_writes.iter().any(|place| file.starts_with(place)))
+        .peekable();
+    suspects.peek()?;
+    let snapshot = approved_snapshot_root(program, grants);
+    let entry = std::fs::canonicalize(program).ok();
+    for file in suspects {
+        if Some(file) == entry.as_ref() || snapshot.as_ref().is_some_and(|s| file.starts_with(s)) {
+            continue;
+        }
+        let place = module_writes.iter().find(|place| file.starts_with(place))?;
+        return Some(ConfineError::Unconfined {
+            reason: format!(
+                "{} would be executable, and it lies in {}, where modules write: a module could replace it, and this call would run its bytes with this call's grants",
+                file.display(),
+                place.display()
+            ),
+            remedy: "keep modules' interpreters and granted binaries outside the workspace and the modhost home (first on PATH too: an activated virtual environment inside the workspace puts its interpreter there)".into(),
+        });
+    }
+    None
 }
 
 /// The approved snapshot `program` runs from: the folder
@@ -405,6 +454,7 @@ pub fn prepare(
     program: &Path,
     grants: &[Grant],
     executables: &[PathBuf],
+    module_writes: &[PathBuf],
     network: bool,
     mode: ConfinementMode,
 ) -> Result<Confinement, ConfineError> {
@@ -428,7 +478,9 @@ pub fn prepare(
     let ruleset = match support.abi {
         Some(_) => {
             let chain = interpreter::resolve_cached(program, executables);
-            if let Some(refusal) = executable_in_a_writable_root(program, &chain, grants) {
+            if let Some(refusal) = executable_in_a_writable_root(program, &chain, grants)
+                .or_else(|| executable_where_modules_write(program, &chain, grants, module_writes))
+            {
                 return Err(refusal);
             }
             Some(ruleset::build(

@@ -71,6 +71,9 @@ const PIPE_DRAIN: Duration = Duration::from_millis(500);
 pub struct ConformanceRoots<'a> {
     /// A scratch directory: `state/` and `artifacts/` are made in it.
     pub scratch: &'a Path,
+    /// The operator's modhost home (canonical): no root overlaps it, and
+    /// nothing the module executes lies in it, as for invoke.
+    pub home: &'a Path,
     /// Granted read-only as any `workspace` root.
     pub workspace: &'a Path,
     /// Operator-configured source roots (read-only), by name.
@@ -128,6 +131,7 @@ impl ModuleCaller for NativeCaller {
             &self.program,
             &granted.roots,
             &granted.executables,
+            &granted.module_writes,
             granted.network,
             self.confinement,
         )
@@ -349,6 +353,9 @@ struct CallGrants {
     roots: Vec<Grant>,
     request: Grants,
     executables: Vec<PathBuf>,
+    /// Where modules write: the workspace, the operator's home and the
+    /// scratch one.
+    module_writes: Vec<PathBuf>,
     network: bool,
 }
 
@@ -358,6 +365,7 @@ struct Planner {
     descriptor: Descriptor,
     /// A scratch home: `state/` and `artifacts/` roots point into it.
     scratch: HomeLayout,
+    home: PathBuf,
     workspace: PathBuf,
     source_roots: BTreeMap<String, PathBuf>,
     binaries: BTreeMap<String, PathBuf>,
@@ -372,6 +380,7 @@ impl Planner {
         Planner {
             descriptor: descriptor.clone(),
             scratch: HomeLayout::new(roots.scratch),
+            home: roots.home.to_path_buf(),
             workspace: roots.workspace.to_path_buf(),
             source_roots: roots.source_roots.clone(),
             binaries: roots.binaries.clone(),
@@ -384,6 +393,7 @@ impl Planner {
     fn plan(&self, effects: &Effects, transport: Transport) -> std::io::Result<CallGrants> {
         let context = GrantContext {
             layout: &self.scratch,
+            home: &self.home,
             workspace: &self.workspace,
             source_roots: &self.source_roots,
             binaries: &self.binaries,
@@ -411,6 +421,11 @@ impl Planner {
                 approval: None,
             },
             executables: plan.binaries.values().cloned().collect(),
+            module_writes: vec![
+                self.workspace.clone(),
+                self.home.clone(),
+                self.scratch.root().to_path_buf(),
+            ],
             roots: plan.roots,
             network: effects.network,
         })

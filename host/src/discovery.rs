@@ -630,6 +630,7 @@ pub async fn describe(
         limits,
         grants: &[],
         executables: &[],
+        module_writes: &[],
         network: false,
         start_ahead: false,
     };

@@ -22,11 +22,10 @@ pub enum HostError {
     },
     #[error("the workspace {path} is not usable: {reason}")]
     Workspace { path: PathBuf, reason: String },
-    /// The capability reads or writes the workspace, and none is granted.
-    #[error(
-        "{capability} works on the workspace, and no workspace is granted: modhost was started in / or the home directory, which are never taken as the workspace"
-    )]
-    NoWorkspace { capability: String },
+    /// The capability reads or writes the workspace, and none is granted:
+    /// `why`.
+    #[error("{capability} works on the workspace, and no workspace is granted: {why}")]
+    NoWorkspace { capability: String, why: String },
     #[error("no module {id:?} is installed{}", known_suffix(.known))]
     UnknownModule { id: String, known: Vec<String> },
     #[error(

@@ -41,7 +41,12 @@ use crate::runner::{Grant, Transport};
 /// The operator's inputs to a grant decision.
 #[derive(Debug, Clone, Copy)]
 pub struct GrantContext<'a> {
+    /// Where `state` and `artifacts` roots are made.
     pub layout: &'a HomeLayout,
+    /// The modhost home (canonical): no root overlaps it, no binary lies in
+    /// it. The layout's root, but for a conformance run, whose layout is a
+    /// scratch home and which must still not reach the operator's.
+    pub home: &'a Path,
     /// Canonical workspace directory.
     pub workspace: &'a Path,
     /// Source roots by name, config and command line already merged.
@@ -229,10 +234,11 @@ pub fn plan(
                 create,
             )?),
             RootKind::Workspace => resolve_workspace(context.workspace)
-                .and_then(|path| outside_the_home(path, context.layout.root())),
+                .and_then(|path| outside_the_homes(path, context)),
             RootKind::Source => match context.source_roots.get(&root.name) {
-                Some(path) => resolve_source_root(path)
-                    .and_then(|path| outside_the_home(path, context.layout.root())),
+                Some(path) => {
+                    resolve_source_root(path).and_then(|path| outside_the_homes(path, context))
+                }
                 None => Err("the operator configured no path for it".to_owned()),
             },
         };
@@ -255,7 +261,7 @@ pub fn plan(
                         root.name,
                         context.layout.config_path().display()
                     ),
-                    _ => "use a workspace directory that exists and lies outside the modhost home (--workspace DIR)".to_owned(),
+                    _ => "use a workspace directory that exists and neither holds nor lies in the modhost home (--workspace DIR)".to_owned(),
                 },
                 reason,
             }),
@@ -324,10 +330,15 @@ fn private_dir(path: &Path, create: bool) -> Result<PathBuf, std::io::Error> {
 /// `pins.json` and approval rules, or its approved snapshot, and read every
 /// module's state. Only a module's own `state` and `artifacts` folders are
 /// granted inside the home.
+fn outside_the_homes(path: PathBuf, context: GrantContext<'_>) -> Result<PathBuf, String> {
+    let path = outside_the_home(path, context.home)?;
+    outside_the_home(path, context.layout.root())
+}
+
 fn outside_the_home(path: PathBuf, home: &Path) -> Result<PathBuf, String> {
     if overlaps_the_home(&path, home) {
         return Err(format!(
-            "{} overlaps the modhost home {}: a module granted it could change the host's configuration, pins and approved modules",
+            "{} overlaps the modhost home {}: a module granted it would reach the host's configuration, pins, approvals and every module's state",
             path.display(),
             home.display()
         ));
@@ -335,9 +346,21 @@ fn outside_the_home(path: PathBuf, home: &Path) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Whether `path` is in `home` or holds it (both canonical).
+/// Whether `path` is in `home` or holds it (both canonical): by their names,
+/// and by the identity (device and inode) of each folder on the way, so that
+/// a folder reached under another name (a bind mount of the home's parent)
+/// overlaps too.
 pub(crate) fn overlaps_the_home(path: &Path, home: &Path) -> bool {
-    path.starts_with(home) || home.starts_with(path)
+    use std::os::unix::fs::MetadataExt;
+    if path.starts_with(home) || home.starts_with(path) {
+        return true;
+    }
+    let identity = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let (Some(path_id), Some(home_id)) = (identity(path), identity(home)) else {
+        return false;
+    };
+    home.ancestors().any(|a| identity(a) == Some(path_id))
+        || path.ancestors().any(|a| identity(a) == Some(home_id))
 }
 
 fn resolve_workspace(workspace: &Path) -> Result<PathBuf, String> {
@@ -374,7 +397,7 @@ fn outside_module_writes(binary: PathBuf, context: GrantContext<'_>) -> Result<P
     let workspace = Some(context.workspace).filter(|w| !w.as_os_str().is_empty());
     let place = if workspace.is_some_and(|w| binary.starts_with(w)) {
         "the workspace"
-    } else if binary.starts_with(context.layout.root()) {
+    } else if binary.starts_with(context.home) || binary.starts_with(context.layout.root()) {
         "the modhost home"
     } else {
         return Ok(binary);
@@ -530,6 +553,7 @@ mod tests {
         ) -> GrantContext<'a> {
             GrantContext {
                 layout: &self.layout,
+                home: self.layout.root(),
                 workspace: &self.workspace,
                 source_roots,
                 binaries,
@@ -594,6 +618,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The attack: a folder that reaches the home under another name, a
+    /// bind mount of the home's parent (a container's or a user's view of
+    /// their files). By name it overlaps nothing; by identity it holds the
+    /// home. Needs root, as CI runs: it fails rather than skip without.
+    #[test]
+    fn a_folder_reaching_the_home_under_another_name_overlaps_it() {
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount")
+                    .arg("-l")
+                    .arg(&self.0)
+                    .status();
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (home, view, other) = (root.join("home"), root.join("view"), root.join("other"));
+        for folder in [&home, &view, &other] {
+            std::fs::create_dir(folder).unwrap();
+        }
+        let mounted = std::process::Command::new("mount")
+            .arg("--bind")
+            .arg(&root)
+            .arg(&view)
+            .status()
+            .expect("run mount");
+        assert!(mounted.success(), "bind mount (the tests run as root)");
+        let _unmount = Unmount(view.clone());
+        assert!(overlaps_the_home(&view, &home), "a view holding the home");
+        assert!(
+            overlaps_the_home(&view.join("home"), &home),
+            "the home under another name"
+        );
+        assert!(!overlaps_the_home(&other, &home), "a sibling");
+        assert!(
+            !overlaps_the_home(&view.join("other"), &home),
+            "a sibling, seen through the view"
+        );
     }
 
     #[test]

@@ -369,6 +369,7 @@ impl Host {
         let sources = grants::merge_source_roots(&self.config.source_roots, source_roots);
         let context = GrantContext {
             layout: &self.layout,
+            home: self.layout.root(),
             // No workspace: an empty path, which never resolves, so a
             // declared workspace root is reported missing (reworded below).
             workspace: workspace.unwrap_or(Path::new("")),

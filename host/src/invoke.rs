@@ -635,17 +635,21 @@ impl Host {
             workspace.as_deref(),
             true,
         )?;
-        // No workspace granted (started in / or the home): a capability that
-        // reads or writes it is refused here, with the remedy, rather than
-        // run without it.
-        if workspace.is_none()
-            && plan
-                .missing
-                .iter()
-                .any(|m| m.kind == modproto::RootKind::Workspace.as_str())
+        // No workspace granted (started in / or the home, or one that
+        // overlaps the modhost home): a capability that reads or writes it
+        // is refused here, with the remedy, rather than run without it.
+        if let Some(missing) = plan
+            .missing
+            .iter()
+            .find(|m| m.kind == modproto::RootKind::Workspace.as_str())
         {
+            let why = match workspace {
+                None => "modhost was started in / or the home directory, which are never taken as the workspace".to_owned(),
+                Some(_) => missing.reason.clone(),
+            };
             return Err(InvokeError::Host(HostError::NoWorkspace {
                 capability: capability.id.clone(),
+                why,
             }));
         }
         // Why a named root is not granted: a warning when the call
@@ -699,11 +703,18 @@ impl Host {
             )))
         })?;
         let grants = &plan.roots;
+        // Where modules write: what this call executes must lie elsewhere.
+        let module_writes: Vec<std::path::PathBuf> = workspace
+            .iter()
+            .cloned()
+            .chain(std::iter::once(self.home().to_path_buf()))
+            .collect();
         let call = Call {
             request_line: &line,
             limits,
             grants,
             executables: &executables,
+            module_writes: &module_writes,
             network: capability.effects.network,
             start_ahead: request.start_ahead,
         };

@@ -179,8 +179,8 @@ fn a_memfd_copy_of_a_binary_cannot_be_executed() {
 /// granted, whatever started the host (`--workspace`, `MODHOST_WORKSPACE`,
 /// the current directory): a module writing its workspace would rewrite the
 /// host's `config.toml` (`confinement = "off"` for its next call), its pins
-/// and approval rules. The call, approved, runs without the workspace root,
-/// is told why, and cannot touch the home.
+/// and approval rules. The call, approved, is refused before the module
+/// runs (`no_workspace`, saying why), and the home is unchanged.
 #[test]
 fn a_workspace_overlapping_the_home_is_never_granted() {
     let home = installed();
@@ -196,18 +196,19 @@ fn a_workspace_overlapping_the_home_is_never_granted() {
             &json!({"path": config}),
             &["--approve"],
         );
-        let result = run.invoke_result();
-        let report = &result["output"];
         assert_eq!(
-            report["roots"].get("workspace"),
-            None,
-            "{} was granted: {result:#}",
+            run.refused_kind(),
+            "no_workspace",
+            "{} was granted",
             workspace.display()
         );
-        assert_refused(&report["append"], &[EACCES], "appending to config.toml");
+        let error = &run.json()["error"];
         assert!(
-            result.to_string().contains("overlaps the modhost home"),
-            "the call is not told why it has no workspace: {result:#}"
+            error["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("overlaps the modhost home"),
+            "the call is not told why it has no workspace: {error:#}"
         );
         assert_eq!(
             std::fs::read(&config).ok(),

@@ -107,6 +107,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let source_roots = crate::grants::merge_source_roots(&host.config().source_roots, &overrides);
     let binaries = host.config().binaries.clone();
     let scratch_path = scratch.path().join("home");
+    let home = host.home().to_path_buf();
     let program_for_output = target.program.clone();
     #[cfg(feature = "wasm")]
     let runtime = tokio::runtime::Handle::current();
@@ -115,6 +116,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let verdict = tokio::task::spawn_blocking(move || -> anyhow::Result<Verdict> {
         let roots = ConformanceRoots {
             scratch: &scratch_path,
+            home: &home,
             workspace: &workspace,
             source_roots: &source_roots,
             binaries: &binaries,

@@ -15,9 +15,32 @@ pub enum PathAccess {
     ReadWrite,
 }
 
+/// How a rule's path is opened when its rule is added (a landlock rule
+/// binds the inode the path names then).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opening {
+    /// Following symbolic links: system paths (`/lib64` and
+    /// `/etc/localtime` are links on many systems), the module's own files.
+    FollowingLinks,
+    /// Through no symbolic link at all: a call's grant, whose canonical path
+    /// the host resolved and checked before (it overlaps no modhost home). A
+    /// link in it now was swapped in since by someone who can write beside
+    /// it (a module writing an enclosing root), and would bind the rule to
+    /// wherever the link points; the call is refused instead.
+    NoLinks,
+}
+
 /// One filesystem rule of a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathRule {
     pub path: PathBuf,
     pub access: PathAccess,
+    pub opening: Opening,
+}
+
+impl PathRule {
+    /// The access and opening as one byte, for the ruleset cache's key.
+    pub fn kind_byte(&self) -> u8 {
+        self.access as u8 | (self.opening as u8) << 4
+    }
 }

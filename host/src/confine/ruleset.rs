@@ -37,10 +37,10 @@ use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
-use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, StatxFlags};
+use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, ResolveFlags, StatxFlags};
 
 use super::error::ConfineError;
-use super::path_rule::{PathAccess, PathRule};
+use super::path_rule::{Opening, PathAccess, PathRule};
 use super::support::ConfinementSupport;
 
 /// The most rulesets kept (each is one descriptor).
@@ -80,7 +80,7 @@ impl Cached {
             && self.flags == flags
             && self.rules.len() == rules.len()
             && self.rules.iter().zip(rules).all(|((path, access), rule)| {
-                path.as_os_str() == rule.path.as_os_str() && *access == rule.access as u8
+                path.as_os_str() == rule.path.as_os_str() && *access == rule.kind_byte()
             })
     }
 }
@@ -97,7 +97,7 @@ fn fingerprint(rules: &[PathRule], flags: Flags) -> u64 {
     flags.hash(&mut hasher);
     for rule in rules {
         hasher.write(rule.path.as_os_str().as_bytes());
-        hasher.write_u8(rule.access as u8);
+        hasher.write_u8(rule.kind_byte());
     }
     hasher.finish()
 }
@@ -159,7 +159,7 @@ pub(super) fn build(
         fingerprint,
         rules: rules
             .iter()
-            .map(|r| (r.path.as_os_str().to_owned(), r.access as u8))
+            .map(|r| (r.path.as_os_str().to_owned(), r.kind_byte()))
             .collect(),
         flags,
         identities,
@@ -222,10 +222,29 @@ fn create(
     for rule in rules {
         // A path that does not exist (a system folder this distribution
         // lacks, a state root not yet created) simply grants nothing.
-        let Ok(fd) = rustix::fs::open(&rule.path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
-        else {
-            identities.push(None);
-            continue;
+        let flags = OFlags::PATH | OFlags::CLOEXEC;
+        let opened = match rule.opening {
+            Opening::FollowingLinks => rustix::fs::open(&rule.path, flags, Mode::empty()),
+            Opening::NoLinks => rustix::fs::openat2(
+                CWD,
+                &rule.path,
+                flags,
+                Mode::empty(),
+                ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            ),
+        };
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::LOOP) if rule.opening == Opening::NoLinks => {
+                return Err(error(format!(
+                    "{}: a symbolic link stands in the granted path now, swapped in since the host checked it; the call was not run",
+                    rule.path.display()
+                )));
+            }
+            Err(_) => {
+                identities.push(None);
+                continue;
+            }
         };
         let Some(identity) = identity_of(&fd) else {
             identities.push(None);
@@ -314,6 +333,7 @@ mod tests {
         let rule = |access| PathRule {
             path: granted.clone(),
             access,
+            opening: Opening::NoLinks,
         };
         let rules = [rule(PathAccess::Read), rule(PathAccess::ReadWrite)];
         build(&rules, false, &support).unwrap();
@@ -328,6 +348,48 @@ mod tests {
         assert_ne!(after[0], before[0], "the old folder's ruleset was reused");
         assert_eq!(after, vec![identity_at(&granted); 2]);
     }
+    /// The attack: a granted path (canonical when the host checked it) is
+    /// swapped for a link, itself or a folder on it, before the ruleset is
+    /// built, so that the rule would bind the link's target (the modhost
+    /// home). A grant's rule is opened through no link: the build is
+    /// refused, and nothing is cached for it.
+    #[test]
+    fn a_link_swapped_into_a_granted_path_is_refused() {
+        let support = super::super::probe();
+        if support.abi.is_none() {
+            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        let (granted, protected) = (dir.join("granted"), dir.join("protected"));
+        std::fs::create_dir_all(protected.join("inner")).unwrap();
+        std::os::unix::fs::symlink(&protected, &granted).unwrap();
+        for path in [granted.clone(), granted.join("inner")] {
+            let rules = [PathRule {
+                path: path.clone(),
+                access: PathAccess::ReadWrite,
+                opening: Opening::NoLinks,
+            }];
+            let error = build(&rules, false, &support).unwrap_err();
+            assert!(
+                error.to_string().contains("symbolic link"),
+                "{}: {error}",
+                path.display()
+            );
+            let flags = Flags {
+                deny_tcp: support.landlock_tcp(),
+                scopes: support.landlock_scopes(),
+            };
+            let fingerprint = fingerprint(&rules, flags);
+            assert!(
+                !lock()
+                    .iter()
+                    .any(|c| c.built_from(fingerprint, &rules, flags)),
+                "a refused ruleset was cached"
+            );
+        }
+    }
+
     /// The attack: the granted path is a symlink, swapped (a new link
     /// renamed over it) between two calls to point at another folder. The
     /// path's bytes are the same; what it names is not, so the second call
@@ -347,6 +409,7 @@ mod tests {
         let rules = [PathRule {
             path: granted.clone(),
             access: PathAccess::ReadWrite,
+            opening: Opening::FollowingLinks,
         }];
         build(&rules, false, &support).unwrap();
         assert_eq!(

@@ -78,6 +78,7 @@ fn run_confined_from(
             Path::new(&program),
             &grants,
             &executables,
+            &[],
             network,
             ConfinementMode::BestEffort,
         )
@@ -356,7 +357,15 @@ async fn resource_limits_apply() {
 
 #[tokio::test]
 async fn off_applies_nothing_and_says_so() {
-    let confinement = prepare(Path::new("/bin/sh"), &[], &[], false, ConfinementMode::Off).unwrap();
+    let confinement = prepare(
+        Path::new("/bin/sh"),
+        &[],
+        &[],
+        &[],
+        false,
+        ConfinementMode::Off,
+    )
+    .unwrap();
     assert!(!confinement.is_landlocked());
     assert!(confinement.warning().unwrap().contains("off"));
 }
@@ -390,6 +399,7 @@ async fn no_device_node_can_be_made_in_a_write_grant() {
 fn required_refuses_exactly_when_a_part_is_not_enforced() {
     let result = prepare(
         Path::new("/bin/sh"),
+        &[],
         &[],
         &[],
         false,
@@ -776,6 +786,7 @@ fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
             Path::new("/bin/sh"),
             &[],
             &[],
+            &[],
             false,
             ConfinementMode::BestEffort,
         );
@@ -821,7 +832,7 @@ fn a_file_to_execute_inside_a_writable_root_is_refused() {
     let interpreted = (script.as_path(), &[][..]);
     for (program, executables) in [spawned, interpreted] {
         for mode in [ConfinementMode::BestEffort, ConfinementMode::Required] {
-            let err = prepare(program, &writable, executables, false, mode).unwrap_err();
+            let err = prepare(program, &writable, executables, &[], false, mode).unwrap_err();
             assert_eq!(err.kind(), "unconfined", "{err}");
             assert!(
                 err.to_string().contains(&tool.display().to_string())
@@ -833,10 +844,91 @@ fn a_file_to_execute_inside_a_writable_root_is_refused() {
             program,
             &read_only,
             executables,
+            &[],
             false,
             ConfinementMode::BestEffort,
         )
         .unwrap();
-        prepare(program, &writable, executables, false, ConfinementMode::Off).unwrap();
+        prepare(
+            program,
+            &writable,
+            executables,
+            &[],
+            false,
+            ConfinementMode::Off,
+        )
+        .unwrap();
     }
+}
+
+/// The attack across calls: a file this call executes (the interpreter its
+/// `env` finds first on PATH, as an activated virtual environment in the
+/// workspace puts it; a granted binary) lies where modules write, though
+/// this call only reads there or is granted nothing there. Another call's
+/// module writing that place would have this call run its bytes with this
+/// call's grants. Refused in every mode but `off`; the same file elsewhere
+/// is not. The module's own entry is exempt (the pins policy decides on
+/// it).
+#[test]
+fn a_file_to_execute_where_other_modules_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        probe().abi.is_some(),
+        "landlock is required: without it nothing is executable by rule"
+    );
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(workspace.path()).unwrap();
+    std::fs::create_dir(workspace.join("bin")).unwrap();
+    let tool = workspace.join("bin/tool");
+    std::fs::copy("/bin/true", &tool).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
+    let script = elsewhere.join("m");
+    std::fs::write(&script, format!("#!{}\n", tool.display())).unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let module_writes = [workspace.clone()];
+    let read_only = [grant("workspace", &workspace, Access::Read)];
+    let spawned = (Path::new("/bin/sh"), std::slice::from_ref(&tool));
+    let interpreted = (script.as_path(), &[][..]);
+    for (program, executables) in [spawned, interpreted] {
+        for grants in [&read_only[..], &[]] {
+            let err = prepare(
+                program,
+                grants,
+                executables,
+                &module_writes,
+                false,
+                ConfinementMode::BestEffort,
+            )
+            .unwrap_err();
+            assert_eq!(err.kind(), "unconfined", "{err}");
+            assert!(
+                err.to_string().contains(&tool.display().to_string())
+                    && err.to_string().contains("where modules write"),
+                "{err}"
+            );
+        }
+        prepare(
+            program,
+            &[],
+            executables,
+            std::slice::from_ref(&elsewhere),
+            false,
+            ConfinementMode::BestEffort,
+        )
+        .unwrap();
+    }
+    // The module's own entry, run from where modules write (`pins = "off"`).
+    let own = workspace.join("own");
+    std::fs::write(&own, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
+    prepare(
+        &own,
+        &[],
+        &[],
+        &module_writes,
+        false,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap();
 }

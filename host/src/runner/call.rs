@@ -47,6 +47,11 @@ pub struct Call<'a> {
     /// Host paths of the binaries granted for this call: a confined native
     /// module may read and execute exactly these besides the system folders.
     pub executables: &'a [PathBuf],
+    /// Where modules write (the workspace, the modhost home): nothing the
+    /// call executes beside the module's own entry may lie there, since any
+    /// module writing it could replace what this call runs
+    /// ([`crate::confine::prepare`]).
+    pub module_writes: &'a [PathBuf],
     /// Whether the call may use the network (the capability declared it).
     pub network: bool,
     /// Whether a long-running host may serve this call from a process

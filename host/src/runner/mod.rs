@@ -404,6 +404,8 @@ async fn run_component(
                 limits,
                 grants: &grants,
                 executables: &executables,
+                // A component executes no file.
+                module_writes: &[],
                 network,
                 start_ahead,
             };

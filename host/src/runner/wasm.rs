@@ -39,11 +39,13 @@
 
 mod ahead;
 mod cache;
+mod grant_dir;
 // What the CLI's status line implements and installs.
 #[cfg(feature = "cli")]
 pub use cache::{CompileWatcher, watch_compiles};
 mod known_digests;
 mod on_thread;
+mod own_fd;
 mod pool;
 mod sealed;
 mod stdio;
@@ -66,6 +68,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, Wasi
 
 use self::ahead::{Held, InstancesAhead, MadeAhead};
 use self::cache::ComponentCache;
+use self::grant_dir::GrantDir;
 use self::known_digests::KnownDigests;
 use self::on_thread::{GuestThreads, NoThread};
 use self::pool::{CallSlot, CallSlots};
@@ -710,27 +713,34 @@ impl WasmEngine {
                 Access::Read => FsPerms::ReadOnly,
                 Access::ReadWrite => FsPerms::ReadWrite,
             };
-            wasi.preopened_dir(&grant.host, &grant.guest, perms)
-                .map_err(|e| {
-                    // WASI preopens are directories; granting the folder
-                    // around a file would grant its neighbours too.
-                    let message = if grant.host.is_file() {
-                        format!(
+            let could_not_grant = |why: &str| RunError::Spawn {
+                message: format!(
+                    "could not grant root {:?} ({}) at {}: {why}",
+                    grant.name,
+                    grant.host.display(),
+                    grant.guest
+                ),
+            };
+            // Opened through no link first: what the host checked is what
+            // the guest gets (`wasm/grant_dir.rs`).
+            let folder = match GrantDir::open(&grant.host) {
+                Ok(folder) => folder,
+                // WASI preopens are directories; granting the folder around
+                // a file would grant its neighbours too.
+                Err(_) if grant.host.is_file() => {
+                    return Err(RunError::Spawn {
+                        message: format!(
                             "root {:?} is the file {}, and a component can only be granted folders; point the root at a folder that holds only what the module may see",
                             grant.name,
                             grant.host.display()
-                        )
-                    } else {
-                        format!(
-                            "could not grant root {:?} ({}) at {}: {}",
-                            grant.name,
-                            grant.host.display(),
-                            grant.guest,
-                            error_chain(&e)
-                        )
-                    };
-                    RunError::Spawn { message }
-                })?;
+                        ),
+                    });
+                }
+                Err(why) => return Err(could_not_grant(&why)),
+            };
+            let path = folder.path().map_err(|why| could_not_grant(&why))?;
+            wasi.preopened_dir(&path, &grant.guest, perms)
+                .map_err(|e| could_not_grant(&error_chain(&e)))?;
         }
         Ok(wasi.build())
     }
@@ -1327,6 +1337,7 @@ pub(crate) mod tests {
             },
             grants: &[],
             executables: &[],
+            module_writes: &[],
             network: false,
             start_ahead: false,
         }
@@ -1363,6 +1374,7 @@ pub(crate) mod tests {
             },
             grants,
             executables: &[],
+            module_writes: &[],
             network: false,
             // As a long-running host's allowed call: instances are made
             // ahead of the next one (`ahead.rs`).
@@ -1411,6 +1423,7 @@ pub(crate) mod tests {
             limits: CallLimits::default(),
             grants: &[],
             executables: &[],
+            module_writes: &[],
             network: true,
             start_ahead: false,
         };
@@ -2183,6 +2196,7 @@ pub(crate) mod tests {
             limits: CallLimits::default(),
             grants: &[],
             executables: &[],
+            module_writes: &[],
             network: false,
             start_ahead: false,
         };

@@ -428,7 +428,15 @@ mod tests {
         std::fs::copy(guest("echo"), &program).unwrap();
         let asks = "pins = \"off\"\n[[approval.rules]]\nmodule = \"echo\"\ndecision = \"ask\"\n";
         std::fs::write(home.join("config.toml"), asks).unwrap();
-        let host = Host::open_at(home).keep_warm();
+        // The guest's capability works on the workspace: one outside the
+        // home, since a workspace overlapping it is never granted.
+        let workspace = tempfile::tempdir().unwrap();
+        let host = Host::open(crate::host::HostOptions {
+            home: Some(home.to_path_buf()),
+            workspace: Some(workspace.path().to_path_buf()),
+        })
+        .unwrap()
+        .keep_warm();
         let toolbox = open_live_toolbox(&host).await.unwrap();
         let engine = host.engines().wasm().unwrap();
         let loaded = async {

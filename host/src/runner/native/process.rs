@@ -28,6 +28,7 @@ pub struct SpawnSpec {
     pub(super) program: PathBuf,
     pub(super) grants: Vec<Grant>,
     pub(super) executables: Vec<PathBuf>,
+    pub(super) module_writes: Vec<PathBuf>,
     pub(super) network: bool,
     pub(super) confinement: ConfinementMode,
 }
@@ -38,6 +39,7 @@ impl SpawnSpec {
             program: program.to_path_buf(),
             grants: call.grants.to_vec(),
             executables: call.executables.to_vec(),
+            module_writes: call.module_writes.to_vec(),
             network: call.network,
             confinement: call.limits.confinement,
         }
@@ -182,6 +184,7 @@ pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spa
         program,
         &spec.grants,
         &spec.executables,
+        &spec.module_writes,
         spec.network,
         spec.confinement,
     )

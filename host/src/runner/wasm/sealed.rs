@@ -31,14 +31,12 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
 
-use rustix::fs::{MemfdFlags, PROC_SUPER_MAGIC, SealFlags};
+use rustix::fs::{MemfdFlags, SealFlags};
 
-/// Where this process reaches its own descriptors by path.
-const OWN_FDS: &str = "/proc/self/fd";
+use super::own_fd;
 
 /// A memfd being filled; [`SealedWriter::seal`] makes it final.
 pub(super) struct SealedWriter(File);
@@ -70,22 +68,9 @@ pub(super) struct Sealed(File);
 
 impl Sealed {
     /// A path that opens this memfd (for APIs that take a path), valid while
-    /// `self` lives: `/proc/self/fd/N`, once checked to be procfs's and to
-    /// open this very inode.
+    /// `self` lives ([`own_fd::verified_path`]).
     pub(super) fn verified_path(&self) -> std::io::Result<PathBuf> {
-        self.verified_path_in(Path::new(OWN_FDS))
-    }
-
-    fn verified_path_in(&self, own_fds: &Path) -> std::io::Result<PathBuf> {
-        let refused = |why: &str| std::io::Error::other(format!("{}: {why}", own_fds.display()));
-        if rustix::fs::statfs(own_fds)?.f_type != PROC_SUPER_MAGIC {
-            return Err(refused("not procfs"));
-        }
-        let path = own_fds.join(self.0.as_raw_fd().to_string());
-        if !opens_the_same_inode(&path, &self.0)? {
-            return Err(refused("does not lead to the sealed memfd"));
-        }
-        Ok(path)
+        own_fd::verified_path(&self.0)
     }
 
     /// The blake3 digest of the sealed contents.
@@ -121,18 +106,13 @@ impl Sealed {
     }
 }
 
-/// Whether `path` opens the inode `file` is.
-fn opens_the_same_inode(path: &Path, file: &File) -> std::io::Result<bool> {
-    let (there, here) = (std::fs::metadata(path)?, file.metadata()?);
-    Ok((there.dev(), there.ino()) == (here.dev(), here.ino()))
-}
-
 /// How much is copied or read back at a time (a buffer that stays in cache).
 pub(super) const CHUNK: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
     use std::io::Write;
+    use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
 
     use super::*;
@@ -184,10 +164,10 @@ mod tests {
         let number = sealed.0.as_raw_fd().to_string();
         let impostor = fake_fds.path().join(&number);
         std::fs::write(&impostor, b"verified code").unwrap();
-        let error = sealed.verified_path_in(fake_fds.path()).unwrap_err();
+        let error = own_fd::verified_path_in(&sealed.0, fake_fds.path()).unwrap_err();
         assert!(error.to_string().contains("not procfs"), "{error}");
 
-        assert!(opens_the_same_inode(&path, &sealed.0).unwrap());
-        assert!(!opens_the_same_inode(&impostor, &sealed.0).unwrap());
+        assert!(own_fd::opens_the_same_inode(&path, &sealed.0).unwrap());
+        assert!(!own_fd::opens_the_same_inode(&impostor, &sealed.0).unwrap());
     }
 }
