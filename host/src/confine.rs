@@ -206,11 +206,14 @@ pub fn path_rules_with(
     chain: &interpreter::Chain,
     network: bool,
 ) -> Vec<PathRule> {
-    let rule = |path: &Path, access| PathRule {
-        path: path.to_path_buf(),
-        access,
-        opening: Opening::FollowingLinks,
+    let opened = |opening| {
+        move |path: &Path, access| PathRule {
+            path: path.to_path_buf(),
+            access,
+            opening,
+        }
     };
+    let rule = opened(Opening::FollowingLinks);
     let mut rules: Vec<PathRule> = SYSTEM_READ_DIRS
         .iter()
         .map(|p| rule(Path::new(p), PathAccess::Read))
@@ -221,21 +224,30 @@ pub fn path_rules_with(
         .chain(DEVICES_READ);
     rules.extend(etc.map(|p| rule(Path::new(p), PathAccess::Read)));
     rules.push(rule(Path::new("/dev/null"), PathAccess::ReadWrite));
-    rules.push(rule(&module_root(program), PathAccess::Read));
-    if let Some(snapshot) = approved_snapshot_root(program, grants) {
-        rules.push(rule(&snapshot, PathAccess::ReadExecute));
+    // Paths the host resolved (canonical) are opened through no link: a
+    // link in one now was swapped in since by someone writing beside it
+    // (`Opening::NoLinks`). A program run from its approved snapshot is
+    // canonical; one run from `modules/<id>/` may lie behind a link the
+    // operator made (a development folder linked in), and is followed.
+    let resolved = opened(Opening::NoLinks);
+    let snapshot = approved_snapshot_root(program, grants);
+    let own = opened(if snapshot.is_some() {
+        Opening::NoLinks
+    } else {
+        Opening::FollowingLinks
+    });
+    rules.push(own(&module_root(program), PathAccess::Read));
+    if let Some(snapshot) = &snapshot {
+        rules.push(resolved(snapshot, PathAccess::ReadExecute));
     }
-    rules.push(rule(program, PathAccess::ReadExecute));
-    rules.extend(chain.read.iter().map(|p| rule(p, PathAccess::Read)));
+    rules.push(own(program, PathAccess::ReadExecute));
+    rules.extend(chain.read.iter().map(|p| resolved(p, PathAccess::Read)));
     for grant in grants {
         let access = match grant.access {
             Access::Read => PathAccess::Read,
             Access::ReadWrite => PathAccess::ReadWrite,
         };
-        rules.push(PathRule {
-            opening: Opening::NoLinks,
-            ..rule(&grant.host, access)
-        });
+        rules.push(resolved(&grant.host, access));
     }
     // The program's interpreter chain and the granted binaries (with
     // theirs): read and execute of each file, nothing beside it.
@@ -243,7 +255,7 @@ pub fn path_rules_with(
         chain
             .executables
             .iter()
-            .map(|path| rule(path, PathAccess::ReadExecute)),
+            .map(|path| resolved(path, PathAccess::ReadExecute)),
     );
     rules
 }
@@ -275,14 +287,16 @@ fn executable_in_a_writable_root(
     })
 }
 
-/// A file the call would execute besides the module's own entry (an
-/// interpreter of its chain, found on `PATH` or named by a shebang, a
-/// granted binary and its chain) that another call's module could replace:
-/// one inside `module_writes` (the workspace, the modhost home), whatever
-/// this call's own access there. Files of the approved snapshot are the
-/// approved bytes, read-only and host-owned, and are not looked at. (A file
-/// elsewhere with a second name, a hard link, in such a place is not found:
-/// finding it would take a search of the filesystem.)
+/// What the call would run besides the module's own entry that another
+/// call's module could have written: a file it executes (an interpreter of
+/// its chain, found on `PATH` or named by a shebang; a granted binary and
+/// its chain) or an installation its interpreter loads code from (a
+/// virtual environment's `site-packages`), inside `module_writes` (the
+/// workspace, the modhost home), whatever this call's own access there.
+/// The approved snapshot is the approved bytes, read-only and host-owned,
+/// and is not looked at. (A file elsewhere with a second name, a hard link,
+/// in such a place is not found: finding it would take a search of the
+/// filesystem.)
 ///
 /// The module's own entry is what the pins policy decides on: a module run
 /// from its folder (`pins = "off"`, or changed under `warn`) is run as the
@@ -298,23 +312,24 @@ fn executable_where_modules_write(
     let mut suspects = chain
         .executables
         .iter()
-        .filter(|file| module_writes.iter().any(|place| file.starts_with(place)))
+        .chain(&chain.read)
+        .filter(|path| module_writes.iter().any(|place| path.starts_with(place)))
         .peekable();
     suspects.peek()?;
     let snapshot = approved_snapshot_root(program, grants);
     let entry = std::fs::canonicalize(program).ok();
-    for file in suspects {
-        if Some(file) == entry.as_ref() || snapshot.as_ref().is_some_and(|s| file.starts_with(s)) {
+    for path in suspects {
+        if Some(path) == entry.as_ref() || snapshot.as_ref().is_some_and(|s| path.starts_with(s)) {
             continue;
         }
-        let place = module_writes.iter().find(|place| file.starts_with(place))?;
+        let place = module_writes.iter().find(|place| path.starts_with(place))?;
         return Some(ConfineError::Unconfined {
             reason: format!(
-                "{} would be executable, and it lies in {}, where modules write: a module could replace it, and this call would run its bytes with this call's grants",
-                file.display(),
+                "{} would run (an interpreter, a granted binary or an installation it loads code from), and it lies in {}, where modules write: a module could change it, and this call would run its bytes with this call's grants",
+                path.display(),
                 place.display()
             ),
-            remedy: "keep modules' interpreters and granted binaries outside the workspace and the modhost home (first on PATH too: an activated virtual environment inside the workspace puts its interpreter there)".into(),
+            remedy: "keep modules' interpreters, their installations and granted binaries outside the workspace and the modhost home (first on PATH too: start modhost without a virtual environment of the workspace activated)".into(),
         });
     }
     None

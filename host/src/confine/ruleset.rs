@@ -237,7 +237,7 @@ fn create(
             Ok(fd) => fd,
             Err(rustix::io::Errno::LOOP) if rule.opening == Opening::NoLinks => {
                 return Err(error(format!(
-                    "{}: a symbolic link stands in the granted path now, swapped in since the host checked it; the call was not run",
+                    "{}: a symbolic link stands in this path now, swapped in since the host resolved and checked it; the call was not run",
                     rule.path.display()
                 )));
             }

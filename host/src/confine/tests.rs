@@ -932,3 +932,97 @@ fn a_file_to_execute_where_other_modules_write_is_refused() {
     )
     .unwrap();
 }
+
+/// The attack through an installation: a virtual environment in the
+/// workspace (activated when modhost started, or named by a shebang) whose
+/// interpreter is the system's own, but whose `site-packages` any module
+/// writing the workspace can fill: this call's interpreter would import
+/// that module's code. Refused like an executable there; the same venv
+/// outside every place modules write is not.
+#[test]
+fn an_installation_where_other_modules_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    assert!(
+        probe().abi.is_some(),
+        "landlock is required: without it nothing is executable by rule"
+    );
+    let python = std::fs::canonicalize("/usr/bin/python3").expect("the system python3");
+    let venv_in = |root: &Path| {
+        let venv = root.join(".venv");
+        std::fs::create_dir_all(venv.join("bin")).unwrap();
+        std::fs::create_dir_all(venv.join("lib/python3/site-packages")).unwrap();
+        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
+        std::os::unix::fs::symlink(&python, venv.join("bin/python3")).unwrap();
+        venv.join("bin/python3")
+    };
+    let workspace = tempfile::tempdir().unwrap();
+    let workspace = std::fs::canonicalize(workspace.path()).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
+    let module_writes = [workspace.clone()];
+    for (root, refused) in [(&workspace, true), (&elsewhere, false)] {
+        let interpreter = venv_in(root);
+        let script = elsewhere.join(format!("m{refused}"));
+        std::fs::write(&script, format!("#!{}\n", interpreter.display())).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let prepared = prepare(
+            &script,
+            &[],
+            &[],
+            &module_writes,
+            false,
+            ConfinementMode::BestEffort,
+        );
+        match prepared {
+            Err(err) if refused => assert!(
+                err.to_string()
+                    .contains(&root.join(".venv").display().to_string())
+                    && err.to_string().contains("where modules write"),
+                "{err}"
+            ),
+            Ok(_) if !refused => {}
+            other => panic!(
+                "venv in {}: {:?}",
+                root.display(),
+                other.map(|_| ()).map_err(|e| e.to_string())
+            ),
+        }
+    }
+}
+
+/// What the host resolved (grants, the interpreter chain, its prefixes) is
+/// bound through no link, so a link swapped in after the host looked (at
+/// the home) refuses the call rather than bind there; fixed system paths,
+/// some of them links on many systems, are followed.
+#[test]
+fn resolved_paths_are_bound_through_no_link_and_system_paths_follow_theirs() {
+    let root = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(root.path()).unwrap();
+    let grants = [grant("workspace", &root, Access::ReadWrite)];
+    let chain = interpreter::resolve_cached(Path::new("/bin/sh"), &[]);
+    assert!(!chain.executables.is_empty(), "{chain:?}");
+    let rules = path_rules_with(Path::new("/bin/sh"), &grants, &chain, false);
+    let opening = |path: &Path| {
+        rules
+            .iter()
+            .filter(|r| r.path == path)
+            .map(|r| r.opening)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(opening(&root), [Opening::NoLinks]);
+    for file in chain.executables.iter().chain(&chain.read) {
+        assert!(
+            opening(file).contains(&Opening::NoLinks),
+            "{}: {:?}",
+            file.display(),
+            opening(file)
+        );
+    }
+    for system in ["/usr", "/lib64", "/etc/localtime"] {
+        assert_eq!(
+            opening(Path::new(system)),
+            [Opening::FollowingLinks],
+            "{system}"
+        );
+    }
+}
