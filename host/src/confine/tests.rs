@@ -812,20 +812,10 @@ fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
 /// but `off`; with the root read-only it is prepared as usual.
 #[test]
 fn a_file_to_execute_inside_a_writable_root_is_refused() {
-    use std::os::unix::fs::PermissionsExt;
-    assert!(
-        probe().abi.is_some(),
-        "landlock is required: without it nothing is executable by rule"
-    );
-    let root = tempfile::tempdir().unwrap();
+    require_landlock(1, "execute rules");
+    let (root, elsewhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let root_path = std::fs::canonicalize(root.path()).unwrap();
-    std::fs::create_dir(root_path.join("bin")).unwrap();
-    let tool = root_path.join("bin/tool");
-    std::fs::copy("/bin/true", &tool).unwrap();
-    let elsewhere = tempfile::tempdir().unwrap();
-    let script = std::fs::canonicalize(elsewhere.path()).unwrap().join("m");
-    std::fs::write(&script, format!("#!{}\n", tool.display())).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (tool, script) = tool_and_script(&root_path, elsewhere.path());
     let writable = [grant("workspace", &root_path, Access::ReadWrite)];
     let read_only = [grant("workspace", &root_path, Access::Read)];
     let spawned = (Path::new("/bin/sh"), std::slice::from_ref(&tool));
@@ -871,21 +861,12 @@ fn a_file_to_execute_inside_a_writable_root_is_refused() {
 /// it).
 #[test]
 fn a_file_to_execute_where_other_modules_write_is_refused() {
-    use std::os::unix::fs::PermissionsExt;
-    assert!(
-        probe().abi.is_some(),
-        "landlock is required: without it nothing is executable by rule"
-    );
+    require_landlock(1, "execute rules");
     let workspace = tempfile::tempdir().unwrap();
     let workspace = std::fs::canonicalize(workspace.path()).unwrap();
-    std::fs::create_dir(workspace.join("bin")).unwrap();
-    let tool = workspace.join("bin/tool");
-    std::fs::copy("/bin/true", &tool).unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
     let elsewhere = std::fs::canonicalize(elsewhere.path()).unwrap();
-    let script = elsewhere.join("m");
-    std::fs::write(&script, format!("#!{}\n", tool.display())).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (tool, script) = tool_and_script(&workspace, &elsewhere);
     let module_writes = [workspace.clone()];
     let read_only = [grant("workspace", &workspace, Access::Read)];
     let spawned = (Path::new("/bin/sh"), std::slice::from_ref(&tool));
@@ -919,9 +900,7 @@ fn a_file_to_execute_where_other_modules_write_is_refused() {
         .unwrap();
     }
     // The module's own entry, run from where modules write (`pins = "off"`).
-    let own = workspace.join("own");
-    std::fs::write(&own, "#!/bin/sh\n").unwrap();
-    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let own = script_run_by(&workspace.join("own"), Path::new("/bin/sh"));
     prepare(
         &own,
         &[],
@@ -941,11 +920,7 @@ fn a_file_to_execute_where_other_modules_write_is_refused() {
 /// outside every place modules write is not.
 #[test]
 fn an_installation_where_other_modules_write_is_refused() {
-    use std::os::unix::fs::PermissionsExt;
-    assert!(
-        probe().abi.is_some(),
-        "landlock is required: without it nothing is executable by rule"
-    );
+    require_landlock(1, "execute rules");
     let python = std::fs::canonicalize("/usr/bin/python3").expect("the system python3");
     let venv_in = |root: &Path| {
         let venv = root.join(".venv");
@@ -962,9 +937,7 @@ fn an_installation_where_other_modules_write_is_refused() {
     let module_writes = [workspace.clone()];
     for (root, refused) in [(&workspace, true), (&elsewhere, false)] {
         let interpreter = venv_in(root);
-        let script = elsewhere.join(format!("m{refused}"));
-        std::fs::write(&script, format!("#!{}\n", interpreter.display())).unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = script_run_by(&elsewhere.join(format!("m{refused}")), &interpreter);
         let prepared = prepare(
             &script,
             &[],
@@ -1025,4 +998,21 @@ fn resolved_paths_are_bound_through_no_link_and_system_paths_follow_theirs() {
             "{system}"
         );
     }
+}
+
+/// An executable script at `path` whose shebang names `interpreter`.
+fn script_run_by(path: &Path, interpreter: &Path) -> PathBuf {
+    std::fs::write(path, format!("#!{}\n", interpreter.display())).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path.to_path_buf()
+}
+
+/// A program `root/bin/tool` (a copy of `/bin/true`) and a script
+/// `elsewhere/m` run by it.
+fn tool_and_script(root: &Path, elsewhere: &Path) -> (PathBuf, PathBuf) {
+    std::fs::create_dir(root.join("bin")).unwrap();
+    let tool = root.join("bin/tool");
+    std::fs::copy("/bin/true", &tool).unwrap();
+    let script = script_run_by(&elsewhere.join("m"), &tool);
+    (tool, script)
 }
