@@ -126,6 +126,7 @@ fn main() {
         limits: CallLimits::default(),
         grants: &[],
         executables: &[],
+        module_writes: &[],
         network: false,
         start_ahead: false,
     };
