@@ -703,12 +703,19 @@ impl Host {
             )))
         })?;
         let grants = &plan.roots;
-        // Where modules write: what this call executes must lie elsewhere.
-        let module_writes: Vec<std::path::PathBuf> = workspace
-            .iter()
-            .cloned()
-            .chain(std::iter::once(self.home().to_path_buf()))
-            .collect();
+        // Where modules write, what this call executes must not lie: its
+        // workspace, the host's own (every call without a client's roots
+        // gets that one: a server started in a project with its venv
+        // activated serves other projects too) and the home.
+        let mut module_writes: Vec<std::path::PathBuf> = Vec::with_capacity(3);
+        for place in [workspace.as_deref(), self.workspace(), Some(self.home())]
+            .into_iter()
+            .flatten()
+        {
+            if !module_writes.iter().any(|known| known == place) {
+                module_writes.push(place.to_path_buf());
+            }
+        }
         let call = Call {
             request_line: &line,
             limits,
@@ -1026,6 +1033,43 @@ mod tests {
         assert_eq!(err.kind(), "root_missing");
         assert_eq!(err.remedy(), "pass --source-root data=PATH");
         assert!(err.capability_ran());
+    }
+
+    /// The attack across projects: a server started in project A with A's
+    /// venv first on `PATH` serves a client whose root is project B. A
+    /// module writing A (any call without a client's roots gets A) could
+    /// replace A's interpreter; a call in B must not run it. Here the
+    /// module's shebang names an interpreter in A, the host's workspace,
+    /// and the call's workspace is B: refused, naming the file.
+    #[tokio::test]
+    async fn no_call_runs_an_interpreter_in_the_hosts_workspace_whatever_its_own() {
+        let home = tempfile::tempdir().unwrap();
+        let (project_a, project_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let interpreter = std::fs::canonicalize(project_a.path())
+            .unwrap()
+            .join(".venv/bin/sh");
+        std::fs::create_dir_all(interpreter.parent().unwrap()).unwrap();
+        std::fs::copy("/bin/sh", &interpreter).unwrap();
+        let (program, _) = install(home.path(), "reader", false);
+        let text = std::fs::read_to_string(&program).unwrap();
+        let text = text.replacen("#!/bin/sh", &format!("#!{}", interpreter.display()), 1);
+        write_executable(&program, &text);
+        let host = Host::open(crate::host::HostOptions {
+            home: Some(home.path().to_path_buf()),
+            workspace: Some(project_a.path().to_path_buf()),
+        })
+        .unwrap();
+        for module in host.discover().await {
+            host.pin(&module.id).await.unwrap();
+        }
+        let mut request = InvokeRequest::new("reader", "reader.run", json!({"msg": "x"}));
+        request.workspace = Some(project_b.path().to_path_buf());
+        let err = host.invoke(request).await.unwrap_err();
+        assert_eq!(err.kind(), "unconfined", "{err}");
+        assert!(
+            err.to_string().contains(&interpreter.display().to_string()),
+            "{err}"
+        );
     }
 
     #[tokio::test]
