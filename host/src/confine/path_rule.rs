@@ -22,11 +22,12 @@ pub enum Opening {
     /// Following symbolic links: system paths (`/lib64` and
     /// `/etc/localtime` are links on many systems), the module's own files.
     FollowingLinks,
-    /// Through no symbolic link at all: a call's grant, whose canonical path
-    /// the host resolved and checked before (it overlaps no modhost home). A
-    /// link in it now was swapped in since by someone who can write beside
-    /// it (a module writing an enclosing root), and would bind the rule to
-    /// wherever the link points; the call is refused instead.
+    /// Through no symbolic link at all: a path the host resolved (canonical)
+    /// and checked before, a call's grant (it overlaps no modhost home), the
+    /// interpreter chain and its prefixes, a snapshot program. A link in it
+    /// now was swapped in since by someone who can write beside it (a module
+    /// writing an enclosing root), and would bind the rule to wherever the
+    /// link points; the call is refused instead.
     NoLinks,
 }
 
