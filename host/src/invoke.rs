@@ -33,6 +33,7 @@ use modproto::{
 use serde::Serialize;
 
 use crate::artifacts::{CheckedArtifact, check_artifacts};
+use crate::call_workspace::CallWorkspace;
 use crate::contract::ContractStanding;
 use crate::discovery::{Drift, InstalledModule, ModuleStatus};
 use crate::file_identity::{FileIdentity, Glance};
@@ -69,9 +70,9 @@ pub struct InvokeRequest {
     pub(crate) start_ahead: bool,
     /// Receives `progress`/`log` notifications live.
     pub progress: Option<NotificationSink>,
-    /// The workspace for this call, instead of the host's: an MCP client's
-    /// root. Must be a directory; `None` is the host's.
-    pub workspace: Option<PathBuf>,
+    /// The workspace for this call: the host's by default, an MCP client's
+    /// root, or none when the client's roots may not be granted.
+    pub workspace: CallWorkspace,
     /// What a long-running caller saw of the home as this call started
     /// (`file_identity::Glance`): the checks below read a path's identity
     /// from it rather than `stat` it again. Empty by default.
@@ -622,8 +623,8 @@ impl Host {
             .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
         let workspace = match &request.workspace {
-            Some(dir) => Some(crate::host::check_workspace(dir)?),
-            None => self.workspace().map(std::path::Path::to_path_buf),
+            CallWorkspace::Given(dir) => Some(crate::host::check_workspace(dir)?),
+            other => other.resolve(self.workspace()).map(Path::to_path_buf),
         };
         // Exactly what the capability names, decided in one place
         // (`grants::authority`): nothing else of the module's roots or
@@ -643,9 +644,10 @@ impl Host {
             .iter()
             .find(|m| m.kind == modproto::RootKind::Workspace.as_str())
         {
-            let why = match workspace {
-                None => "modhost was started in / or the home directory, which are never taken as the workspace".to_owned(),
-                Some(_) => missing.reason.clone(),
+            let why = match (&request.workspace, &workspace) {
+                (CallWorkspace::Withheld(why), _) => why.clone(),
+                (_, None) => "modhost was started in / or the home directory, which are never taken as the workspace".to_owned(),
+                (_, Some(_)) => missing.reason.clone(),
             };
             return Err(InvokeError::Host(HostError::NoWorkspace {
                 capability: capability.id.clone(),
@@ -1063,7 +1065,7 @@ mod tests {
             host.pin(&module.id).await.unwrap();
         }
         let mut request = InvokeRequest::new("reader", "reader.run", json!({"msg": "x"}));
-        request.workspace = Some(project_b.path().to_path_buf());
+        request.workspace = CallWorkspace::Given(project_b.path().to_path_buf());
         let err = host.invoke(request).await.unwrap_err();
         assert_eq!(err.kind(), "unconfined", "{err}");
         assert!(

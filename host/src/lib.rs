@@ -93,6 +93,7 @@
 pub(crate) mod approval;
 pub(crate) mod artifacts;
 pub(crate) mod atomic_file;
+pub(crate) mod call_workspace;
 pub(crate) mod config;
 pub(crate) mod confine;
 #[cfg(feature = "cli")]
@@ -156,6 +157,7 @@ pub mod internals {
 mod test_modules;
 
 pub use artifacts::CheckedArtifact;
+pub use call_workspace::CallWorkspace;
 pub use config::ConfigError;
 pub use contract::ContractReport;
 pub use discovery::{InstalledModule, ModuleError, ModuleStatus, ModuleSummary};

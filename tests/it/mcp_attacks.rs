@@ -90,3 +90,73 @@ fn a_client_root_holding_the_modhost_home_is_never_the_workspace() {
     );
     server.finish();
 }
+
+/// A client whose roots are all refused gets no workspace, not the host's:
+/// its calls would otherwise read or change a folder it never named (here
+/// the server's own `--workspace`). Roots that change to refused ones do
+/// not leave the previous root granted either; a client listing no roots
+/// names no folder and keeps the host's.
+#[test]
+fn a_client_whose_roots_are_all_refused_gets_no_workspace_not_the_hosts() {
+    let home = Home::new();
+    home.install_files();
+    let host_ws = home.workspace();
+    write_file(&host_ws, "note.txt", "the host's note");
+    let project = home.outside();
+    write_file(&project, "note.txt", "the project's note");
+    let mut server = McpStdio::spawn(&home, Some(&host_ws), |command| {
+        command.stderr(Stdio::inherit());
+    })
+    .answering_within(ANSWER);
+    server.initialize(&json!({"roots": {"listChanged": true}}));
+    let uri = |p: &Path| json!({"uri": format!("file://{}", p.display())});
+    let refused = json!([{"uri": "file:///"}, uri(&home.path())]);
+    let answer_roots = |server: &mut McpStdio, roots: &serde_json::Value| {
+        let ask = server.next_message(ANSWER);
+        assert_eq!(ask["method"], json!("roots/list"), "{ask}");
+        server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": roots}}));
+    };
+    answer_roots(&mut server, &refused);
+    let names = server.tool_names();
+    let read = names
+        .iter()
+        .find(|n| n.starts_with("files") && n.contains("read"))
+        .expect("the files read tool")
+        .clone();
+    let read_note = |server: &mut McpStdio| {
+        server.request(
+            "tools/call",
+            &json!({"name": read, "arguments": {"path": "note.txt"}}),
+        )
+    };
+    let assert_refused = |r: &serde_json::Value| {
+        assert_eq!(r["result"]["isError"], json!(true), "{r}");
+        let text = r.to_string();
+        assert!(!text.contains("note\""), "a note was read: {r}");
+        assert!(
+            text.contains("none of the client's roots may be the workspace"),
+            "the refusal does not say why: {r}"
+        );
+    };
+    assert_refused(&read_note(&mut server));
+    // A usable root is granted; refused ones after it withdraw it.
+    let change = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+    for (roots, expected) in [
+        (json!([uri(&project)]), Some("the project's note")),
+        (refused.clone(), None),
+        (json!([]), Some("the host's note")),
+    ] {
+        server.send(&change);
+        answer_roots(&mut server, &roots);
+        let r = read_note(&mut server);
+        match expected {
+            Some(note) => assert_eq!(
+                r["result"]["structuredContent"]["content"],
+                json!(note),
+                "roots {roots}: {r}"
+            ),
+            None => assert_refused(&r),
+        }
+    }
+    server.finish();
+}

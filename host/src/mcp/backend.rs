@@ -2,10 +2,9 @@
 //! one. The server loop is written against this trait alone; the host's
 //! toolbox implements it in `mod.rs`, the tests with fakes.
 
-use std::path::Path;
-
 use serde_json::Value;
 
+use crate::CallWorkspace;
 use crate::tools::{CallError, ProgressSink, ToolOutcome};
 
 /// What the server needs from the host: the tool list and a way to call one.
@@ -21,14 +20,15 @@ pub trait Backend: Send + Sync + 'static {
         progress: Option<ProgressSink>,
     ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send;
 
-    /// [`Backend::call_tool`] in `workspace` when the client named one (its
-    /// first root), else in the host's. By default the host's, always.
+    /// [`Backend::call_tool`] in `workspace`: the client's first usable root,
+    /// none when it named roots and none may be granted, the host's when it
+    /// named none. By default the host's, always.
     fn call_tool_in(
         &self,
         name: &str,
         arguments: Value,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &CallWorkspace,
     ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
         let _ = workspace;
         self.call_tool(name, arguments, progress)
@@ -63,7 +63,7 @@ pub trait Backend: Send + Sync + 'static {
         name: &str,
         arguments: Value,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &CallWorkspace,
     ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
         self.call_tool_in(name, arguments, progress, workspace)
     }

@@ -26,9 +26,11 @@
 //!   again on `notifications/roots/list_changed`; the first `file://` root
 //!   that is a directory is the workspace of every call from then on (several
 //!   roots: the first, and a log line says so). Until it answers, and for a
-//!   client without roots, the host's workspace applies (`--workspace`, else
-//!   `MODHOST_WORKSPACE`, else the current directory unless that is `/` or
-//!   the home).
+//!   client without roots or that lists none, the host's workspace applies
+//!   (`--workspace`, else `MODHOST_WORKSPACE`, else the current directory
+//!   unless that is `/` or the home). A client whose roots are all refused
+//!   (`roots.rs`) gets no workspace at all, never the host's: its calls
+//!   would otherwise act on a folder it did not name.
 //! - **EOF ends everything.** When stdin closes, every running call is
 //!   aborted and awaited before [`serve`] returns, so no module process
 //!   outlives the server.
@@ -46,11 +48,11 @@
 //!   stateless clients hear of changes on a `subscriptions/listen` stream
 //!   (`list_changes.rs`).
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::CallWorkspace;
 use crate::approval::{ApprovedBy, Verdict};
 use crate::tools::{CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, export};
 
@@ -96,7 +98,8 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         arguments: Value,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
-        self.call_tool_in(name, arguments, progress, None).await
+        self.call_tool_in(name, arguments, progress, &CallWorkspace::Host)
+            .await
     }
 
     async fn call_tool_in(
@@ -104,7 +107,7 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         name: &str,
         arguments: Value,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &CallWorkspace,
     ) -> Result<ToolOutcome, CallError> {
         // Without delegation an `ask` is refused by the gate itself (no
         // approver): the server asks the user first (`call_tool_approved`).
@@ -128,7 +131,7 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         name: &str,
         arguments: Value,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &CallWorkspace,
     ) -> Result<ToolOutcome, CallError> {
         self.toolbox
             .call_in(name, arguments, Some(ApprovedBy::User), progress, workspace)

@@ -4,7 +4,9 @@
 //! `file://` root that is an existing directory is taken (clients list the
 //! folder the user opened first), and the server logs that the others are
 //! not granted. A root that is not a directory here is skipped with its
-//! reason, never granted as something else.
+//! reason, never granted as something else. A client that named roots
+//! when none is usable gets no workspace at all (`CallWorkspace::Withheld`),
+//! not the host's; one that lists none keeps the host's.
 //!
 //! A root is the client's word, so it is held to the rule the host's own
 //! default workspace follows (`host::default_workspace`): `/` and the user's
@@ -28,16 +30,26 @@ pub struct ClientWorkspace {
     pub offered: usize,
 }
 
+/// Why a `roots/list` result names no workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoWorkspace {
+    /// The client lists no roots: it names no folder (the host's stays).
+    NoRoots,
+    /// The client named roots and none may be granted (or the answer is
+    /// malformed), for these reasons: its calls get no workspace.
+    Refused(String),
+}
+
 /// The first usable root of a `roots/list` result, or why there is none.
 /// `protected` are directories no workspace may overlap (the modhost home).
 pub fn workspace_from_roots(
     result: &Value,
     protected: &[PathBuf],
-) -> Result<ClientWorkspace, String> {
+) -> Result<ClientWorkspace, NoWorkspace> {
     let roots = result
         .get("roots")
         .and_then(Value::as_array)
-        .ok_or("the roots/list result has no `roots` array")?;
+        .ok_or_else(|| NoWorkspace::Refused("the roots/list result has no `roots` array".into()))?;
     let mut problems = Vec::new();
     for root in roots {
         let Some(uri) = root.get("uri").and_then(Value::as_str) else {
@@ -65,9 +77,9 @@ pub fn workspace_from_roots(
         }
     }
     if problems.is_empty() {
-        return Err("the client sent no roots".to_owned());
+        return Err(NoWorkspace::NoRoots);
     }
-    Err(problems.join("; "))
+    Err(NoWorkspace::Refused(problems.join("; ")))
 }
 
 /// Why the canonical directory `path` may not be a workspace, if so: it is
@@ -154,9 +166,14 @@ mod tests {
         let chosen = workspace_from_roots(&result, &[]).unwrap();
         assert_eq!(chosen.path, std::fs::canonicalize(&first).unwrap());
         assert_eq!(chosen.offered, 4);
-        let none =
-            workspace_from_roots(&json!({"roots": [{"uri": "https://x"}]}), &[]).unwrap_err();
-        assert!(none.contains("not a file:// URI"), "{none}");
-        assert!(workspace_from_roots(&json!({"roots": []}), &[]).is_err());
+        let none = workspace_from_roots(&json!({"roots": [{"uri": "https://x"}]}), &[]);
+        assert!(
+            matches!(&none, Err(NoWorkspace::Refused(why)) if why.contains("not a file:// URI")),
+            "{none:?}"
+        );
+        assert_eq!(
+            workspace_from_roots(&json!({"roots": []}), &[]),
+            Err(NoWorkspace::NoRoots)
+        );
     }
 }

@@ -33,6 +33,8 @@ use super::line::{self, Decoded, Framed, LineFramer, MAX_LINE_BYTES};
 use super::list_changes::{self, Listeners, MAX_SUBSCRIPTIONS, SharedListeners};
 use super::protocol::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
 use super::revision::{self, AskUser, Era, Revision, keep_fields};
+use super::roots::NoWorkspace;
+use crate::CallWorkspace;
 use crate::tools::{CallError, Progress, ToolOutcome};
 
 /// The most `tools/call`s that run at once for one client.
@@ -494,7 +496,7 @@ impl<B: Backend> Connection<B> {
             // (2026-07-28): a handshake's roots are not its workspace.
             workspace: match revision.era {
                 Era::Handshake => self.roots.workspace.clone(),
-                Era::Stateless => None,
+                Era::Stateless => CallWorkspace::Host,
             },
             approval,
             token,
@@ -650,7 +652,7 @@ struct ClientRoots {
     /// How many `roots/list` requests were sent (their ids are numbered).
     asked: u64,
     /// The workspace of the latest answer, given to every call from then on.
-    workspace: Option<PathBuf>,
+    workspace: CallWorkspace,
     /// What no root may overlap ([`Backend::protected_dirs`]).
     protected: Vec<PathBuf>,
 }
@@ -696,12 +698,22 @@ impl ClientRoots {
                         chosen.path.display()
                     );
                 }
-                self.workspace = Some(chosen.path);
+                self.workspace = CallWorkspace::Given(chosen.path);
             }
-            Err(reason) => {
+            // Listing nothing names no folder: the host's workspace stays.
+            Err(NoWorkspace::NoRoots) => {
+                tracing::info!("the client lists no roots; calls get the host's workspace");
+                self.workspace = CallWorkspace::Host;
+            }
+            // It named folders, none grantable: its calls act on none, not
+            // on the host's (a folder it never pointed at).
+            Err(NoWorkspace::Refused(reason)) => {
                 tracing::warn!(
-                    "no usable root from the client ({reason}); the workspace stays as it was"
+                    "no usable root from the client ({reason}); its calls get no workspace"
                 );
+                self.workspace = CallWorkspace::Withheld(format!(
+                    "none of the client's roots may be the workspace: {reason}"
+                ));
             }
         }
     }
@@ -727,8 +739,8 @@ struct Invocation {
     revision: &'static Revision,
     name: String,
     arguments: Value,
-    /// The client's workspace, when its roots named one.
-    workspace: Option<PathBuf>,
+    /// The client's workspace (its first usable root, none, or the host's).
+    workspace: CallWorkspace,
     approval: Approval,
     /// The client's progress token, when it asked for progress.
     token: Option<Value>,
@@ -778,7 +790,7 @@ async fn run_call<B: Backend>(
             Answer::Refused(why) => return Ok(not_approved(&name, &why)),
         },
     };
-    let (name, workspace) = (name.as_str(), workspace.as_deref());
+    let (name, workspace) = (name.as_str(), &workspace);
     let start = move |progress| async move {
         if approved {
             backend

@@ -64,7 +64,8 @@ impl Backend for Vault {
         arguments: Value,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
-        self.call_tool_in(name, arguments, progress, None).await
+        self.call_tool_in(name, arguments, progress, &crate::CallWorkspace::Host)
+            .await
     }
 
     async fn call_tool_in(
@@ -72,7 +73,7 @@ impl Backend for Vault {
         name: &str,
         _arguments: Value,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &crate::CallWorkspace,
     ) -> Result<ToolOutcome, CallError> {
         match name {
             "where" => {
@@ -110,7 +111,7 @@ impl Backend for Vault {
         name: &str,
         arguments: Value,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &crate::CallWorkspace,
     ) -> Result<ToolOutcome, CallError> {
         if name != "guarded" {
             // What the host's gate does: a yes never opens a deny.
@@ -188,10 +189,12 @@ async fn a_client_root_of_slash_the_users_home_or_the_modhost_home_is_never_the_
     c.send(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": hostile}}))
         .await;
     let r = c.ask(1, "tools/call", json!({"name": "where"})).await;
-    assert_eq!(
-        r["result"]["content"][0]["text"],
-        json!("None"),
-        "no hostile root became the workspace: {r}"
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.starts_with("Withheld(") && text.contains("never granted"),
+        "no hostile root became the workspace, nor the host's: {r}"
     );
     // A project folder after them is taken.
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}))
@@ -201,7 +204,8 @@ async fn a_client_root_of_slash_the_users_home_or_the_modhost_home_is_never_the_
     c.send(json!({"jsonrpc": "2.0", "id": again["id"], "result": {"roots": hostile}}))
         .await;
     let r = c.ask(2, "tools/call", json!({"name": "where"})).await;
-    let expected = format!("{:?}", Some(std::fs::canonicalize(&project).unwrap()));
+    let project = std::fs::canonicalize(&project).unwrap();
+    let expected = format!("{:?}", crate::CallWorkspace::Given(project));
     assert_eq!(r["result"]["content"][0]["text"], json!(expected), "{r}");
     c.finish().await;
 }
@@ -523,7 +527,7 @@ async fn malformed_meta_ids_and_stray_responses_never_knock_the_server_over() {
     loop {
         let r = c.recv().await;
         if r["id"] == json!(99) {
-            assert_eq!(r["result"]["content"][0]["text"], json!("None"), "{r}");
+            assert_eq!(r["result"]["content"][0]["text"], json!("Host"), "{r}");
             break;
         }
         assert!(r.get("error").is_some(), "only errors before it: {r}");
@@ -615,7 +619,11 @@ async fn a_stateless_request_does_not_inherit_the_roots_of_a_handshake() {
     )
     .await;
     let handshake = c.ask(1, "tools/call", json!({"name": "where"})).await;
-    assert_ne!(handshake["result"]["content"][0]["text"], json!("None"));
+    let given = crate::CallWorkspace::Given(std::fs::canonicalize(&project).unwrap());
+    assert_eq!(
+        handshake["result"]["content"][0]["text"],
+        json!(format!("{given:?}"))
+    );
     let stateless = c
         .ask(
             2,
@@ -625,7 +633,7 @@ async fn a_stateless_request_does_not_inherit_the_roots_of_a_handshake() {
         .await;
     assert_eq!(
         stateless["result"]["content"][0]["text"],
-        json!("None"),
+        json!("Host"),
         "{stateless}"
     );
     c.finish().await;

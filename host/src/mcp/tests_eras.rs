@@ -116,7 +116,7 @@ impl Backend for Desk {
         name: &str,
         arguments: Value,
         progress: Option<ProgressSink>,
-        _workspace: Option<&std::path::Path>,
+        _workspace: &crate::CallWorkspace,
     ) -> Result<ToolOutcome, CallError> {
         if name != "guarded" {
             return self.call_tool(name, arguments, progress).await;

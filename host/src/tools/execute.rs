@@ -63,8 +63,8 @@ pub struct InvokeCall {
     /// verdict is `allow` (`crate::approval::Decision::allows_starting_ahead`).
     pub start_ahead: bool,
     pub progress: Option<ProgressSink>,
-    /// The workspace for this call instead of the host's (an MCP client's root).
-    pub workspace: Option<PathBuf>,
+    /// The workspace for this call: the host's, an MCP client's root, or none.
+    pub workspace: crate::CallWorkspace,
     /// What the toolbox saw of the home when this call started, for the
     /// pipeline's own checks to share (`file_identity::Glance`).
     pub(crate) glance: crate::file_identity::Glance,

@@ -3,7 +3,7 @@
 //! a fixed one keeps its first.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -13,6 +13,7 @@ use super::knowledge_tool;
 use super::registry::{Registry, build_registry};
 use super::tool_def::{ModuleEntry, ToolDef};
 use super::withdrawn::Withdrawn;
+use crate::CallWorkspace;
 use crate::approval::{self, ApprovalConfig, ApprovedBy};
 use crate::file_identity::Glance;
 use crate::home::HomeLayout;
@@ -73,7 +74,7 @@ impl<I: Invoker> Loaded<I> {
         input: Value,
         approver: Option<ApprovedBy>,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &CallWorkspace,
         glance: Glance,
     ) -> Result<ToolOutcome, CallError> {
         let Some(tool) = self.get(name) else {
@@ -94,14 +95,14 @@ impl<I: Invoker> Loaded<I> {
             approval: record,
             start_ahead: tool.approval.allows_starting_ahead(),
             progress,
-            workspace: workspace.map(Path::to_path_buf),
+            workspace: workspace.clone(),
             glance,
         };
         let result = self.invoker.invoke(call).await;
         let roots = execute::RootPaths {
             descriptor: &module.descriptor,
             home: &self.home,
-            workspace: workspace.or(self.workspace.as_deref()),
+            workspace: workspace.resolve(self.workspace.as_deref()),
         };
         Ok(execute::outcome(tool, result, &roots))
     }

@@ -20,11 +20,11 @@
 //!   (`cli::tools`, `cli::mcp`, [`crate::mcp`]) adapt [`ToolDef`]s and
 //!   [`ToolOutcome`]s to their shapes.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::CallWorkspace;
 use crate::home::HomeLayout;
 
 mod call_error;
@@ -142,18 +142,19 @@ impl<I: Invoker> Toolbox<I> {
         approver: Option<ApprovedBy>,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
-        self.call_in(name, input, approver, progress, None).await
+        self.call_in(name, input, approver, progress, &CallWorkspace::Host)
+            .await
     }
 
-    /// [`Toolbox::call`] with `workspace` instead of the host's (an MCP
-    /// client's root; `None` is the host's).
+    /// [`Toolbox::call`] in `workspace` (an MCP client's root, or none when
+    /// its roots may not be granted) rather than always the host's.
     pub async fn call_in(
         &self,
         name: &str,
         input: Value,
         approver: Option<ApprovedBy>,
         progress: Option<ProgressSink>,
-        workspace: Option<&Path>,
+        workspace: &CallWorkspace,
     ) -> Result<ToolOutcome, CallError> {
         let (loaded, glance) = match live::Live::current_for_call(&self.live).await {
             Ok(current) => current,

@@ -253,7 +253,7 @@ async fn mcp_lists_ask_but_never_deny_and_runs_ask_only_approved() {
         "not approved, not run"
     );
     let approved = plain
-        .call_tool_approved("web__web_get", json!({}), None, None)
+        .call_tool_approved("web__web_get", json!({}), None, &CallWorkspace::Host)
         .await
         .expect("approved by the user");
     assert!(!approved.is_error);
@@ -266,7 +266,7 @@ async fn mcp_lists_ask_but_never_deny_and_runs_ask_only_approved() {
     );
     assert!(
         plain
-            .call_tool_approved("web__web_purge", json!({}), None, None)
+            .call_tool_approved("web__web_purge", json!({}), None, &CallWorkspace::Host)
             .await
             .is_err(),
         "a user cannot approve what the operator denied"

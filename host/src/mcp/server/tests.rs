@@ -31,7 +31,7 @@ impl Backend for Fake {
         name: &str,
         arguments: Value,
         progress: Option<crate::tools::ProgressSink>,
-        workspace: Option<&std::path::Path>,
+        workspace: &crate::CallWorkspace,
     ) -> Result<ToolOutcome, CallError> {
         match name {
             "where" => Ok(ToolOutcome {
@@ -283,7 +283,7 @@ async fn the_clients_first_root_is_the_workspace_asked_after_the_handshake_and_o
     c.send(where_am_i.clone()).await;
     assert_eq!(
         c.recv().await["result"]["content"][0]["text"],
-        json!("None")
+        json!("Host")
     );
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
@@ -297,7 +297,10 @@ async fn the_clients_first_root_is_the_workspace_asked_after_the_handshake_and_o
     )
     .await;
     c.send(where_am_i.clone()).await;
-    let expected = format!("{:?}", Some(std::fs::canonicalize(&first).unwrap()));
+    let expected = format!(
+        "{:?}",
+        crate::CallWorkspace::Given(std::fs::canonicalize(&first).unwrap())
+    );
     assert_eq!(
         c.recv().await["result"]["content"][0]["text"],
         json!(expected)
@@ -319,7 +322,10 @@ async fn the_clients_first_root_is_the_workspace_asked_after_the_handshake_and_o
     )
     .await;
     c.send(where_am_i).await;
-    let expected = format!("{:?}", Some(std::fs::canonicalize(&second).unwrap()));
+    let expected = format!(
+        "{:?}",
+        crate::CallWorkspace::Given(std::fs::canonicalize(&second).unwrap())
+    );
     assert_eq!(
         c.recv().await["result"]["content"][0]["text"],
         json!(expected)
