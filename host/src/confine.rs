@@ -273,9 +273,10 @@ fn executable_in_a_writable_root(
 ) -> Option<ConfineError> {
     let writable = grants.iter().filter(|g| g.access == Access::ReadWrite);
     let executed = std::iter::once(program).chain(chain.executables.iter().map(PathBuf::as_path));
+    let mounts = crate::mount_table::current();
     let (file, root) = executed
         .flat_map(|file| writable.clone().map(move |root| (file, root)))
-        .find(|(file, root)| file.starts_with(&root.host))?;
+        .find(|(file, root)| mounts.holds(&root.host, file))?;
     Some(ConfineError::Unconfined {
         reason: format!(
             "{} would be executable, and it lies in the read-write root `{}` ({}): the module could rewrite it and run any program in its place",
@@ -308,12 +309,14 @@ fn executable_where_modules_write(
     module_writes: &[PathBuf],
 ) -> Option<ConfineError> {
     // Most chains lie outside every place modules write: nothing below
-    // costs a system call for them.
+    // costs a system call for them (the mount table is read again only
+    // after a mount: it shows a place under another name).
+    let mounts = crate::mount_table::current();
     let mut suspects = chain
         .executables
         .iter()
         .chain(&chain.read)
-        .filter(|path| module_writes.iter().any(|place| path.starts_with(place)))
+        .filter(|path| module_writes.iter().any(|place| mounts.holds(place, path)))
         .peekable();
     suspects.peek()?;
     let snapshot = approved_snapshot_root(program, grants);
@@ -322,7 +325,9 @@ fn executable_where_modules_write(
         if Some(path) == entry.as_ref() || snapshot.as_ref().is_some_and(|s| path.starts_with(s)) {
             continue;
         }
-        let place = module_writes.iter().find(|place| path.starts_with(place))?;
+        let place = module_writes
+            .iter()
+            .find(|place| mounts.holds(place, path))?;
         return Some(ConfineError::Unconfined {
             reason: format!(
                 "{} would run (an interpreter, a granted binary or an installation it loads code from), and it lies in {}, where modules write: a module could change it, and this call would run its bytes with this call's grants",

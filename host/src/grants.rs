@@ -351,10 +351,13 @@ fn outside_the_home(path: PathBuf, home: &Path) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Whether `path` is in `home` or holds it (both canonical): by their names,
-/// and by the identity (device and inode) of each folder on the way, so that
-/// a folder reached under another name (a bind mount of the home's parent)
-/// overlaps too.
+/// Whether `path` is in `home` or holds it (both canonical): by their names;
+/// by the identity (device and inode) of each folder on the way, so that a
+/// folder reached under another name (a bind mount of the home's parent)
+/// overlaps too; and through the mount table (`mount_table`), so that a bind
+/// mount of a folder inside the home, a mount below `path` showing part of
+/// it, or a home that is itself a bind mount of a folder inside `path`,
+/// overlaps as well.
 pub(crate) fn overlaps_the_home(path: &Path, home: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     if path.starts_with(home) || home.starts_with(path) {
@@ -364,8 +367,12 @@ pub(crate) fn overlaps_the_home(path: &Path, home: &Path) -> bool {
     let (Some(path_id), Some(home_id)) = (identity(path), identity(home)) else {
         return false;
     };
-    home.ancestors().any(|a| identity(a) == Some(path_id))
+    if home.ancestors().any(|a| identity(a) == Some(path_id))
         || path.ancestors().any(|a| identity(a) == Some(home_id))
+    {
+        return true;
+    }
+    crate::mount_table::current().overlap(path, home)
 }
 
 fn resolve_workspace(workspace: &Path) -> Result<PathBuf, String> {
@@ -631,29 +638,13 @@ mod tests {
     /// home. Needs root, as CI runs: it fails rather than skip without.
     #[test]
     fn a_folder_reaching_the_home_under_another_name_overlaps_it() {
-        struct Unmount(PathBuf);
-        impl Drop for Unmount {
-            fn drop(&mut self) {
-                let _ = std::process::Command::new("umount")
-                    .arg("-l")
-                    .arg(&self.0)
-                    .status();
-            }
-        }
         let dir = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let (home, view, other) = (root.join("home"), root.join("view"), root.join("other"));
         for folder in [&home, &view, &other] {
             std::fs::create_dir(folder).unwrap();
         }
-        let mounted = std::process::Command::new("mount")
-            .arg("--bind")
-            .arg(&root)
-            .arg(&view)
-            .status()
-            .expect("run mount");
-        assert!(mounted.success(), "bind mount (the tests run as root)");
-        let _unmount = Unmount(view.clone());
+        let _mount = crate::test_mounts::bind(&root, &view);
         assert!(overlaps_the_home(&view, &home), "a view holding the home");
         assert!(
             overlaps_the_home(&view.join("home"), &home),
@@ -663,6 +654,53 @@ mod tests {
         assert!(
             !overlaps_the_home(&view.join("other"), &home),
             "a sibling, seen through the view"
+        );
+    }
+
+    /// The attack through the mount table: a workspace that is a bind mount
+    /// of another module's state (names and ancestors say nothing: its
+    /// parent is an ordinary folder), and a home that is itself a bind
+    /// mount of a folder inside the workspace. Neither is granted. Needs
+    /// root, as CI runs: it fails rather than skip without.
+    #[test]
+    fn a_bind_mount_of_a_folder_inside_the_home_is_never_granted() {
+        let f = fixture();
+        let other_state = f.layout.state_dir("other");
+        std::fs::create_dir_all(&other_state).unwrap();
+        std::fs::write(other_state.join("token"), "secret").unwrap();
+        let _state_view = crate::test_mounts::bind(&other_state, &f.workspace);
+        assert!(f.workspace.join("token").exists(), "the mount took");
+        let d = descriptor(&[root("workspace", RootKind::Workspace, None)]);
+        let (sources, binaries) = (BTreeMap::new(), BTreeMap::new());
+        let reads = effects(&["workspace"], &[]);
+        let plan = plan(
+            &d,
+            &reads,
+            "m",
+            Transport::Native,
+            f.ctx(&sources, &binaries),
+            true,
+        )
+        .unwrap();
+        assert!(plan.roots.is_empty(), "{:?}", plan.roots);
+        assert!(
+            plan.missing[0].reason.contains("overlaps the modhost home"),
+            "{:?}",
+            plan.missing
+        );
+        // The other way round: the home is a view of a folder inside `data`.
+        let real_home = f.data.join("deep/modhost");
+        std::fs::create_dir_all(&real_home).unwrap();
+        let home_view = f.layout.root().parent().unwrap().join("view");
+        std::fs::create_dir_all(&home_view).unwrap();
+        let _home_view = crate::test_mounts::bind(&real_home, &home_view);
+        assert!(
+            overlaps_the_home(&f.data, &home_view),
+            "a folder holding the home's real place"
+        );
+        assert!(
+            !overlaps_the_home(&f.data.join("deep2"), &home_view),
+            "a sibling of it"
         );
     }
 

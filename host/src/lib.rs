@@ -115,6 +115,7 @@ pub(crate) mod manage;
 pub mod mcp;
 pub(crate) mod module_error;
 pub(crate) mod module_tree;
+pub(crate) mod mount_table;
 pub(crate) mod overrides;
 pub(crate) mod pins;
 pub(crate) mod request;
@@ -155,6 +156,8 @@ pub mod internals {
 
 #[cfg(test)]
 mod test_modules;
+#[cfg(test)]
+mod test_mounts;
 
 pub use artifacts::CheckedArtifact;
 pub use call_workspace::CallWorkspace;

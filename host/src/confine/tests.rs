@@ -1000,6 +1000,83 @@ fn resolved_paths_are_bound_through_no_link_and_system_paths_follow_theirs() {
     }
 }
 
+/// The attacks above under another name: the file to execute reached
+/// through a bind mount of where modules write (a view of the workspace
+/// elsewhere), or the workspace itself a bind mount of the folder holding
+/// it. By name neither lies in the other; through the mount table both
+/// do, so both are refused. Needs root, as CI runs: it fails rather than
+/// skip without.
+#[test]
+fn a_file_to_execute_reached_through_a_bind_mount_is_refused() {
+    require_landlock(1, "execute rules");
+    let dir = tempfile::tempdir().unwrap();
+    let dir = std::fs::canonicalize(dir.path()).unwrap();
+    let (workspace, view, elsewhere) = (dir.join("ws"), dir.join("view"), dir.join("elsewhere"));
+    for folder in [&workspace, &view, &elsewhere] {
+        std::fs::create_dir(folder).unwrap();
+    }
+    tool_and_script(&workspace, &elsewhere);
+    let _view = crate::test_mounts::bind(&workspace, &view);
+    let tool = view.join("bin/tool");
+    let script = script_run_by(&elsewhere.join("through_view"), &tool);
+    let module_writes = [workspace.clone()];
+    let err = prepare(
+        &script,
+        &[],
+        &[],
+        &module_writes,
+        false,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("where modules write"), "{err}");
+    let writable = [grant("workspace", &workspace, Access::ReadWrite)];
+    let err = prepare(
+        &script,
+        &writable,
+        &[],
+        &[],
+        false,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("`workspace`"), "{err}");
+    // The workspace is the view; the tool is run by its real name.
+    let real_tool = workspace.join("bin/tool");
+    let script = script_run_by(&elsewhere.join("by_real_name"), &real_tool);
+    let err = prepare(
+        &script,
+        &[],
+        &[],
+        std::slice::from_ref(&view),
+        false,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("where modules write"), "{err}");
+    let writable = [grant("workspace", &view, Access::ReadWrite)];
+    let err = prepare(
+        &script,
+        &writable,
+        &[],
+        &[],
+        false,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("`workspace`"), "{err}");
+    // A folder beside the view is not where modules write.
+    prepare(
+        &script,
+        &[],
+        &[],
+        &[elsewhere.join("none")],
+        false,
+        ConfinementMode::BestEffort,
+    )
+    .unwrap();
+}
+
 /// An executable script at `path` whose shebang names `interpreter`.
 fn script_run_by(path: &Path, interpreter: &Path) -> PathBuf {
     std::fs::write(path, format!("#!{}\n", interpreter.display())).unwrap();

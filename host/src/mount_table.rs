@@ -1,0 +1,311 @@
+//! Where a folder lives in its filesystem, through the mount table.
+//!
+//! Two names can reach one folder without either lying inside the other: a
+//! bind mount makes `/srv/ws` show what `~/.local/share/modhost/state/x` is,
+//! and neither the names nor the identities of `/srv/ws`'s ancestors say so
+//! (its parent is `/srv`, wherever the mounted folder sits). The mount table
+//! does: each mount records its device and the path of its root inside that
+//! filesystem (`/proc/self/mountinfo`, fields 3 and 4). A canonical path's
+//! place is then the device of the innermost mount holding it and that
+//! mount's root joined with the rest of the path; two paths overlap when
+//! their places share a device and one place holds the other.
+//!
+//! The table is read again only when the kernel says it changed (the file
+//! polls `POLLPRI` after a mount or unmount in this namespace), so a call
+//! pays one `poll`, not a read of the whole table.
+
+use std::fs::File;
+use std::io::{Read, Seek};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// One line of the mount table: what is mounted where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mount {
+    /// `major:minor` of the filesystem.
+    device: String,
+    /// The mount's root, as a path inside its filesystem.
+    root: PathBuf,
+    /// Where it is mounted, in this namespace.
+    mount_point: PathBuf,
+}
+
+/// A path's place: its filesystem, and its path inside that filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Place {
+    device: String,
+    inside: PathBuf,
+}
+
+impl Place {
+    /// One holds the other (or they are the same folder).
+    pub(crate) fn overlaps(&self, other: &Place) -> bool {
+        self.device == other.device
+            && (self.inside.starts_with(&other.inside) || other.inside.starts_with(&self.inside))
+    }
+}
+
+/// The mount table, parsed.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct MountTable {
+    /// In the kernel's order: a later mount on the same point covers an
+    /// earlier one.
+    mounts: Vec<Mount>,
+}
+
+impl MountTable {
+    /// Parse `/proc/self/mountinfo` text; lines it cannot read are skipped.
+    fn parse(text: &[u8]) -> MountTable {
+        let mounts = text
+            .split(|&b| b == b'\n')
+            .filter_map(|line| {
+                let mut fields = line.split(|&b| b == b' ');
+                let device = fields.nth(2)?;
+                let root = fields.next()?;
+                let mount_point = fields.next()?;
+                Some(Mount {
+                    device: String::from_utf8_lossy(device).into_owned(),
+                    root: unescape(root),
+                    mount_point: unescape(mount_point),
+                })
+            })
+            .collect();
+        MountTable { mounts }
+    }
+
+    /// The place of the canonical `path`: under the innermost mount that
+    /// holds it (the last of equals, which covers the others). `None` when
+    /// no mount holds it (a table that could not be read).
+    pub(crate) fn place(&self, path: &Path) -> Option<Place> {
+        let mount = self
+            .mounts
+            .iter()
+            .filter(|m| path.starts_with(&m.mount_point))
+            .max_by_key(|m| m.mount_point.components().count())?;
+        let rest = path.strip_prefix(&mount.mount_point).ok()?;
+        Some(Place {
+            device: mount.device.clone(),
+            inside: mount.root.join(rest),
+        })
+    }
+
+    /// Everything reachable at or under the canonical `path`: its own place,
+    /// and the place of each mount's root mounted below it.
+    fn regions(&self, path: &Path) -> Vec<Place> {
+        let below = self
+            .mounts
+            .iter()
+            .filter(|m| m.mount_point.starts_with(path) && m.mount_point != path);
+        self.place(path)
+            .into_iter()
+            .chain(below.map(|m| Place {
+                device: m.device.clone(),
+                inside: m.root.clone(),
+            }))
+            .collect()
+    }
+
+    /// Whether what is reachable under the canonical `a` and under the
+    /// canonical `b` share anything: by name, or through their places.
+    pub(crate) fn overlap(&self, a: &Path, b: &Path) -> bool {
+        if a.starts_with(b) || b.starts_with(a) {
+            return true;
+        }
+        let b = self.regions(b);
+        self.regions(a)
+            .iter()
+            .any(|a| b.iter().any(|b| a.overlaps(b)))
+    }
+
+    /// Whether the canonical `inner` can be reached at or under the
+    /// canonical `outer` (so that writing there writes it): by name, or
+    /// through their places.
+    pub(crate) fn holds(&self, outer: &Path, inner: &Path) -> bool {
+        if inner.starts_with(outer) {
+            return true;
+        }
+        let Some(inner) = self.place(inner) else {
+            return false;
+        };
+        self.regions(outer)
+            .iter()
+            .any(|region| region.device == inner.device && inner.inside.starts_with(&region.inside))
+    }
+}
+
+/// `\040`-style octal escapes (space, tab, newline, backslash) undone.
+fn unescape(field: &[u8]) -> PathBuf {
+    let mut out = Vec::with_capacity(field.len());
+    let mut i = 0;
+    while i < field.len() {
+        let octal = field.get(i + 1..i + 4).filter(|_| field[i] == b'\\');
+        match octal.and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok()) {
+            Some(byte) => {
+                out.push(byte);
+                i += 4;
+            }
+            None => {
+                out.push(field[i]);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// The table as last read, and the open file that says when it changed.
+struct Watched {
+    file: File,
+    table: Arc<MountTable>,
+}
+
+static CURRENT: Mutex<Option<Watched>> = Mutex::new(None);
+
+/// The current mount table: read again when the kernel reports a mount or
+/// unmount since the last read, else the one already parsed. Empty (every
+/// `place` is `None`) when `/proc` cannot be read.
+pub(crate) fn current() -> Arc<MountTable> {
+    let mut current = CURRENT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(watched) = current.as_mut() {
+        if !changed(&watched.file) {
+            return Arc::clone(&watched.table);
+        }
+        if let Some(table) = read(&mut watched.file) {
+            watched.table = Arc::new(table);
+            return Arc::clone(&watched.table);
+        }
+    }
+    let fresh = File::open(MOUNTINFO).ok().and_then(|mut file| {
+        let table = Arc::new(read(&mut file)?);
+        Some(Watched { file, table })
+    });
+    match fresh {
+        Some(watched) => {
+            let table = Arc::clone(&watched.table);
+            *current = Some(watched);
+            table
+        }
+        None => {
+            *current = None;
+            Arc::default()
+        }
+    }
+}
+
+/// Whether a mount or unmount happened since `file` was last polled.
+fn changed(file: &File) -> bool {
+    let mut poll = libc::pollfd {
+        fd: file.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: poll on one pollfd on the stack, without waiting.
+    #[allow(unsafe_code)]
+    let ready = unsafe { libc::poll(&raw mut poll, 1, 0) };
+    // An error is taken as a change: the table is read again.
+    ready != 0 && (ready < 0 || poll.revents & (libc::POLLPRI | libc::POLLERR) != 0)
+}
+
+fn read(file: &mut File) -> Option<MountTable> {
+    file.rewind().ok()?;
+    let mut text = Vec::with_capacity(4096);
+    file.read_to_end(&mut text).ok()?;
+    Some(MountTable::parse(&text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TABLE: &[u8] = b"\
+22 27 0:21 / /proc rw,relatime - proc proc rw
+27 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw
+40 27 8:1 /root/.local/share/modhost/state/x /srv/my\\040ws rw - ext4 /dev/sda1 rw
+41 27 0:30 / /mnt rw - tmpfs tmpfs rw
+42 41 8:1 /data /mnt rw - ext4 /dev/sda1 rw
+";
+
+    #[test]
+    fn a_place_is_the_innermost_mount_and_the_path_inside_it() {
+        let table = MountTable::parse(TABLE);
+        let place = |p: &str| table.place(Path::new(p)).unwrap();
+        assert_eq!(
+            place("/srv/my ws/sub"),
+            Place {
+                device: "8:1".into(),
+                inside: "/root/.local/share/modhost/state/x/sub".into()
+            }
+        );
+        // Two mounts on /mnt: the later one covers the tmpfs.
+        assert_eq!(place("/mnt/a").inside, Path::new("/data/a"));
+        assert_eq!(place("/mnt/a").device, "8:1");
+        assert_eq!(place("/proc/self").device, "0:21");
+        let home = place("/root/.local/share/modhost");
+        assert!(
+            place("/srv/my ws").overlaps(&home),
+            "a bind mount of a folder inside the home"
+        );
+        assert!(place("/root").overlaps(&home), "a folder holding the home");
+        assert!(!place("/srv").overlaps(&home), "the bind mount's parent");
+        assert!(!place("/mnt/a").overlaps(&home), "another folder");
+        assert!(!place("/proc").overlaps(&place("/")), "another filesystem");
+        let holds = |outer: &str, inner: &str| table.holds(Path::new(outer), Path::new(inner));
+        assert!(holds("/root/.local/share/modhost", "/srv/my ws/bin/python"));
+        assert!(holds("/srv", "/srv/my ws"), "by name");
+        assert!(
+            !holds("/srv/my ws", "/root/.local/share/modhost"),
+            "held, not holding"
+        );
+        assert!(
+            holds("/srv", "/root/.local/share/modhost/state/x/bin/python"),
+            "reached through a mount below /srv"
+        );
+        assert!(
+            !holds("/srv", "/root/.local/share/modhost/state/y"),
+            "not reached"
+        );
+        let overlap = |a: &str, b: &str| table.overlap(Path::new(a), Path::new(b));
+        assert!(
+            overlap("/srv", "/root/.local/share/modhost"),
+            "a mount below shows part of it"
+        );
+        assert!(overlap("/root/.local/share/modhost", "/srv"));
+        assert!(
+            overlap("/mnt", "/data/x"),
+            "a mount covering /mnt shows /data"
+        );
+        assert!(!overlap("/mnt", "/root"), "nothing shared");
+        assert!(!overlap("/srv", "/proc"));
+    }
+
+    #[test]
+    fn escapes_are_undone_and_short_ones_kept() {
+        assert_eq!(unescape(b"a\\040b\\011c\\134d"), Path::new("a b\tc\\d"));
+        assert_eq!(unescape(b"end\\04"), Path::new("end\\04"));
+        assert_eq!(unescape(b"\\999"), Path::new("\\999"));
+    }
+
+    /// The live table follows a mount made after it was first read.
+    #[test]
+    fn the_current_table_sees_a_new_mount() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (source, target) = (root.join("source"), root.join("target"));
+        std::fs::create_dir_all(source.join("inner")).unwrap();
+        std::fs::create_dir(&target).unwrap();
+        let before = current().place(&target).unwrap();
+        assert!(!before.overlaps(&current().place(&source).unwrap()));
+        let _mount = crate::test_mounts::bind(&source.join("inner"), &target);
+        let after = current().place(&target).unwrap();
+        assert!(
+            after.overlaps(&current().place(&source).unwrap()),
+            "the bind mount is seen: {after:?}"
+        );
+    }
+}
