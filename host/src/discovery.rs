@@ -1081,6 +1081,13 @@ fn scan(modules_dir: &Path) -> Vec<Candidate> {
     candidates
 }
 
+/// The file names a module folder `id` runs, in order of preference: the
+/// native `<id>` before the component `<id>.wasm`. Install picks its entry
+/// by the same order, so what it describes and checks is what later runs.
+pub(crate) fn entry_names(id: &str) -> [String; 2] {
+    [id.to_owned(), format!("{id}.wasm")]
+}
+
 fn scan_folder(name: String, folder: PathBuf) -> Candidate {
     let mut host_warnings = Vec::new();
     let disabled = match std::fs::symlink_metadata(folder.join(DISABLED_MARKER)) {
@@ -1096,7 +1103,7 @@ fn scan_folder(name: String, folder: PathBuf) -> Candidate {
             false
         }
     };
-    let preferred = [folder.join(&name), folder.join(format!("{name}.wasm"))];
+    let preferred = entry_names(&name).map(|entry| folder.join(entry));
     let (executable, error) = match std::fs::read_dir(&folder) {
         Ok(entries) => {
             let mut found: Vec<PathBuf> = entries

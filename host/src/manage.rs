@@ -199,42 +199,19 @@ impl Host {
     pub async fn install(&self, request: InstallRequest) -> Result<InstallReport, HostError> {
         let source = &request.source;
         let meta = std::fs::metadata(source).map_err(|e| HostError::io("read", source, e))?;
-        let origin = if meta.is_dir() {
+        if meta.is_dir() {
             if request.sha256.is_some() {
                 return Err(HostError::Refused(format!(
                     "--sha256 checks one file, and {} is a folder; pack it (.tar.gz or .zip) to check its sha256, or leave --sha256 out (nothing was installed)",
                     source.display()
                 )));
             }
-            None
-        } else if meta.is_file() {
-            // The digest is checked before a single byte is unpacked or run.
-            let sha256 = match &request.sha256 {
-                Some(expected) => install::verify_sha256(source, expected),
-                None => install::sha256_file(source),
-            }
-            .map_err(|e| match e {
-                DigestError::Mismatch {
-                    path,
-                    expected,
-                    actual,
-                } => HostError::Sha256Mismatch {
-                    path,
-                    expected,
-                    actual,
-                },
-                DigestError::Read { path, source } => HostError::io("read", &path, source),
-                malformed @ DigestError::Malformed { .. } => {
-                    HostError::Refused(malformed.to_string())
-                }
-            })?;
-            Some(sha256)
-        } else {
+        } else if !meta.is_file() {
             return Err(HostError::NotAModule {
                 path: source.clone(),
                 reason: "neither a regular file nor a folder".into(),
             });
-        };
+        }
         if let Some(id) = &request.id {
             check_new_id(id)?;
         }
@@ -242,9 +219,15 @@ impl Host {
         let staging_root = self.layout().staging_dir();
         let staging = staging_root.join(crate::request::new_request_id());
         create_staging(&staging).map_err(|e| HostError::io("create", &staging, e))?;
-        let result = self
-            .stage_and_move(&request, origin.as_deref(), &staging)
-            .await;
+        let result = async {
+            let received = match meta.is_file() {
+                true => Some(receive(&request, &staging)?),
+                false => None,
+            };
+            self.stage_and_move(&request, received.as_ref(), &staging)
+                .await
+        }
+        .await;
         let _ = std::fs::remove_dir_all(&staging);
         // `staging/` itself goes too once no install is using it (removing
         // a folder that is not empty fails, and then it stays).
@@ -264,15 +247,16 @@ impl Host {
     async fn stage_and_move(
         &self,
         request: &InstallRequest,
-        sha256: Option<&str>,
+        received: Option<&Received>,
         staging: &Path,
     ) -> Result<Staged, HostError> {
         let source = &request.source;
+        let sha256 = received.map(|r| r.sha256.as_str());
         let nothing_installed =
             |e: &dyn std::fmt::Display| HostError::Refused(format!("{e}; nothing was installed"));
-        let bare = ArchiveFormat::of_path(source).is_none() && sha256.is_some();
-        let (folder, program) = match ArchiveFormat::of_path(source) {
-            _ if sha256.is_none() => {
+        let bare = ArchiveFormat::of_path(source).is_none() && received.is_some();
+        let (folder, program) = match (ArchiveFormat::of_path(source), received) {
+            (_, None) => {
                 // A module folder, copied as it is.
                 let name = source
                     .file_name()
@@ -286,15 +270,15 @@ impl Host {
                     .map_err(|e| nothing_installed(&e))?;
                 (located.folder, located.program)
             }
-            Some(format) => {
+            (Some(format), Some(received)) => {
                 let unpacked = staging.join("unpacked");
-                install::extract(source, format, &unpacked, ArchiveLimits::default())
+                install::extract(&received.path, format, &unpacked, ArchiveLimits::default())
                     .map_err(|e| nothing_installed(&e))?;
                 let located = install::locate_module(&unpacked, request.id.as_deref())
                     .map_err(|e| nothing_installed(&e))?;
                 (located.folder, located.program)
             }
-            None => {
+            (None, Some(received)) => {
                 let folder = staging.join("module");
                 std::fs::create_dir_all(&folder)
                     .map_err(|e| HostError::io("create", &folder, e))?;
@@ -305,7 +289,8 @@ impl Host {
                     Transport::Component => format!("{id}.wasm"),
                 };
                 let program = folder.join(file_name);
-                std::fs::copy(source, &program).map_err(|e| HostError::io("copy", source, e))?;
+                std::fs::rename(&received.path, &program)
+                    .map_err(|e| HostError::io("move into staging", &received.path, e))?;
                 std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755))
                     .map_err(|e| HostError::io("make executable", &program, e))?;
                 (folder, program)
@@ -571,6 +556,37 @@ fn install_findings(
     findings
 }
 
+/// A file source as the host received it: its one copy in staging, and the
+/// sha256 of those bytes (checked against `--sha256` when given).
+struct Received {
+    path: PathBuf,
+    sha256: String,
+}
+
+/// Copy the file `request.source` into `staging`, reading it once, and
+/// check its sha256 before a single byte is unpacked or run. What is
+/// unpacked, described and pinned is this copy, never the source again.
+fn receive(request: &InstallRequest, staging: &Path) -> Result<Received, HostError> {
+    let path = staging.join("received");
+    let sha256 = install::receive(&request.source, &path, request.sha256.as_deref()).map_err(
+        |e| match e {
+            DigestError::Mismatch {
+                path,
+                expected,
+                actual,
+            } => HostError::Sha256Mismatch {
+                path,
+                expected,
+                actual,
+            },
+            DigestError::Read { path, source } => HostError::io("read", &path, source),
+            DigestError::Write { path, source } => HostError::io("write", &path, source),
+            malformed @ DigestError::Malformed { .. } => HostError::Refused(malformed.to_string()),
+        },
+    )?;
+    Ok(Received { path, sha256 })
+}
+
 /// Create one install's staging folder (and `staging/` when missing). A
 /// parallel install removes `staging/` when it is empty, so it can vanish
 /// between its creation and this folder's: then it is created again.
@@ -676,6 +692,14 @@ mod tests {
     use crate::discovery::ModuleStatus;
     use crate::test_modules::{describes, install, write_executable};
 
+    fn sha256_hex(bytes: &[u8]) -> String {
+        use sha2::Digest;
+        sha2::Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
     #[tokio::test]
     async fn disabling_a_bare_module_moves_it_into_its_folder_and_enabling_restores() {
         let dir = tempfile::tempdir().unwrap();
@@ -698,6 +722,64 @@ mod tests {
             1,
             "moving the module must not cost a describe"
         );
+    }
+
+    /// The attack: a module writing the folder the operator installs from
+    /// swaps the file once `--sha256` has read it (it watches the file with
+    /// inotify, as the sandbox allows), so the host installs and pins other
+    /// bytes under the checked digest. The host must read the source once:
+    /// counted here by the kernel (inotify `IN_OPEN`), for a bare file and
+    /// an archive, and what is installed has the digest checked.
+    #[tokio::test]
+    async fn a_file_source_is_read_once_so_the_bytes_checked_are_the_bytes_installed() {
+        use rustix::fs::inotify;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let host = Host::open_at(&home);
+        let (bare, _) = install(&dir.path().join("src"), "tool", true);
+        let (packed, _) = install(&dir.path().join("src2"), "packed", true);
+        let archive = dir.path().join("packed.tar.gz");
+        {
+            let file = std::fs::File::create(&archive).unwrap();
+            let encoder = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+            let mut builder = tar::Builder::new(encoder);
+            builder
+                .append_path_with_name(&packed, "packed/packed")
+                .unwrap();
+            builder.into_inner().unwrap().finish().unwrap();
+        }
+        for (source, installed) in [
+            (&bare, "modules/tool/tool"),
+            (&archive, "modules/packed/packed"),
+        ] {
+            let checked = sha256_hex(&std::fs::read(source).unwrap());
+            let watch =
+                inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK)
+                    .unwrap();
+            // Closes too: the kernel merges identical events in a row.
+            let flags = inotify::WatchFlags::OPEN | inotify::WatchFlags::CLOSE_NOWRITE;
+            inotify::add_watch(&watch, source.as_path(), flags).unwrap();
+            host.install(InstallRequest {
+                source: source.clone(),
+                sha256: Some(checked.clone()),
+                ..InstallRequest::default()
+            })
+            .await
+            .unwrap();
+            let mut buffer = [std::mem::MaybeUninit::uninit(); 4096];
+            let mut events = inotify::Reader::new(&watch, &mut buffer);
+            let mut opens = 0;
+            while let Ok(event) = events.next() {
+                opens += usize::from(event.events().contains(inotify::ReadFlags::OPEN));
+            }
+            assert_eq!(opens, 1, "{}: opened {opens} times", source.display());
+            if source == &bare {
+                let bytes = std::fs::read(home.join(installed)).unwrap();
+                assert_eq!(sha256_hex(&bytes), checked);
+            } else {
+                assert!(home.join(installed).is_file());
+            }
+        }
     }
 
     #[tokio::test]
@@ -723,7 +805,7 @@ mod tests {
         assert!(matches!(err, HostError::Sha256Mismatch { .. }), "{err}");
         assert!(!home.join("modules/tool").exists());
 
-        let good = install::sha256_file(&source).unwrap();
+        let good = sha256_hex(&std::fs::read(&source).unwrap());
         let module = host
             .install(InstallRequest {
                 source: source.clone(),

@@ -1,10 +1,13 @@
 //! sha256 of what the operator is installing, checked against `--sha256`.
 //!
-//! The file is streamed, never read whole: an archive may be large. The
+//! The file is streamed, never read whole: an archive may be large, and it
+//! is hashed as it is copied into the host's staging folder, in one read,
+//! so the bytes checked are the bytes installed. The
 //! expected value is checked for shape first, so a typo (a blake3 digest, a
 //! truncated paste) is reported as such rather than as a mismatch.
 
-use std::io::Read;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -14,6 +17,11 @@ use sha2::{Digest, Sha256};
 pub enum DigestError {
     #[error("could not read {path}: {source}")]
     Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("could not write {path}: {source}")]
+    Write {
         path: PathBuf,
         source: std::io::Error,
     },
@@ -29,13 +37,30 @@ pub enum DigestError {
     },
 }
 
-/// The sha256 of the file at `path`, lowercase hex.
-pub fn sha256_file(path: &Path) -> Result<String, DigestError> {
-    let read_error = |source| DigestError::Read {
-        path: path.to_path_buf(),
-        source,
+/// Copy the file at `source` into `into` (created; it must not exist),
+/// reading it once, and return the sha256 of exactly the bytes copied;
+/// with `expected` (any case, surrounding whitespace ignored), refused
+/// unless they have it. Everything after this reads the copy, never
+/// `source` again: a file swapped at that path once its bytes were
+/// checked (by a module writing the folder it lies in) is never what gets
+/// installed.
+pub fn receive(source: &Path, into: &Path, expected: Option<&str>) -> Result<String, DigestError> {
+    let expected = expected.map(expected_sha256).transpose()?;
+    let read_error = |source_error| DigestError::Read {
+        path: source.to_path_buf(),
+        source: source_error,
     };
-    let mut file = std::fs::File::open(path).map_err(read_error)?;
+    let write_error = |source_error| DigestError::Write {
+        path: into.to_path_buf(),
+        source: source_error,
+    };
+    let mut file = std::fs::File::open(source).map_err(read_error)?;
+    let mut copy = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(into)
+        .map_err(write_error)?;
     let mut hasher = Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
@@ -44,32 +69,32 @@ pub fn sha256_file(path: &Path) -> Result<String, DigestError> {
             break;
         }
         hasher.update(&buffer[..n]);
+        copy.write_all(&buffer[..n]).map_err(write_error)?;
     }
-    Ok(hasher
+    let actual: String = hasher
         .finalize()
         .iter()
         .map(|b| format!("{b:02x}"))
-        .collect())
-}
-
-/// Check that the file at `path` has sha256 `expected_hex` (any case,
-/// surrounding whitespace ignored); returns the digest.
-pub fn verify_sha256(path: &Path, expected_hex: &str) -> Result<String, DigestError> {
-    let expected = expected_hex.trim().to_ascii_lowercase();
-    if expected.len() != 64 || !expected.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(DigestError::Malformed {
-            given: expected_hex.to_owned(),
-        });
-    }
-    let actual = sha256_file(path)?;
-    if actual != expected {
-        return Err(DigestError::Mismatch {
-            path: path.to_path_buf(),
+        .collect();
+    match expected {
+        Some(expected) if expected != actual => Err(DigestError::Mismatch {
+            path: source.to_path_buf(),
             expected,
             actual,
+        }),
+        _ => Ok(actual),
+    }
+}
+
+/// `given` as a lowercase sha256, or why it is none.
+fn expected_sha256(given: &str) -> Result<String, DigestError> {
+    let expected = given.trim().to_ascii_lowercase();
+    if expected.len() != 64 || !expected.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(DigestError::Malformed {
+            given: given.to_owned(),
         });
     }
-    Ok(actual)
+    Ok(expected)
 }
 
 #[cfg(test)]
@@ -79,24 +104,27 @@ mod tests {
     // sha256("abc"), from FIPS 180-2.
     const ABC: &str = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 
-    #[test]
-    fn matching_digest_passes_in_any_case() {
+    /// `f` holding `text`, received into `copy` (its own folder each time).
+    fn received(text: &str, expected: Option<&str>) -> (Result<String, DigestError>, Vec<u8>) {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("f");
-        std::fs::write(&file, "abc").unwrap();
-        assert_eq!(sha256_file(&file).unwrap(), ABC);
-        assert_eq!(
-            verify_sha256(&file, &format!(" {} ", ABC.to_uppercase())).unwrap(),
-            ABC
-        );
+        std::fs::write(&file, text).unwrap();
+        let copy = dir.path().join("copy");
+        let result = receive(&file, &copy, expected);
+        (result, std::fs::read(&copy).unwrap_or_default())
+    }
+
+    #[test]
+    fn matching_digest_passes_in_any_case_and_the_copy_holds_the_bytes() {
+        assert_eq!(received("abc", None).0.unwrap(), ABC);
+        let (digest, copy) = received("abc", Some(&format!(" {} ", ABC.to_uppercase())));
+        assert_eq!(digest.unwrap(), ABC);
+        assert_eq!(copy, b"abc");
     }
 
     #[test]
     fn mismatch_names_both_digests_and_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        std::fs::write(&file, "abd").unwrap();
-        let err = verify_sha256(&file, ABC).unwrap_err().to_string();
+        let err = received("abd", Some(ABC)).0.unwrap_err().to_string();
         assert!(
             err.contains(ABC) && err.contains("mismatch") && err.contains("/f"),
             "{err}"
@@ -104,11 +132,9 @@ mod tests {
     }
 
     #[test]
-    fn malformed_expected_is_not_a_mismatch() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        std::fs::write(&file, "abc").unwrap();
-        let err = verify_sha256(&file, "abc123").unwrap_err();
-        assert!(matches!(err, DigestError::Malformed { .. }), "{err}");
+    fn malformed_expected_is_not_a_mismatch_and_nothing_is_read() {
+        let (err, copy) = received("abc", Some("abc123"));
+        assert!(matches!(err, Err(DigestError::Malformed { .. })), "{err:?}");
+        assert!(copy.is_empty());
     }
 }

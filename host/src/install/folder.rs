@@ -8,8 +8,11 @@
 //! link stays a link and must point inside the folder, a socket or device
 //! is refused, and the `.disabled` marker is not carried over.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 
 use crate::module_tree::{self, NodeKind, TreeError};
 
@@ -18,6 +21,8 @@ use crate::module_tree::{self, NodeKind, TreeError};
 pub enum FolderError {
     #[error(transparent)]
     Tree(#[from] TreeError),
+    #[error("{path} changed while it was being copied: {why}; nothing was copied from it")]
+    Changed { path: PathBuf, why: String },
     #[error("could not {action} {path}: {source}")]
     Io {
         action: &'static str,
@@ -31,6 +36,16 @@ pub enum FolderError {
 /// the copy; the caller's staging folder is removed as a whole.
 pub fn copy_folder(source: &Path, target: &Path) -> Result<(), FolderError> {
     let tree = module_tree::walk(source)?;
+    copy_tree(source, &tree, target)
+}
+
+/// Copy what `walk` found under `source`. Each file is opened beneath the
+/// folder through no link (`RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`) and
+/// must still be a regular file: the folder may be one a module writes (a
+/// workspace), and a file swapped for a link after the walk would
+/// otherwise have the host, which can read what no module may, copy the
+/// link's target into the module it installs.
+fn copy_tree(source: &Path, tree: &module_tree::Tree, target: &Path) -> Result<(), FolderError> {
     let io = |action, path: &Path| {
         let path = path.to_path_buf();
         move |source| FolderError::Io {
@@ -39,6 +54,12 @@ pub fn copy_folder(source: &Path, target: &Path) -> Result<(), FolderError> {
             source,
         }
     };
+    let root = rustix::fs::open(
+        source,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io("open", source)(e.into()))?;
     std::fs::create_dir_all(target).map_err(io("create", target))?;
     // Walked in name order, so a folder comes before what it holds.
     for node in &tree.nodes {
@@ -49,8 +70,26 @@ pub fn copy_folder(source: &Path, target: &Path) -> Result<(), FolderError> {
                 if let Some(parent) = to.parent() {
                     std::fs::create_dir_all(parent).map_err(io("create", parent))?;
                 }
-                std::fs::copy(&node.path, &to).map_err(io("copy", &node.path))?;
+                let mut from = open_beneath(&root, &node.relative).map_err(|e| {
+                    FolderError::Changed {
+                        path: node.path.clone(),
+                        why: format!("it can no longer be opened as a file of the folder without following a link ({e})"),
+                    }
+                })?;
+                if !from.metadata().map_err(io("read", &node.path))?.is_file() {
+                    return Err(FolderError::Changed {
+                        path: node.path.clone(),
+                        why: "it is no longer a regular file".into(),
+                    });
+                }
                 let mode = if *executable { 0o755 } else { 0o644 };
+                let mut copy = std::fs::File::options()
+                    .write(true)
+                    .create_new(true)
+                    .mode(mode)
+                    .open(&to)
+                    .map_err(io("create", &to))?;
+                std::io::copy(&mut from, &mut copy).map_err(io("copy", &node.path))?;
                 std::fs::set_permissions(&to, std::fs::Permissions::from_mode(mode))
                     .map_err(io("set the mode of", &to))?;
             }
@@ -63,6 +102,18 @@ pub fn copy_folder(source: &Path, target: &Path) -> Result<(), FolderError> {
         }
     }
     Ok(())
+}
+
+/// `relative` opened for reading beneath `root`, through no link of any kind.
+fn open_beneath(root: &OwnedFd, relative: &Path) -> std::io::Result<std::fs::File> {
+    let fd = rustix::fs::openat2(
+        root,
+        relative,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )?;
+    Ok(std::fs::File::from(fd))
 }
 
 #[cfg(test)]
@@ -91,5 +142,46 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", source.join("secret")).unwrap();
         let err = copy_folder(&source, &dir.path().join("copy2")).unwrap_err();
         assert!(matches!(err, FolderError::Tree(_)), "{err}");
+    }
+
+    /// The attack: a file of the folder replaced, after the walk, by a link
+    /// to a file the host can read and no module may (or its folder by a
+    /// link to another folder). The copy refuses it and holds nothing of
+    /// the link's target.
+    #[test]
+    fn a_file_swapped_for_a_link_after_the_walk_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("a.md"), "the host's secret").unwrap();
+        let source = dir.path().join("m");
+        std::fs::create_dir_all(source.join("knowledge")).unwrap();
+        std::fs::write(source.join("m"), "#!/bin/sh\n").unwrap();
+        std::fs::write(source.join("knowledge/a.md"), "a").unwrap();
+        let swaps: [(&str, &dyn Fn()); 2] = [
+            ("a file", &|| {
+                std::fs::remove_file(source.join("knowledge/a.md")).unwrap();
+                std::os::unix::fs::symlink(secret.join("a.md"), source.join("knowledge/a.md"))
+                    .unwrap();
+            }),
+            ("its folder", &|| {
+                std::fs::remove_dir_all(source.join("knowledge")).unwrap();
+                std::os::unix::fs::symlink(&secret, source.join("knowledge")).unwrap();
+            }),
+        ];
+        for (i, (what, swap)) in swaps.into_iter().enumerate() {
+            let tree = module_tree::walk(&source).unwrap();
+            swap();
+            let copy = dir.path().join(format!("copy{i}"));
+            let err = copy_tree(&source, &tree, &copy).unwrap_err();
+            assert!(matches!(err, FolderError::Changed { .. }), "{what}: {err}");
+            let copied = std::fs::read_to_string(copy.join("knowledge/a.md")).unwrap_or_default();
+            assert!(!copied.contains("secret"), "{what}: the link was followed");
+            // Put the folder back as it was for the next swap.
+            let _ = std::fs::remove_file(source.join("knowledge"));
+            let _ = std::fs::remove_file(source.join("knowledge/a.md"));
+            std::fs::create_dir_all(source.join("knowledge")).unwrap();
+            std::fs::write(source.join("knowledge/a.md"), "a").unwrap();
+        }
     }
 }

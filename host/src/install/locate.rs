@@ -61,22 +61,25 @@ pub fn locate_module(root: &Path, preferred: Option<&str>) -> Result<Located, Lo
             return Err(LocateError::NoModule { folder });
         }
         [one] => one.path.clone(),
-        many => {
-            let stem = |e: &Entry| {
-                let name = e.name();
-                name.strip_suffix(".wasm").unwrap_or(&name).to_owned()
-            };
-            match preferred.and_then(|p| many.iter().find(|e| stem(e) == p)) {
-                Some(chosen) => chosen.path.clone(),
-                None => {
-                    let mut candidates: Vec<String> = many.iter().map(|e| e.name()).collect();
-                    candidates.sort();
-                    return Err(LocateError::Ambiguous { folder, candidates });
-                }
+        many => match preferred.and_then(|id| preferred_entry(many, id)) {
+            Some(chosen) => chosen.path.clone(),
+            None => {
+                let mut candidates: Vec<String> = many.iter().map(|e| e.name()).collect();
+                candidates.sort();
+                return Err(LocateError::Ambiguous { folder, candidates });
             }
-        }
+        },
     };
     Ok(Located { folder, program })
+}
+
+/// The entry of module `id` among `candidates`, in discovery's order
+/// (`<id>` before `<id>.wasm`, whatever order the folder lists them in):
+/// the entry install checks is the one that runs once installed.
+fn preferred_entry<'a>(candidates: &[&'a Entry], id: &str) -> Option<&'a Entry> {
+    crate::discovery::entry_names(id)
+        .into_iter()
+        .find_map(|entry| candidates.iter().copied().find(|e| e.name() == entry))
 }
 
 #[derive(Debug)]
@@ -163,6 +166,32 @@ mod tests {
         assert_eq!(
             locate_module(dir.path(), Some("b")).unwrap().program,
             dir.path().join("b")
+        );
+    }
+
+    /// The attack: a folder with the component `m.wasm` and a native `m`.
+    /// Install must check the entry discovery will run (the native one),
+    /// not describe the component while the native file runs afterwards,
+    /// whatever order the directory lists them in.
+    #[test]
+    fn the_entry_checked_is_the_one_discovery_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        file(&dir.path().join("m"), true);
+        file(&dir.path().join("m.wasm"), false);
+        let entry = |name: &str| Entry {
+            path: dir.path().join(name),
+            is_dir: false,
+            is_file: true,
+            executable: name == "m",
+        };
+        let (native, component) = (entry("m"), entry("m.wasm"));
+        for listed in [[&component, &native], [&native, &component]] {
+            let chosen = preferred_entry(&listed, "m").unwrap();
+            assert_eq!(chosen.path, native.path, "listed {listed:?}");
+        }
+        assert_eq!(
+            locate_module(dir.path(), Some("m")).unwrap().program,
+            dir.path().join("m")
         );
     }
 

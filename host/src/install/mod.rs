@@ -12,7 +12,7 @@ pub mod folder;
 pub mod locate;
 
 pub use archive::{ArchiveFormat, ArchiveLimits, extract};
-pub use digest::{DigestError, sha256_file, verify_sha256};
+pub use digest::{DigestError, receive};
 pub use folder::copy_folder;
 pub use locate::locate_module;
 
