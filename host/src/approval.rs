@@ -137,42 +137,76 @@ pub fn decide(
     capability: &Capability,
     tool: &str,
 ) -> Decision {
-    let strictest = config
+    let subject = Subject {
+        module: &descriptor.id,
+        capability: &capability.id,
+        effects: &capability.effects,
+        tool,
+    };
+    strictest_rule(config, &subject).unwrap_or_else(|| default_decision(descriptor, capability))
+}
+
+/// The decision for a tool the host itself provides (listed under the
+/// module id `modhost`): the operator's rules apply to it as to any tool,
+/// and `built_in` is what holds when none matches.
+pub fn decide_built_in(
+    config: &ApprovalConfig,
+    capability: &str,
+    effects: &modproto::Effects,
+    tool: &str,
+    built_in: Decision,
+) -> Decision {
+    let subject = Subject {
+        module: "modhost",
+        capability,
+        effects,
+        tool,
+    };
+    strictest_rule(config, &subject).unwrap_or(built_in)
+}
+
+/// What a rule is matched against.
+struct Subject<'a> {
+    module: &'a str,
+    capability: &'a str,
+    effects: &'a modproto::Effects,
+    tool: &'a str,
+}
+
+/// The strictest rule matching `subject`; of equal verdicts the first in
+/// the file is the one named.
+fn strictest_rule(config: &ApprovalConfig, subject: &Subject<'_>) -> Option<Decision> {
+    let (index, rule) = config
         .rules
         .iter()
         .enumerate()
-        .filter(|(_, rule)| rule_matches(rule, descriptor, capability, tool))
-        // On equal verdicts the first rule in the file is the one named.
+        .filter(|(_, rule)| rule_matches(rule, subject))
         .fold(None::<(usize, &Rule)>, |best, (i, rule)| match best {
             Some((_, b)) if b.decision >= rule.decision => best,
             _ => Some((i, rule)),
-        });
-    match strictest {
-        Some((index, rule)) => Decision {
-            verdict: rule.decision,
-            rule: rule_label(index, rule),
-            from_rule: true,
-        },
-        None => default_decision(descriptor, capability),
-    }
+        })?;
+    Some(Decision {
+        verdict: rule.decision,
+        rule: rule_label(index, rule),
+        from_rule: true,
+    })
 }
 
-fn rule_matches(rule: &Rule, descriptor: &Descriptor, capability: &Capability, tool: &str) -> bool {
+fn rule_matches(rule: &Rule, subject: &Subject<'_>) -> bool {
     rule.tool
         .as_deref()
-        .is_none_or(|pattern| glob_matches(pattern, tool))
-        && rule.module.as_deref().is_none_or(|m| m == descriptor.id)
+        .is_none_or(|pattern| glob_matches(pattern, subject.tool))
+        && rule.module.as_deref().is_none_or(|m| m == subject.module)
         && rule
             .capability
             .as_deref()
-            .is_none_or(|c| c == capability.id)
+            .is_none_or(|c| c == subject.capability)
         && rule
             .effect
-            .is_none_or(|class| effect_matches(class, capability))
+            .is_none_or(|class| effect_matches(class, subject.effects))
 }
 
-fn effect_matches(class: EffectClass, capability: &Capability) -> bool {
-    let effects = &capability.effects;
+fn effect_matches(class: EffectClass, effects: &modproto::Effects) -> bool {
     match class {
         EffectClass::ReadOnly => effects.is_read_only(),
         EffectClass::Writes => !effects.writes.is_empty(),

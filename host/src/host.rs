@@ -45,24 +45,51 @@ pub struct HostOptions {
     /// The home; `None` resolves `$MODHOST_HOME`, then the XDG data dir.
     pub home: Option<PathBuf>,
     /// The workspace granted as the `workspace` root; `None` is the current
-    /// directory, unless that is `/` or the user's home (`$HOME`): then no
-    /// workspace is granted (`default_workspace`).
+    /// directory, unless that is `/` or the user's home (or holds it): then
+    /// no workspace is granted (`default_workspace`).
     pub workspace: Option<PathBuf>,
 }
 
 /// The workspace when none was given: the current directory, unless it is
-/// `/` or `home` (the user's home directory).
+/// never a workspace ([`never_a_workspace`]: `/`, a user's home or a folder
+/// holding one).
 ///
 /// Why not always the current directory: MCP clients start their servers
 /// wherever they happen to run, often `/` or the home directory, and a
 /// workspace there would grant a module the whole filesystem or every file
 /// the user owns. Better no workspace, and a call that needs one refused
 /// with the remedy ([`HostError::NoWorkspace`]).
-pub fn default_workspace(current: &Path, home: Option<&Path>) -> Option<PathBuf> {
+pub fn default_workspace(current: &Path, user_homes: &[PathBuf]) -> Option<PathBuf> {
+    let current = std::fs::canonicalize(current).unwrap_or_else(|_| current.to_path_buf());
+    never_a_workspace(&current, user_homes, &[])
+        .is_none()
+        .then_some(current)
+}
+
+/// Why the canonical directory `path` may never be a workspace, if so: it is
+/// `/`, a user's home (`user_homes`, canonical) or a folder holding one (a
+/// module writing there could write every file the user owns), or it
+/// overlaps a `protected` directory (the modhost home, whose approval rules
+/// and modules a module could rewrite). Checked when a client names a root
+/// and again at each call, by the path as it resolves then: a root swapped
+/// for a link to the home after it was accepted is refused.
+pub(crate) fn never_a_workspace(
+    path: &Path,
+    user_homes: &[PathBuf],
+    protected: &[PathBuf],
+) -> Option<String> {
+    if path == Path::new("/") {
+        return Some("it is the root of the filesystem".into());
+    }
+    if user_homes.iter().any(|home| home.starts_with(path)) {
+        return Some("it is or holds the user's home directory".into());
+    }
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let current = canonical(current);
-    let is_home = home.is_some_and(|h| !h.as_os_str().is_empty() && canonical(h) == current);
-    (current != Path::new("/") && !is_home).then_some(current)
+    protected
+        .iter()
+        .map(|p| canonical(p))
+        .find(|p| p.starts_with(path) || path.starts_with(p))
+        .map(|p| format!("it overlaps the modhost home {}", p.display()))
 }
 
 /// What to do when a call needs a workspace and none is granted.
@@ -132,8 +159,7 @@ impl Host {
             None => {
                 let current = std::env::current_dir()
                     .map_err(|e| HostError::io("read the current directory", Path::new("."), e))?;
-                let home = std::env::var_os("HOME").map(PathBuf::from);
-                default_workspace(&current, home.as_deref())
+                default_workspace(&current, crate::user_home::user_homes())
             }
         };
         let workspace = workspace.map(|dir| check_workspace(&dir)).transpose()?;
@@ -428,16 +454,19 @@ mod tests {
         let home = dir.path().join("home");
         let project = home.join("project");
         std::fs::create_dir_all(&project).unwrap();
-        assert_eq!(default_workspace(Path::new("/"), Some(&home)), None);
-        assert_eq!(default_workspace(&home, Some(&home)), None);
+        let homes = [std::fs::canonicalize(&home).unwrap()];
+        assert_eq!(default_workspace(Path::new("/"), &homes), None);
+        assert_eq!(default_workspace(&home, &homes), None);
         // The same home reached through `..` is still the home.
-        assert_eq!(default_workspace(&project.join(".."), Some(&home)), None);
+        assert_eq!(default_workspace(&project.join(".."), &homes), None);
+        // A folder holding it holds every file the user owns.
+        assert_eq!(default_workspace(dir.path(), &homes), None);
         assert_eq!(
-            default_workspace(&project, Some(&home)),
+            default_workspace(&project, &homes),
             Some(std::fs::canonicalize(&project).unwrap())
         );
         assert_eq!(
-            default_workspace(&home, None),
+            default_workspace(&home, &[]),
             Some(std::fs::canonicalize(&home).unwrap())
         );
     }

@@ -622,9 +622,23 @@ impl Host {
             .check_in(descriptor, &capability.input_schema, &placed.input)
             .map_err(|failure| schema_error(&capability.id, Side::Input, failure))?;
 
-        let workspace = match &request.workspace {
-            CallWorkspace::Given(dir) => Some(crate::host::check_workspace(dir)?),
-            other => other.resolve(self.workspace()).map(Path::to_path_buf),
+        // A given workspace (a client's root) is checked again as it
+        // resolves now: one swapped for a link to the user's home since
+        // the client named it is not granted.
+        let (workspace, withheld) = match &request.workspace {
+            CallWorkspace::Given(dir) => {
+                let dir = crate::host::check_workspace(dir)?;
+                let homes = crate::user_home::user_homes();
+                match crate::host::never_a_workspace(&dir, homes, &[]) {
+                    None => (Some(dir), None),
+                    Some(why) => (
+                        None,
+                        Some(format!("{} is never a workspace: {why}", dir.display())),
+                    ),
+                }
+            }
+            CallWorkspace::Withheld(why) => (None, Some(why.clone())),
+            CallWorkspace::Host => (self.workspace().map(Path::to_path_buf), None),
         };
         // Exactly what the capability names, decided in one place
         // (`grants::authority`): nothing else of the module's roots or
@@ -644,10 +658,10 @@ impl Host {
             .iter()
             .find(|m| m.kind == modproto::RootKind::Workspace.as_str())
         {
-            let why = match (&request.workspace, &workspace) {
-                (CallWorkspace::Withheld(why), _) => why.clone(),
-                (_, None) => "modhost was started in / or the home directory, which are never taken as the workspace".to_owned(),
-                (_, Some(_)) => missing.reason.clone(),
+            let why = match (withheld, &workspace) {
+                (Some(why), _) => why,
+                (None, None) => "modhost was started in / or the home directory, which are never taken as the workspace".to_owned(),
+                (None, Some(_)) => missing.reason.clone(),
             };
             return Err(InvokeError::Host(HostError::NoWorkspace {
                 capability: capability.id.clone(),

@@ -122,6 +122,7 @@ pub(crate) mod request;
 pub(crate) mod runner;
 pub(crate) mod snapshot;
 pub mod tools;
+pub(crate) mod user_home;
 pub(crate) mod validate;
 
 /// The `modhost` command line; `src/main.rs` is `modhost::cli::main()`.

@@ -160,3 +160,97 @@ fn a_client_whose_roots_are_all_refused_gets_no_workspace_not_the_hosts() {
     }
     server.finish();
 }
+
+/// The attack after the check: a client's root accepted as a plain folder
+/// is then swapped for a link to the user's home (here the server's
+/// `$HOME`, whose secret no call may read). Each call checks the root again
+/// as it resolves then: refused, and the secret is not read.
+#[test]
+fn a_client_root_swapped_for_a_link_to_the_users_home_is_refused_at_the_call() {
+    let home = Home::new();
+    home.install_files();
+    let user_home = home.outside();
+    write_file(&user_home, "note.txt", "the user's secret");
+    let root = home.workspace();
+    write_file(&root, "note.txt", "the project's note");
+    let mut server = McpStdio::spawn(&home, None, |command| {
+        command
+            .current_dir("/")
+            .env("HOME", &user_home)
+            .stderr(Stdio::inherit());
+    })
+    .answering_within(ANSWER);
+    server.initialize(&json!({"roots": {}}));
+    let ask = server.next_message(ANSWER);
+    assert_eq!(ask["method"], json!("roots/list"), "{ask}");
+    let uri = format!("file://{}", root.display());
+    server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": uri}]}}));
+    let names = server.tool_names();
+    let read = names
+        .iter()
+        .find(|n| n.starts_with("files") && n.contains("read"))
+        .expect("the files read tool")
+        .clone();
+    let call = json!({"name": read, "arguments": {"path": "note.txt"}});
+    let r = server.request("tools/call", &call);
+    assert_eq!(
+        r["result"]["structuredContent"]["content"],
+        json!("the project's note"),
+        "{r}"
+    );
+    std::fs::rename(&root, home.outside().with_file_name("moved")).expect("move the root");
+    std::os::unix::fs::symlink(&user_home, &root).expect("link the root to the home");
+    let r = server.request("tools/call", &call);
+    assert!(
+        !r.to_string().contains("secret"),
+        "the user's home was read: {r}"
+    );
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    assert!(r.to_string().contains("user's home"), "{r}");
+    server.finish();
+}
+
+/// A server started without `$HOME` (as some clients and service managers
+/// start theirs) still knows the user's home from the password database: a
+/// client root there is refused, not granted.
+#[test]
+fn without_home_set_the_accounts_home_is_still_never_the_workspace() {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").expect("/proc/self").uid();
+    let passwd = std::fs::read_to_string("/etc/passwd").expect("/etc/passwd");
+    let account_home = passwd
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+        .find(|fields| fields.len() > 5 && fields[2] == uid.to_string())
+        .map(|fields| fields[5].to_owned())
+        .expect("this user's entry in /etc/passwd");
+    let home = Home::new();
+    home.install_files();
+    let mut server = McpStdio::spawn(&home, None, |command| {
+        command
+            .current_dir("/")
+            .env_remove("HOME")
+            .stderr(Stdio::inherit());
+    })
+    .answering_within(ANSWER);
+    server.initialize(&json!({"roots": {}}));
+    let ask = server.next_message(ANSWER);
+    let uri = format!("file://{account_home}");
+    server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": uri}]}}));
+    let names = server.tool_names();
+    let list = names
+        .iter()
+        .find(|n| n.starts_with("files") && n.contains("list"))
+        .expect("the files list tool")
+        .clone();
+    let r = server.request("tools/call", &json!({"name": list, "arguments": {}}));
+    // A listing of the home is long: its start says enough.
+    let shown: String = r.to_string().chars().take(400).collect();
+    assert_eq!(
+        r["result"]["isError"],
+        json!(true),
+        "{account_home} was granted: {shown}"
+    );
+    assert!(r.to_string().contains("user's home"), "{shown}");
+    server.finish();
+}

@@ -427,3 +427,35 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
     );
     server.finish();
 }
+
+/// How clients end a stdio server (stdin closed, then SIGTERM; here the
+/// signal alone), a terminal's Ctrl-C and a closed terminal: each ends the
+/// server as EOF does. The call still running (a module that left a
+/// grandchild and sleeps) is killed whole, its grandchild included, which
+/// the module's own parent-death signal would not reach.
+#[test]
+fn a_termination_signal_ends_every_call_and_its_grandchildren_as_eof_does() {
+    for signal in ["TERM", "INT", "HUP"] {
+        let home = Home::new();
+        home.install(Fixture::Grandchild, "grandchild");
+        let ws = home.workspace();
+        let mut server = start_server(&home, &ws, &home.outside(), &[]);
+        let tool = tool_named(&mut server, "grandchild", "run");
+        server.send_request(
+            "tools/call",
+            &json!({"name": tool, "arguments": {"hang": true}}),
+        );
+        let started = Instant::now();
+        while home.live_module_processes().len() < 2 {
+            assert!(
+                started.elapsed() < ANSWER,
+                "the call and its grandchild did not start: {:?}",
+                home.live_module_processes()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server.terminate(signal);
+        let left = wait_until_empty(|| home.live_module_processes());
+        assert!(left.is_empty(), "SIG{signal} left processes: {left:?}");
+    }
+}

@@ -216,6 +216,35 @@ impl McpStdio {
             .unwrap_or_else(|e| panic!("modhost mcp did not answer within {limit:?}: {e}"))
     }
 
+    /// Send the server `SIG<signal>` (`TERM`, `INT`, `HUP`) with stdin still
+    /// open; it must exit, successfully, within the answer time.
+    #[track_caller]
+    pub fn terminate(mut self, signal: &str) {
+        let sent = Command::new("kill")
+            .arg("-s")
+            .arg(signal)
+            .arg(self.pid().to_string())
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -s {signal}");
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait for modhost mcp") {
+                assert!(
+                    status.success(),
+                    "modhost mcp exited with {status} on SIG{signal}"
+                );
+                return;
+            }
+            assert!(
+                started.elapsed() < self.answer_within,
+                "modhost mcp did not exit within {:?} of SIG{signal}",
+                self.answer_within
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Close stdin; the server must exit, successfully, within the answer
     /// time.
     #[track_caller]

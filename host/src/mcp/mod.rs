@@ -29,11 +29,15 @@
 //!   client without roots or that lists none, the host's workspace applies
 //!   (`--workspace`, else `MODHOST_WORKSPACE`, else the current directory
 //!   unless that is `/` or the home). A client whose roots are all refused
-//!   (`roots.rs`) gets no workspace at all, never the host's: its calls
-//!   would otherwise act on a folder it did not name.
+//!   (`roots.rs`) gets no workspace at all for the calls of its
+//!   connection, never the host's: they would otherwise act on a folder it
+//!   did not name. (A stateless request carries no roots and gets the
+//!   host's, as a client without roots does.) A root is checked again at
+//!   each call as it resolves then (`host::never_a_workspace`).
 //! - **EOF ends everything.** When stdin closes, every running call is
 //!   aborted and awaited before [`serve`] returns, so no module process
-//!   outlives the server.
+//!   outlives the server. [`serve_stdio`] ends the same way on SIGTERM (the
+//!   MCP stdio shutdown's second step), SIGINT and SIGHUP.
 //! - **Policy stays the host's.** Denied tools are never listed and cannot be
 //!   called. Tools whose verdict is `ask` are listed (the same predicate,
 //!   `ToolDef::is_offered`, decides `modhost tools`), and each call asks the
@@ -72,7 +76,7 @@ mod tests_attacks;
 mod tests_eras;
 
 pub use backend::Backend;
-pub use server::serve;
+pub use server::{serve, serve_until};
 
 /// The host's tools as an MCP backend.
 #[derive(Debug)]
@@ -151,12 +155,36 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
 /// switches per line that showed up in `tools/call` latency on small
 /// machines. Anything else (a terminal, a file) falls back to those.
 pub async fn serve_stdio<B: Backend>(backend: Arc<B>) -> std::io::Result<()> {
+    let stop = termination();
     #[cfg(unix)]
     if let Some((reader, writer)) = stdio_pipes() {
-        return serve(tokio::io::BufReader::new(reader), writer, backend).await;
+        return serve_until(tokio::io::BufReader::new(reader), writer, backend, stop).await;
     }
     let stdin = tokio::io::BufReader::new(tokio::io::stdin());
-    serve(stdin, tokio::io::stdout(), backend).await
+    serve_until(stdin, tokio::io::stdout(), backend, stop).await
+}
+
+/// Completes on SIGTERM, SIGINT or SIGHUP: how a client (the MCP stdio
+/// transport's shutdown: close stdin, then SIGTERM), a terminal or a
+/// service manager ends a server. The server then ends as at EOF, its
+/// calls' process groups killed, rather than dying with them still
+/// running. A signal that cannot be watched is never awaited.
+async fn termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let watch = |kind| async move {
+        match signal(kind) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = watch(SignalKind::terminate()) => {}
+        () = watch(SignalKind::interrupt()) => {}
+        () = watch(SignalKind::hangup()) => {}
+    }
+    tracing::info!("a termination signal: ending every call, then the server");
 }
 
 /// Stdin and stdout as non-blocking pipe ends, when both are pipes.

@@ -9,7 +9,7 @@
 //! not the host's; one that lists none keeps the host's.
 //!
 //! A root is the client's word, so it is held to the rule the host's own
-//! default workspace follows (`host::default_workspace`): `/` and the user's
+//! default workspace follows (`host::never_a_workspace`): `/` and the user's
 //! home directory (or a folder holding it) are never a workspace (a module
 //! writing there could write every file the user owns), and neither is any
 //! directory that overlaps
@@ -17,9 +17,11 @@
 //! that workspace could rewrite `config.toml`'s approval rules or an
 //! installed module's bytes, and so run what the user never approved.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
+
+use crate::host::never_a_workspace;
 
 /// The workspace the client's roots name, from a `roots/list` result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,8 +64,8 @@ pub fn workspace_from_roots(
         };
         match std::fs::canonicalize(&path) {
             Ok(path) if path.is_dir() => {
-                let user_home = std::env::var_os("HOME").map(PathBuf::from);
-                if let Some(why) = never_a_workspace(&path, user_home.as_deref(), protected) {
+                let user_homes = crate::user_home::user_homes();
+                if let Some(why) = never_a_workspace(&path, user_homes, protected) {
                     problems.push(format!("{} is never granted: {why}", path.display()));
                     continue;
                 }
@@ -80,30 +82,6 @@ pub fn workspace_from_roots(
         return Err(NoWorkspace::NoRoots);
     }
     Err(NoWorkspace::Refused(problems.join("; ")))
-}
-
-/// Why the canonical directory `path` may not be a workspace, if so: it is
-/// `/`, the user's home (`user_home`) or a folder holding it, or it overlaps
-/// a `protected` directory.
-pub(crate) fn never_a_workspace(
-    path: &Path,
-    user_home: Option<&Path>,
-    protected: &[PathBuf],
-) -> Option<String> {
-    if path == Path::new("/") {
-        return Some("it is the root of the filesystem".into());
-    }
-    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    if let Some(home) = user_home.filter(|h| !h.as_os_str().is_empty())
-        && canonical(home).starts_with(path)
-    {
-        return Some("it is or holds the user's home directory".into());
-    }
-    protected
-        .iter()
-        .map(|p| canonical(p))
-        .find(|p| p.starts_with(path) || path.starts_with(p))
-        .map(|p| format!("it overlaps the modhost home {}", p.display()))
 }
 
 /// The path of a `file://` URI (`file:///a%20b` is `/a b`); `None` for any

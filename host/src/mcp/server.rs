@@ -87,6 +87,24 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
     B: Backend,
 {
+    serve_until(reader, writer, backend, std::future::pending()).await
+}
+
+/// [`serve`], ending also when `stop` completes (a termination signal), in
+/// the same way as at EOF: every running call is aborted and awaited, so
+/// its module's process group is gone before this returns.
+pub async fn serve_until<R, W, B>(
+    reader: R,
+    writer: W,
+    backend: Arc<B>,
+    stop: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+    B: Backend,
+{
+    let mut stop = std::pin::pin!(stop);
     let (outbox, mut queue) = mpsc::channel::<String>(OUTBOX_LINES);
     // One writer keeps lines whole: responses and notifications from
     // concurrent calls never interleave mid-line.
@@ -126,7 +144,12 @@ where
     let mut reader = reader;
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
     let read_result = loop {
-        let framed = match line::next_line(&mut reader, &mut framer).await {
+        // A line cut short by the stop is never served: the server ends.
+        let next = tokio::select! {
+            next = line::next_line(&mut reader, &mut framer) => next,
+            () = &mut stop => break Ok(()),
+        };
+        let framed = match next {
             Ok(Some(framed)) => framed,
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
@@ -164,8 +187,9 @@ where
             }
         }
     };
-    // EOF (or a broken stdin): stop every call, and wait until each one's
-    // future is dropped, so its module process is gone before we return.
+    // EOF, a broken stdin or the stop: end every call, and wait until each
+    // one's future is dropped, so its module process is gone before we
+    // return.
     if let Some(announcer) = announcer {
         announcer.abort();
     }

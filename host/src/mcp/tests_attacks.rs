@@ -743,7 +743,7 @@ async fn a_reused_request_id_cannot_leave_a_cancelled_call_waiting_for_a_yes() {
 
 #[test]
 fn no_folder_holding_the_users_home_or_overlapping_the_modhost_home_is_a_workspace() {
-    use super::roots::never_a_workspace;
+    use crate::host::never_a_workspace;
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let user_home = root.join("home/alice");
@@ -753,7 +753,8 @@ fn no_folder_holding_the_users_home_or_overlapping_the_modhost_home_is_a_workspa
         std::fs::create_dir_all(d).unwrap();
     }
     let protected = [modhost_home.clone()];
-    let refused = |p: &Path| never_a_workspace(p, Some(&user_home), &protected);
+    let user_homes = [user_home.clone()];
+    let refused = |p: &Path| never_a_workspace(p, &user_homes, &protected);
     for p in [
         Path::new("/"),
         root.as_path(),

@@ -516,7 +516,7 @@ mod tests {
             component("asks"),
         ];
         let tools = [
-            knowledge_tool::definition(&[]),
+            knowledge_tool::definition(&[], &Default::default()),
             tool("modhost", Verdict::Deny),
             tool("allowed", Verdict::Allow),
             tool("asks", Verdict::Ask),

@@ -8,12 +8,15 @@ use modproto::{Cost, Effects};
 use serde_json::{Value, json};
 
 use super::{Hints, ModuleEntry, ToolDef, ToolOutcome};
-use crate::approval::{Decision, Verdict};
+use crate::approval::{self, ApprovalConfig, Decision, Verdict};
 use crate::knowledge::{self, Selection};
 
 /// The knowledge tool's name; `modhost` is not a module id any module can
 /// take without colliding (and being refused) at registration.
 pub const KNOWLEDGE_TOOL: &str = "modhost__knowledge";
+
+/// Its capability id, for approval rules that name one.
+const CAPABILITY: &str = "knowledge";
 
 /// Whether the tool is offered: only when some module ships knowledge (a
 /// tool that can only answer "nothing here" is noise in every agent's
@@ -30,8 +33,10 @@ pub(crate) fn is_this(tool: &ToolDef) -> bool {
 }
 
 /// The tool's definition; the module list is spelled out in the schema so a
-/// model cannot guess a module that is not there.
-pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
+/// model cannot guess a module that is not there. It is allowed unless an
+/// approval rule of the operator's says otherwise (`tool =
+/// "modhost__knowledge"`, `module = "modhost"`, or a rule for every tool).
+pub fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> ToolDef {
     let ids: Vec<&str> = modules
         .iter()
         .filter(|m| !m.descriptor.knowledge.is_empty())
@@ -41,10 +46,14 @@ pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
     if !ids.is_empty() {
         module_schema["enum"] = json!(ids);
     }
+    let effects = Effects {
+        cost: Cost::Trivial,
+        ..Effects::default()
+    };
     ToolDef {
         name: KNOWLEDGE_TOOL.to_owned(),
         module: "modhost".to_owned(),
-        capability: "knowledge".to_owned(),
+        capability: CAPABILITY.to_owned(),
         title: "Module knowledge".to_owned(),
         description: "Read the guides a module ships for agents (its overlays, or one skill by id). \
                       Each document comes with a line naming the module, version, document and sha256 \
@@ -61,13 +70,19 @@ pub fn definition(modules: &[ModuleEntry]) -> ToolDef {
             "additionalProperties": false
         }),
         output_schema: None,
-        effects: Effects { cost: Cost::Trivial, ..Effects::default() },
+        approval: approval::decide_built_in(
+            approval,
+            CAPABILITY,
+            &effects,
+            KNOWLEDGE_TOOL,
+            Decision {
+                verdict: Verdict::Allow,
+                rule: "built-in: reads verified module knowledge only".to_owned(),
+                from_rule: false,
+            },
+        ),
+        effects,
         hints: Hints { read_only: true, destructive: false, idempotent: true, open_world: false },
-        approval: Decision {
-            verdict: Verdict::Allow,
-            rule: "built-in: reads verified module knowledge only".to_owned(),
-            from_rule: false,
-        },
     }
 }
 

@@ -26,7 +26,7 @@ pub fn build_registry(
     approval: &ApprovalConfig,
     overrides: &BTreeMap<String, CapabilityOverride>,
 ) -> Registry {
-    let mut candidates = vec![knowledge_tool::definition(modules)];
+    let mut candidates = vec![knowledge_tool::definition(modules, approval)];
     for module in modules {
         let d = &module.descriptor;
         for c in &d.capabilities {

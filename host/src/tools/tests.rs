@@ -124,6 +124,62 @@ fn the_knowledge_tool_is_listed_only_when_some_module_ships_knowledge() {
     );
 }
 
+/// The operator's rules reach the built-in knowledge tool as any other: a
+/// rule naming it, or one for every tool, denies it (never listed, and a
+/// direct call refused), and an `ask` makes it wait for approval.
+#[tokio::test]
+async fn the_operators_rules_apply_to_the_knowledge_tool() {
+    let mut d = (*module("files", &json!([cap("files.search", &json!({}))])).descriptor).clone();
+    d.knowledge = serde_json::from_value(json!({"overlays": [
+        {"id": "guide", "path": "guide.md", "sha256": "0".repeat(64)}
+    ]}))
+    .unwrap();
+    let guided = ModuleEntry {
+        descriptor: Arc::new(d),
+        dir: None,
+    };
+    let knowledge = |rules: &str| {
+        let approval: ApprovalConfig = toml::from_str(rules).unwrap();
+        let r = build_registry(std::slice::from_ref(&guided), &approval, &BTreeMap::new());
+        r.tools
+            .into_iter()
+            .find(|t| t.name == KNOWLEDGE_TOOL)
+            .unwrap()
+    };
+    assert_eq!(knowledge("").approval.verdict, Verdict::Allow);
+    for rule in [
+        "tool = \"modhost__knowledge\"",
+        "module = \"modhost\"",
+        "tool = \"*\"",
+        "effect = \"read-only\"",
+    ] {
+        let denied = knowledge(&format!("[[rules]]\n{rule}\ndecision = \"deny\"\n"));
+        assert_eq!(denied.approval.verdict, Verdict::Deny, "{rule}");
+        assert!(!denied.is_offered(), "{rule}");
+    }
+    let asks = knowledge("[[rules]]\ntool = \"modhost__*\"\ndecision = \"ask\"\n");
+    assert_eq!(asks.approval.verdict, Verdict::Ask);
+    let home = tempfile::tempdir().unwrap();
+    let approval: ApprovalConfig =
+        toml::from_str("[[rules]]\nmodule = \"modhost\"\ndecision = \"deny\"\n").unwrap();
+    let tb = Toolbox::new(
+        vec![guided.clone()],
+        &approval,
+        &BTreeMap::new(),
+        RecordingInvoker::default(),
+        HomeLayout::new(home.path()),
+        None,
+    );
+    let refused = tb
+        .call(KNOWLEDGE_TOOL, json!({"module": "files"}), None, None)
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("deny") || refused.to_string().contains("denied"),
+        "{refused}"
+    );
+}
+
 #[test]
 fn ask_is_offered_and_deny_is_not() {
     let m = module("net", &json!([cap("net.get", &json!({"network": true}))]));
