@@ -68,7 +68,9 @@ pub fn default_workspace(current: &Path, user_homes: &[PathBuf]) -> Option<PathB
 
 /// Why the canonical directory `path` may never be a workspace, if so: it is
 /// `/`, a user's home (`user_homes`, canonical) or a folder holding one (a
-/// module writing there could write every file the user owns), or it
+/// module writing there could write every file the user owns), it is or
+/// holds one of the kernel's filesystems (`/proc`, `/sys`, `/dev`: a module
+/// writing there as root could write a disk or a kernel setting), or it
 /// overlaps a `protected` directory (the modhost home, whose approval rules
 /// and modules a module could rewrite). Checked when a client names a root
 /// and again at each call, by the path as it resolves then: a root swapped
@@ -83,6 +85,11 @@ pub(crate) fn never_a_workspace(
     }
     if user_homes.iter().any(|home| home.starts_with(path)) {
         return Some("it is or holds the user's home directory".into());
+    }
+    if let Some(fstype) = crate::mount_table::current().kernel_filesystem(path) {
+        return Some(format!(
+            "it is or holds the kernel's `{fstype}` filesystem (processes, settings or devices, not a project)"
+        ));
     }
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     protected

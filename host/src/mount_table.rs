@@ -23,6 +23,30 @@ use std::sync::{Arc, Mutex};
 
 const MOUNTINFO: &str = "/proc/self/mountinfo";
 
+/// Filesystems that show the kernel's objects (processes, settings,
+/// devices, control groups, tracing) rather than files someone wrote.
+const KERNEL_FILESYSTEMS: &[&str] = &[
+    "proc",
+    "sysfs",
+    "devtmpfs",
+    "devpts",
+    "cgroup",
+    "cgroup2",
+    "securityfs",
+    "debugfs",
+    "tracefs",
+    "bpf",
+    "configfs",
+    "efivarfs",
+    "pstore",
+    "fusectl",
+    "binfmt_misc",
+    "mqueue",
+    "hugetlbfs",
+    "selinuxfs",
+    "nsfs",
+];
+
 /// One line of the mount table: what is mounted where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mount {
@@ -32,6 +56,8 @@ struct Mount {
     root: PathBuf,
     /// Where it is mounted, in this namespace.
     mount_point: PathBuf,
+    /// The filesystem type (`ext4`, `proc`, ...).
+    fstype: String,
 }
 
 /// A path's place: its filesystem, and its path inside that filesystem.
@@ -67,10 +93,13 @@ impl MountTable {
                 let device = fields.nth(2)?;
                 let root = fields.next()?;
                 let mount_point = fields.next()?;
+                // Optional fields, then `-`, then the filesystem type.
+                let fstype = fields.skip_while(|&f| f != b"-").nth(1)?;
                 Some(Mount {
                     device: String::from_utf8_lossy(device).into_owned(),
                     root: unescape(root),
                     mount_point: unescape(mount_point),
+                    fstype: String::from_utf8_lossy(fstype).into_owned(),
                 })
             })
             .collect();
@@ -91,6 +120,27 @@ impl MountTable {
             device: mount.device.clone(),
             inside: mount.root.join(rest),
         })
+    }
+
+    /// The kernel's own filesystem (`proc`, `sysfs`, `devtmpfs`, ...) that
+    /// shows at or under the canonical `path`, if one does: no project
+    /// lives there, and a module granted it would reach processes, kernel
+    /// settings or devices.
+    pub(crate) fn kernel_filesystem(&self, path: &Path) -> Option<&str> {
+        let innermost = self
+            .mounts
+            .iter()
+            .filter(|m| path.starts_with(&m.mount_point))
+            .max_by_key(|m| m.mount_point.components().count());
+        let below = self
+            .mounts
+            .iter()
+            .filter(|m| m.mount_point.starts_with(path));
+        innermost
+            .into_iter()
+            .chain(below)
+            .map(|m| m.fstype.as_str())
+            .find(|fstype| KERNEL_FILESYSTEMS.contains(fstype))
     }
 
     /// Everything reachable at or under the canonical `path`: its own place,
@@ -282,6 +332,14 @@ mod tests {
         );
         assert!(!overlap("/mnt", "/root"), "nothing shared");
         assert!(!overlap("/srv", "/proc"));
+        assert_eq!(table.kernel_filesystem(Path::new("/proc/1")), Some("proc"));
+        assert_eq!(
+            table.kernel_filesystem(Path::new("/")),
+            Some("proc"),
+            "holds /proc"
+        );
+        assert_eq!(table.kernel_filesystem(Path::new("/mnt/a")), None);
+        assert_eq!(table.kernel_filesystem(Path::new("/srv")), None);
     }
 
     #[test]

@@ -763,6 +763,12 @@ fn no_folder_holding_the_users_home_or_overlapping_the_modhost_home_is_a_workspa
         &root.join("srv"),
         &modhost_home,
         &modhost_home.join("modules"),
+        // The kernel's filesystems: processes, settings, devices.
+        Path::new("/proc"),
+        Path::new("/proc/self"),
+        Path::new("/sys"),
+        Path::new("/dev"),
+        Path::new("/dev/pts"),
     ] {
         assert!(refused(p).is_some(), "{} was granted", p.display());
     }
