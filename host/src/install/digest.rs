@@ -54,7 +54,20 @@ pub fn receive(source: &Path, into: &Path, expected: Option<&str>) -> Result<Str
         path: into.to_path_buf(),
         source: source_error,
     };
-    let mut file = std::fs::File::open(source).map_err(read_error)?;
+    // Without blocking: a FIFO swapped in for the file after the caller
+    // looked would hold the open until someone writes it. Only a regular
+    // file is read (`O_NONBLOCK` does not change its reads).
+    let mut file = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(source)
+        .map_err(read_error)?;
+    if !file.metadata().map_err(read_error)?.is_file() {
+        return Err(read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (it changed since it was looked at)",
+        )));
+    }
     let mut copy = std::fs::File::options()
         .write(true)
         .create_new(true)
@@ -120,6 +133,23 @@ mod tests {
         let (digest, copy) = received("abc", Some(&format!(" {} ", ABC.to_uppercase())));
         assert_eq!(digest.unwrap(), ABC);
         assert_eq!(copy, b"abc");
+    }
+
+    /// A FIFO swapped in for the file (nobody writes it) is refused at
+    /// once, not waited on.
+    #[test]
+    fn a_fifo_is_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("f");
+        crate::test_modules::make_fifo(&fifo, 0o600);
+        let copy = dir.path().join("copy");
+        let (done, result) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done.send(receive(&fifo, &copy, None).map(|_| ())));
+        let result = result
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("receive waited on the FIFO");
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
     }
 
     #[test]

@@ -104,12 +104,15 @@ fn copy_tree(source: &Path, tree: &module_tree::Tree, target: &Path) -> Result<(
     Ok(())
 }
 
-/// `relative` opened for reading beneath `root`, through no link of any kind.
+/// `relative` opened for reading beneath `root`, through no link of any kind;
+/// without blocking (a FIFO swapped in would otherwise hold the open until
+/// someone writes it; the caller refuses anything but a regular file, whose
+/// reads `O_NONBLOCK` does not change).
 fn open_beneath(root: &OwnedFd, relative: &Path) -> std::io::Result<std::fs::File> {
     let fd = rustix::fs::openat2(
         root,
         relative,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
         Mode::empty(),
         ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )?;
@@ -158,7 +161,7 @@ mod tests {
         std::fs::create_dir_all(source.join("knowledge")).unwrap();
         std::fs::write(source.join("m"), "#!/bin/sh\n").unwrap();
         std::fs::write(source.join("knowledge/a.md"), "a").unwrap();
-        let swaps: [(&str, &dyn Fn()); 2] = [
+        let swaps: [(&str, &dyn Fn()); 3] = [
             ("a file", &|| {
                 std::fs::remove_file(source.join("knowledge/a.md")).unwrap();
                 std::os::unix::fs::symlink(secret.join("a.md"), source.join("knowledge/a.md"))
@@ -168,12 +171,24 @@ mod tests {
                 std::fs::remove_dir_all(source.join("knowledge")).unwrap();
                 std::os::unix::fs::symlink(&secret, source.join("knowledge")).unwrap();
             }),
+            // Nobody writes it: an open that waited would hang the install.
+            ("a FIFO", &|| {
+                std::fs::remove_file(source.join("knowledge/a.md")).unwrap();
+                crate::test_modules::make_fifo(&source.join("knowledge/a.md"), 0o600);
+            }),
         ];
         for (i, (what, swap)) in swaps.into_iter().enumerate() {
             let tree = module_tree::walk(&source).unwrap();
             swap();
             let copy = dir.path().join(format!("copy{i}"));
-            let err = copy_tree(&source, &tree, &copy).unwrap_err();
+            // On its own thread: a copy that waited on the FIFO fails here.
+            let (done, copied) = std::sync::mpsc::channel();
+            let (from, to) = (source.clone(), copy.clone());
+            std::thread::spawn(move || done.send(copy_tree(&from, &tree, &to)));
+            let err = copied
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("{what}: the copy waited"))
+                .unwrap_err();
             assert!(matches!(err, FolderError::Changed { .. }), "{what}: {err}");
             let copied = std::fs::read_to_string(copy.join("knowledge/a.md")).unwrap_or_default();
             assert!(!copied.contains("secret"), "{what}: the link was followed");
