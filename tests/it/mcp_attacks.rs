@@ -46,12 +46,7 @@ fn a_client_root_holding_the_modhost_home_is_never_the_workspace() {
             {"uri": "file:///"}, uri(&user_home), uri(&above_home), uri(&home.path()),
         ]}}),
     );
-    let names = server.tool_names();
-    let read = names
-        .iter()
-        .find(|n| n.starts_with("files") && n.contains("read"))
-        .expect("the files read tool")
-        .clone();
+    let read = server.tool_named("files", "read");
     // Relative to each of those roots in turn.
     let config = home.path().join("config.toml");
     let from_slash = config.strip_prefix("/").expect("absolute").to_owned();
@@ -111,18 +106,8 @@ fn a_client_whose_roots_are_all_refused_gets_no_workspace_not_the_hosts() {
     server.initialize(&json!({"roots": {"listChanged": true}}));
     let uri = |p: &Path| json!({"uri": format!("file://{}", p.display())});
     let refused = json!([{"uri": "file:///"}, uri(&home.path())]);
-    let answer_roots = |server: &mut McpStdio, roots: &serde_json::Value| {
-        let ask = server.next_message(ANSWER);
-        assert_eq!(ask["method"], json!("roots/list"), "{ask}");
-        server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": roots}}));
-    };
-    answer_roots(&mut server, &refused);
-    let names = server.tool_names();
-    let read = names
-        .iter()
-        .find(|n| n.starts_with("files") && n.contains("read"))
-        .expect("the files read tool")
-        .clone();
+    server.answer_roots(&refused);
+    let read = server.tool_named("files", "read");
     let read_note = |server: &mut McpStdio| {
         server.request(
             "tools/call",
@@ -147,7 +132,7 @@ fn a_client_whose_roots_are_all_refused_gets_no_workspace_not_the_hosts() {
         (json!([]), Some("the host's note")),
     ] {
         server.send(&change);
-        answer_roots(&mut server, &roots);
+        server.answer_roots(&roots);
         let r = read_note(&mut server);
         match expected {
             Some(note) => assert_eq!(
@@ -181,16 +166,8 @@ fn a_client_root_swapped_for_a_link_to_the_users_home_is_refused_at_the_call() {
     })
     .answering_within(ANSWER);
     server.initialize(&json!({"roots": {}}));
-    let ask = server.next_message(ANSWER);
-    assert_eq!(ask["method"], json!("roots/list"), "{ask}");
-    let uri = format!("file://{}", root.display());
-    server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": uri}]}}));
-    let names = server.tool_names();
-    let read = names
-        .iter()
-        .find(|n| n.starts_with("files") && n.contains("read"))
-        .expect("the files read tool")
-        .clone();
+    server.answer_roots(&json!([{"uri": format!("file://{}", root.display())}]));
+    let read = server.tool_named("files", "read");
     let call = json!({"name": read, "arguments": {"path": "note.txt"}});
     let r = server.request("tools/call", &call);
     assert_eq!(
@@ -234,15 +211,8 @@ fn without_home_set_the_accounts_home_is_still_never_the_workspace() {
     })
     .answering_within(ANSWER);
     server.initialize(&json!({"roots": {}}));
-    let ask = server.next_message(ANSWER);
-    let uri = format!("file://{account_home}");
-    server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": [{"uri": uri}]}}));
-    let names = server.tool_names();
-    let list = names
-        .iter()
-        .find(|n| n.starts_with("files") && n.contains("list"))
-        .expect("the files list tool")
-        .clone();
+    server.answer_roots(&json!([{"uri": format!("file://{account_home}")}]));
+    let list = server.tool_named("files", "list");
     let r = server.request("tools/call", &json!({"name": list, "arguments": {}}));
     // A listing of the home is long: its start says enough.
     let shown: String = r.to_string().chars().take(400).collect();

@@ -47,17 +47,6 @@ fn start_server(home: &Home, cwd: &Path, user_home: &Path, env: &[(&str, &Path)]
     server
 }
 
-/// The name of the first listed tool that starts with `prefix` and contains
-/// `contains`.
-fn tool_named(server: &mut McpStdio, prefix: &str, contains: &str) -> String {
-    let names = server.tool_names();
-    names
-        .iter()
-        .find(|n| n.starts_with(prefix) && n.contains(contains))
-        .unwrap_or_else(|| panic!("no tool {prefix}…{contains}… in {names:?}"))
-        .clone()
-}
-
 /// The server's peak resident set (`VmHWM`), in KiB.
 fn peak_rss_kib(server: &McpStdio) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid()))
@@ -176,7 +165,7 @@ fn a_component_stuck_opening_a_fifo_in_its_root_holds_neither_the_server_nor_its
         .unwrap();
     assert!(made.success());
     let mut server = start_server(&home, &ws, &home.outside(), &[]);
-    let tool = tool_named(&mut server, "echo", "run");
+    let tool = server.tool_named("echo", "run");
     let began = Instant::now();
     let stuck = server.send_request(
         "tools/call",
@@ -215,7 +204,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
     home.write_config("[limits]\ndeadline_ms = 20000\n");
     let ws = home.workspace();
     let mut server = start_server(&home, &ws, &home.outside(), &[]);
-    let tool = tool_named(&mut server, "hang", "run");
+    let tool = server.tool_named("hang", "run");
     let cap = 16; // modhost::mcp::MAX_CONCURRENT_CALLS
     let calls: Vec<u64> = (0..cap)
         .map(|_| server.send_request("tools/call", &json!({"name": tool, "arguments": {}})))
@@ -264,7 +253,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
 /// `files.read` of `note.txt`, through an MCP server started in `cwd`.
 fn read_note_over_mcp(home: &Home, cwd: &Path, user_home: &Path, env: &[(&str, &Path)]) -> Value {
     let mut server = start_server(home, cwd, user_home, env);
-    let tool = tool_named(&mut server, "files", "read");
+    let tool = server.tool_named("files", "read");
     let response = server.request(
         "tools/call",
         &json!({"name": tool, "arguments": {"path": "note.txt"}}),
@@ -414,7 +403,7 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
             {"uri": format!("file://{}", other.display())},
         ]}}),
     );
-    let tool = tool_named(&mut server, "files", "read");
+    let tool = server.tool_named("files", "read");
     let read = server.request(
         "tools/call",
         &json!({"name": tool, "arguments": {"path": "note.txt"}}),
@@ -440,7 +429,7 @@ fn a_termination_signal_ends_every_call_and_its_grandchildren_as_eof_does() {
         home.install(Fixture::Grandchild, "grandchild");
         let ws = home.workspace();
         let mut server = start_server(&home, &ws, &home.outside(), &[]);
-        let tool = tool_named(&mut server, "grandchild", "run");
+        let tool = server.tool_named("grandchild", "run");
         server.send_request(
             "tools/call",
             &json!({"name": tool, "arguments": {"hang": true}}),

@@ -187,6 +187,27 @@ impl McpStdio {
             .collect()
     }
 
+    /// The name of the first listed tool that starts with `prefix` and
+    /// contains `contains`.
+    #[track_caller]
+    pub fn tool_named(&mut self, prefix: &str, contains: &str) -> String {
+        let names = self.tool_names();
+        names
+            .iter()
+            .find(|n| n.starts_with(prefix) && n.contains(contains))
+            .unwrap_or_else(|| panic!("no tool {prefix}…{contains}… in {names:?}"))
+            .clone()
+    }
+
+    /// Wait for the server's `roots/list` request and answer it with
+    /// `roots` (an array of MCP `Root` objects).
+    #[track_caller]
+    pub fn answer_roots(&mut self, roots: &Value) {
+        let ask = self.next_message(self.answer_within);
+        assert_eq!(ask["method"], json!("roots/list"), "{ask}");
+        self.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"roots": roots}}));
+    }
+
     /// The next response, whatever its id (notifications and server
     /// requests on the way are skipped and kept).
     #[track_caller]
@@ -227,22 +248,7 @@ impl McpStdio {
             .status()
             .expect("run kill");
         assert!(sent.success(), "kill -s {signal}");
-        let started = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for modhost mcp") {
-                assert!(
-                    status.success(),
-                    "modhost mcp exited with {status} on SIG{signal}"
-                );
-                return;
-            }
-            assert!(
-                started.elapsed() < self.answer_within,
-                "modhost mcp did not exit within {:?} of SIG{signal}",
-                self.answer_within
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.exits_successfully(&format!("SIG{signal}"));
     }
 
     /// Close stdin; the server must exit, successfully, within the answer
@@ -250,15 +256,24 @@ impl McpStdio {
     #[track_caller]
     pub fn finish(mut self) {
         drop(self.stdin.take());
+        self.exits_successfully("its stdin closing");
+    }
+
+    /// The server exits, successfully, within the answer time of `cause`.
+    #[track_caller]
+    fn exits_successfully(&mut self, cause: &str) {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait for modhost mcp") {
-                assert!(status.success(), "modhost mcp exited with {status}");
+                assert!(
+                    status.success(),
+                    "modhost mcp exited with {status} on {cause}"
+                );
                 return;
             }
             assert!(
                 started.elapsed() < self.answer_within,
-                "modhost mcp did not exit within {:?} of its stdin closing",
+                "modhost mcp did not exit within {:?} of {cause}",
                 self.answer_within
             );
             std::thread::sleep(Duration::from_millis(20));

@@ -98,6 +98,19 @@ fn colliding_names_are_both_refused_and_named() {
     assert!(r.problems[0].contains("knowledge of module modhost"));
 }
 
+/// The module `files` with one capability and a knowledge overlay.
+fn guided() -> ModuleEntry {
+    let mut d = (*module("files", &json!([cap("files.search", &json!({}))])).descriptor).clone();
+    d.knowledge = serde_json::from_value(json!({"overlays": [
+        {"id": "guide", "path": "guide.md", "sha256": "0".repeat(64)}
+    ]}))
+    .unwrap();
+    ModuleEntry {
+        descriptor: Arc::new(d),
+        dir: None,
+    }
+}
+
 #[test]
 fn the_knowledge_tool_is_listed_only_when_some_module_ships_knowledge() {
     let plain = module("files", &json!([cap("files.search", &json!({}))]));
@@ -107,16 +120,7 @@ fn the_knowledge_tool_is_listed_only_when_some_module_ships_knowledge() {
         &BTreeMap::new(),
     );
     assert!(r.tools.iter().all(|t| t.name != KNOWLEDGE_TOOL));
-    let mut d = (*plain.descriptor).clone();
-    d.knowledge = serde_json::from_value(json!({"overlays": [
-        {"id": "guide", "path": "guide.md", "sha256": "0".repeat(64)}
-    ]}))
-    .unwrap();
-    let guided = ModuleEntry {
-        descriptor: Arc::new(d),
-        dir: None,
-    };
-    let r = build_registry(&[guided], &ApprovalConfig::default(), &BTreeMap::new());
+    let r = build_registry(&[guided()], &ApprovalConfig::default(), &BTreeMap::new());
     assert_eq!(r.tools[0].name, KNOWLEDGE_TOOL);
     assert_eq!(
         r.tools[0].input_schema["properties"]["module"]["enum"],
@@ -129,15 +133,7 @@ fn the_knowledge_tool_is_listed_only_when_some_module_ships_knowledge() {
 /// direct call refused), and an `ask` makes it wait for approval.
 #[tokio::test]
 async fn the_operators_rules_apply_to_the_knowledge_tool() {
-    let mut d = (*module("files", &json!([cap("files.search", &json!({}))])).descriptor).clone();
-    d.knowledge = serde_json::from_value(json!({"overlays": [
-        {"id": "guide", "path": "guide.md", "sha256": "0".repeat(64)}
-    ]}))
-    .unwrap();
-    let guided = ModuleEntry {
-        descriptor: Arc::new(d),
-        dir: None,
-    };
+    let guided = guided();
     let knowledge = |rules: &str| {
         let approval: ApprovalConfig = toml::from_str(rules).unwrap();
         let r = build_registry(std::slice::from_ref(&guided), &approval, &BTreeMap::new());
