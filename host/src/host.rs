@@ -66,6 +66,10 @@ pub fn default_workspace(current: &Path, user_homes: &[PathBuf]) -> Option<PathB
         .then_some(current)
 }
 
+/// Folders that are never a workspace whatever is mounted there (a
+/// container's `/dev` is a `tmpfs`).
+const SYSTEM_FOLDERS: [&str; 4] = ["/proc", "/sys", "/dev", "/run"];
+
 /// Why the canonical directory `path` may never be a workspace, if so: it is
 /// `/`, a user's home (`user_homes`, canonical) or a folder holding one (a
 /// module writing there could write every file the user owns), it is or
@@ -83,10 +87,19 @@ pub(crate) fn never_a_workspace(
     if path == Path::new("/") {
         return Some("it is the root of the filesystem".into());
     }
-    if user_homes.iter().any(|home| home.starts_with(path)) {
+    if SYSTEM_FOLDERS.iter().any(|folder| path.starts_with(folder)) {
+        return Some("it is a system folder (processes, kernel settings, devices or runtime sockets), not a project".into());
+    }
+    // By name, and through the mount table: a bind mount of the home shows
+    // it under another name.
+    let mounts = crate::mount_table::current();
+    if user_homes
+        .iter()
+        .any(|home| home.starts_with(path) || mounts.holds(path, home))
+    {
         return Some("it is or holds the user's home directory".into());
     }
-    if let Some(fstype) = crate::mount_table::current().kernel_filesystem(path) {
+    if let Some(fstype) = mounts.kernel_filesystem(path) {
         return Some(format!(
             "it is or holds the kernel's `{fstype}` filesystem (processes, settings or devices, not a project)"
         ));
@@ -476,6 +489,45 @@ mod tests {
             default_workspace(&home, &[]),
             Some(std::fs::canonicalize(&home).unwrap())
         );
+    }
+
+    /// The attack through a bind mount: the user's home shown under another
+    /// name (a view of it, or of the folder holding it) is still the home;
+    /// a view of a project inside it is not. Needs root, as CI runs.
+    #[test]
+    fn the_users_home_under_another_name_is_never_a_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (home, project) = (root.join("home/alice"), root.join("home/alice/project"));
+        let (view, view_of_parent, view_of_project) = (
+            root.join("view"),
+            root.join("view_of_parent"),
+            root.join("view_of_project"),
+        );
+        for folder in [&project, &view, &view_of_parent, &view_of_project] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        let _views = [
+            crate::test_mounts::bind(&home, &view),
+            crate::test_mounts::bind(&root.join("home"), &view_of_parent),
+            crate::test_mounts::bind(&project, &view_of_project),
+        ];
+        let homes = [home.clone()];
+        for refused in [&view, &view_of_parent] {
+            let why = never_a_workspace(refused, &homes, &[]);
+            assert!(
+                why.as_deref().is_some_and(|w| w.contains("home")),
+                "{}: {why:?}",
+                refused.display()
+            );
+        }
+        assert_eq!(never_a_workspace(&view_of_project, &homes, &[]), None);
+        for system in ["/proc", "/sys/kernel", "/dev", "/dev/shm", "/run"] {
+            assert!(
+                never_a_workspace(Path::new(system), &homes, &[]).is_some(),
+                "{system}"
+            );
+        }
     }
 
     /// A program that keeps one host for a long time: a component removed

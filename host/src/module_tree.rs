@@ -90,6 +90,12 @@ pub struct TreeState {
 }
 
 impl TreeState {
+    /// The identity the walk took of the tree's root (where a link given as
+    /// the root led).
+    pub fn root_identity(&self) -> Option<&FileIdentity> {
+        self.entries.first().map(|(_, identity)| identity)
+    }
+
     /// Whether every entry still has the identity it had (one `stat` of the
     /// root, one `lstat` of each entry beneath). `false` means "look again",
     /// not necessarily "changed": the caller digests the tree to know. The

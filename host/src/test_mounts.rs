@@ -1,12 +1,13 @@
-//! Bind mounts for the crate's tests. The tests run as root, as CI does: a
+//! Mounts for the crate's tests. The tests run as root, as CI does: a
 //! mount that fails fails the test rather than skip it.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-/// A bind mount, undone (lazily) when dropped.
-pub struct BindMount(PathBuf);
+/// A mount, undone (lazily) when dropped.
+pub struct Mounted(PathBuf);
 
-impl Drop for BindMount {
+impl Drop for Mounted {
     fn drop(&mut self) {
         let _ = std::process::Command::new("umount")
             .arg("-l")
@@ -16,13 +17,25 @@ impl Drop for BindMount {
 }
 
 /// Bind-mount `source` on `target` (both existing directories).
-pub fn bind(source: &Path, target: &Path) -> BindMount {
+pub fn bind(source: &Path, target: &Path) -> Mounted {
+    mount(&["--bind".as_ref(), source.as_os_str()], target)
+}
+
+/// Mount a `proc` filesystem on the existing directory `target`.
+pub fn proc(target: &Path) -> Mounted {
+    mount(&["-t", "proc", "proc"].map(OsStr::new), target)
+}
+
+fn mount(args: &[&OsStr], target: &Path) -> Mounted {
     let mounted = std::process::Command::new("mount")
-        .arg("--bind")
-        .arg(source)
+        .args(args)
         .arg(target)
         .status()
         .expect("run mount");
-    assert!(mounted.success(), "bind mount (the tests run as root)");
-    BindMount(target.to_path_buf())
+    assert!(
+        mounted.success(),
+        "mount {args:?} {} (the tests run as root)",
+        target.display()
+    );
+    Mounted(target.to_path_buf())
 }

@@ -448,3 +448,42 @@ fn a_termination_signal_ends_every_call_and_its_grandchildren_as_eof_does() {
         assert!(left.is_empty(), "SIG{signal} left processes: {left:?}");
     }
 }
+
+/// The same signal when the client stopped reading: the server's stdout
+/// pipe and its outbox are full, and its reader waits to send. The signal
+/// still ends it, the call killed whole, rather than the server waiting on
+/// its writes for ever (and the next step, SIGKILL, leaving a grandchild).
+#[test]
+fn a_termination_signal_ends_a_server_whose_client_stopped_reading() {
+    let home = Home::new();
+    home.install(Fixture::Grandchild, "grandchild");
+    let ws = home.workspace();
+    let mut server = start_server(&home, &ws, &home.outside(), &[]);
+    let tool = server.tool_named("grandchild", "run");
+    server.send_request(
+        "tools/call",
+        &json!({"name": tool, "arguments": {"hang": true}}),
+    );
+    let started = Instant::now();
+    while home.live_module_processes().len() < 2 {
+        assert!(started.elapsed() < ANSWER, "the call did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.stop_reading();
+    // Far more answers than the pipe (64 KiB) and the outbox hold; the
+    // server stops reading stdin too once it waits, so the flood is sent
+    // from a thread of its own.
+    let flood: String = (0..4000)
+        .map(|i| {
+            format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": format!("p{i}"), "method": "ping"})
+            )
+        })
+        .collect();
+    server.send_raw_in_background(flood.into_bytes());
+    std::thread::sleep(Duration::from_secs(1));
+    server.terminate("TERM");
+    let left = wait_until_empty(|| home.live_module_processes());
+    assert!(left.is_empty(), "SIGTERM left processes: {left:?}");
+}

@@ -24,7 +24,8 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -46,6 +47,9 @@ pub struct McpStdio {
     /// Messages that were not responses (notifications and server requests),
     /// skipped while waiting for a response.
     skipped: Vec<Value>,
+    /// While set, the server's stdout is not read: a client that stopped
+    /// reading, whose pipe fills.
+    unread: Arc<AtomicBool>,
 }
 
 impl McpStdio {
@@ -91,8 +95,20 @@ impl McpStdio {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout pipe");
         let (sender, lines) = mpsc::channel();
+        let unread = Arc::new(AtomicBool::new(false));
+        let paused = Arc::clone(&unread);
         std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let mut stdout = BufReader::new(stdout);
+            loop {
+                while paused.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let mut line = String::new();
+                match stdout.read_line(&mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                let line = line.trim_end_matches(['\r', '\n']).to_owned();
                 if sender.send(line).is_err() {
                     return;
                 }
@@ -105,6 +121,7 @@ impl McpStdio {
             next_id: 1,
             answer_within: ANSWER_WITHIN,
             skipped: Vec::new(),
+            unread,
         }
     }
 
@@ -142,6 +159,18 @@ impl McpStdio {
     /// Send one message as a line.
     pub fn send(&mut self, message: &Value) {
         self.write(format!("{message}\n").as_bytes());
+    }
+
+    /// Write `bytes` to the server's stdin from a thread of its own, which
+    /// ends when they are written or the server is gone: for floods the
+    /// server may stop reading.
+    pub fn send_raw_in_background(&self, bytes: Vec<u8>) {
+        use std::os::fd::AsFd;
+        let stdin = self.stdin.as_ref().expect("stdin is open");
+        let mut pipe = std::fs::File::from(stdin.as_fd().try_clone_to_owned().expect("dup stdin"));
+        std::thread::spawn(move || {
+            let _ = pipe.write_all(&bytes);
+        });
     }
 
     /// Send a request without waiting; its id.
@@ -235,6 +264,12 @@ impl McpStdio {
         self.lines
             .recv_timeout(limit)
             .unwrap_or_else(|e| panic!("modhost mcp did not answer within {limit:?}: {e}"))
+    }
+
+    /// Stop reading the server's stdout, as a client that hung would: its
+    /// pipe fills and the server's writes wait.
+    pub fn stop_reading(&self) {
+        self.unread.store(true, Ordering::Relaxed);
     }
 
     /// Send the server `SIG<signal>` (`TERM`, `INT`, `HUP`) with stdin still

@@ -60,6 +60,18 @@ fn copy_tree(source: &Path, tree: &module_tree::Tree, target: &Path) -> Result<(
         Mode::empty(),
     )
     .map_err(|e| io("open", source)(e.into()))?;
+    // The folder opened is the folder walked, not another put in its place.
+    let opened = rustix::fs::fstat(&root).map_err(|e| io("read", source)(e.into()))?;
+    if tree
+        .state
+        .root_identity()
+        .is_none_or(|walked| (walked.dev, walked.ino) != (opened.st_dev, opened.st_ino))
+    {
+        return Err(FolderError::Changed {
+            path: source.to_path_buf(),
+            why: "another folder was put in its place after it was read".into(),
+        });
+    }
     std::fs::create_dir_all(target).map_err(io("create", target))?;
     // Walked in name order, so a folder comes before what it holds.
     for node in &tree.nodes {
@@ -198,5 +210,23 @@ mod tests {
             std::fs::create_dir_all(source.join("knowledge")).unwrap();
             std::fs::write(source.join("knowledge/a.md"), "a").unwrap();
         }
+    }
+
+    /// The folder itself swapped after the walk for another holding the
+    /// same names (here a copy with other bytes): nothing is copied.
+    #[test]
+    fn a_folder_swapped_after_the_walk_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("m");
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("m"), "#!/bin/sh\n").unwrap();
+        let tree = module_tree::walk(&source).unwrap();
+        std::fs::rename(&source, dir.path().join("walked")).unwrap();
+        std::fs::create_dir_all(&source).unwrap();
+        std::fs::write(source.join("m"), "#!/bin/sh\necho other\n").unwrap();
+        let copy = dir.path().join("copy");
+        let err = copy_tree(&source, &tree, &copy).unwrap_err();
+        assert!(matches!(err, FolderError::Changed { .. }), "{err}");
+        assert!(!copy.join("m").exists());
     }
 }

@@ -32,7 +32,8 @@
 //!   (`roots.rs`) gets no workspace at all for the calls of its
 //!   connection, never the host's: they would otherwise act on a folder it
 //!   did not name. (A stateless request carries no roots and gets the
-//!   host's, as a client without roots does.) A root is checked again at
+//!   host's, as a client without roots does, unless its connection's roots
+//!   were all refused: it gets none either.) A root is checked again at
 //!   each call as it resolves then (`host::never_a_workspace`).
 //! - **EOF ends everything.** When stdin closes, every running call is
 //!   aborted and awaited before [`serve`] returns, so no module process

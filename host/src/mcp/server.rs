@@ -108,7 +108,7 @@ where
     let (outbox, mut queue) = mpsc::channel::<String>(OUTBOX_LINES);
     // One writer keeps lines whole: responses and notifications from
     // concurrent calls never interleave mid-line.
-    let writer_task = tokio::spawn(async move {
+    let mut writer_task = tokio::spawn(async move {
         let mut writer = writer;
         while let Some(mut line) = queue.recv().await {
             // One write per message: a client that wakes on every read must
@@ -143,64 +143,97 @@ where
     };
     let mut reader = reader;
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
+    // The stop is raced against all of a message's handling, not only the
+    // read: a client that stops reading fills the outbox, and a send then
+    // waits for ever.
+    let mut stopped = false;
     let read_result = loop {
-        // A line cut short by the stop is never served: the server ends.
-        let next = tokio::select! {
-            next = line::next_line(&mut reader, &mut framer) => next,
-            () = &mut stop => break Ok(()),
+        let handled = tokio::select! {
+            handled = connection.handle_next(&mut reader, &mut framer) => handled,
+            () = &mut stop => {
+                stopped = true;
+                Some(Ok(()))
+            }
         };
-        let framed = match next {
+        if let Some(result) = handled {
+            break result;
+        }
+    };
+    // EOF, a broken stdin or the stop: end every call, and wait until each
+    // one's future is dropped, so its module process is gone before we
+    // return. After a stop nothing more is written: the client may have
+    // stopped reading, and the writer's pending write would never end.
+    if let Some(announcer) = announcer {
+        announcer.abort();
+    }
+    if stopped {
+        writer_task.abort();
+    }
+    connection.calls.shutdown().await;
+    connection.close_subscriptions().await;
+    drop(connection);
+    // After EOF the last responses are flushed, unless a stop comes first.
+    let write_result = if stopped {
+        Ok(())
+    } else {
+        tokio::select! {
+            written = &mut writer_task => written.unwrap_or(Ok(())),
+            () = &mut stop => {
+                writer_task.abort();
+                Ok(())
+            }
+        }
+    };
+    read_result.and(write_result)
+}
+
+impl<B: Backend> Connection<B> {
+    /// Read and handle the next client message; `Some` when the connection
+    /// ends (EOF, or stdin broke).
+    async fn handle_next<R: AsyncBufRead + Unpin>(
+        &mut self,
+        reader: &mut R,
+        framer: &mut LineFramer,
+    ) -> Option<std::io::Result<()>> {
+        let framed = match line::next_line(reader, framer).await {
             Ok(Some(framed)) => framed,
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
+            Ok(None) => return Some(Ok(())),
+            Err(e) => return Some(Err(e)),
         };
-        while connection.calls.try_join_next().is_some() {}
-        connection.running.retain(|_, handle| !handle.is_finished());
+        while self.calls.try_join_next().is_some() {}
+        self.running.retain(|_, handle| !handle.is_finished());
         let message = match framed {
             Framed::Oversized { bytes } => {
                 tracing::warn!(
                     "skipped a client line of {bytes} bytes (the cap is {MAX_LINE_BYTES})"
                 );
-                connection
-                    .send(&Message::Response(line::oversized_response(bytes)))
+                self.send(&Message::Response(line::oversized_response(bytes)))
                     .await;
-                continue;
+                return None;
             }
             Framed::Line(raw) => match line::decode(&raw) {
-                Decoded::Blank => continue,
+                Decoded::Blank => return None,
                 Decoded::Invalid(response) => {
-                    connection.send(&Message::Response(response)).await;
-                    continue;
+                    self.send(&Message::Response(response)).await;
+                    return None;
                 }
                 Decoded::Message(message) => message,
             },
         };
         match message {
-            Message::Request(request) => connection.request(request).await,
-            Message::Notification(n) => connection.notification(&n).await,
+            Message::Request(request) => self.request(request).await,
+            Message::Notification(n) => self.notification(&n).await,
             // Answers to our questions, then to our `roots/list`; any other
             // response is nobody's and ignored.
             Message::Response(response) => {
-                if let Some(response) = connection.questions.answered(response) {
-                    connection.roots.answered(response);
+                if let Some(response) = self.questions.answered(response) {
+                    self.roots.answered(response);
                 }
             }
         }
-    };
-    // EOF, a broken stdin or the stop: end every call, and wait until each
-    // one's future is dropped, so its module process is gone before we
-    // return.
-    if let Some(announcer) = announcer {
-        announcer.abort();
+        None
     }
-    connection.calls.shutdown().await;
-    connection.close_subscriptions().await;
-    drop(connection);
-    let write_result = writer_task.await.unwrap_or(Ok(()));
-    read_result.and(write_result)
-}
 
-impl<B: Backend> Connection<B> {
     /// Queue `message` for the writer, waiting while the outbox is full.
     async fn send(&self, message: &Message) {
         send(&self.outbox, message).await;
@@ -517,10 +550,13 @@ impl<B: Backend> Connection<B> {
             name,
             arguments,
             // A stateless request relies on no prior connection state
-            // (2026-07-28): a handshake's roots are not its workspace.
-            workspace: match revision.era {
-                Era::Handshake => self.roots.workspace.clone(),
-                Era::Stateless => CallWorkspace::Host,
+            // (2026-07-28): a handshake's roots are not its workspace. A
+            // connection whose roots were all refused keeps none, though:
+            // switching eras must not get the host's back.
+            workspace: match (revision.era, &self.roots.workspace) {
+                (Era::Handshake, workspace) => workspace.clone(),
+                (Era::Stateless, withheld @ CallWorkspace::Withheld(_)) => withheld.clone(),
+                (Era::Stateless, _) => CallWorkspace::Host,
             },
             approval,
             token,

@@ -196,6 +196,13 @@ async fn a_client_root_of_slash_the_users_home_or_the_modhost_home_is_never_the_
         text.starts_with("Withheld(") && text.contains("never granted"),
         "no hostile root became the workspace, nor the host's: {r}"
     );
+    // Nor by switching to a stateless request on the same connection.
+    let stateless = json!({"name": "where", "_meta": modern(&json!({}))});
+    let r = c.ask(11, "tools/call", stateless).await;
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("Withheld("), "a stateless request got {r}");
     // A project folder after them is taken.
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}))
         .await;
