@@ -77,6 +77,7 @@ use std::path::{Path, PathBuf};
 use modproto::Access;
 use serde::{Deserialize, Serialize};
 
+use crate::mount_table::MountTable;
 use crate::runner::Grant;
 
 pub mod denial;
@@ -270,10 +271,10 @@ fn executable_in_a_writable_root(
     program: &Path,
     chain: &interpreter::Chain,
     grants: &[Grant],
+    mounts: &MountTable,
 ) -> Option<ConfineError> {
     let writable = grants.iter().filter(|g| g.access == Access::ReadWrite);
     let executed = std::iter::once(program).chain(chain.executables.iter().map(PathBuf::as_path));
-    let mounts = crate::mount_table::current();
     let (file, root) = executed
         .flat_map(|file| writable.clone().map(move |root| (file, root)))
         .find(|(file, root)| mounts.holds(&root.host, file))?;
@@ -307,11 +308,11 @@ fn executable_where_modules_write(
     chain: &interpreter::Chain,
     grants: &[Grant],
     module_writes: &[PathBuf],
+    mounts: &MountTable,
 ) -> Option<ConfineError> {
     // Most chains lie outside every place modules write: nothing below
-    // costs a system call for them (the mount table is read again only
-    // after a mount: it shows a place under another name).
-    let mounts = crate::mount_table::current();
+    // costs a system call for them (the mount table, which shows a place
+    // under another name, is the call's own, taken once).
     let mut suspects = chain
         .executables
         .iter()
@@ -498,8 +499,11 @@ pub fn prepare(
     let ruleset = match support.abi {
         Some(_) => {
             let chain = interpreter::resolve_cached(program, executables);
-            if let Some(refusal) = executable_in_a_writable_root(program, &chain, grants)
-                .or_else(|| executable_where_modules_write(program, &chain, grants, module_writes))
+            let mounts = crate::mount_table::current();
+            if let Some(refusal) = executable_in_a_writable_root(program, &chain, grants, &mounts)
+                .or_else(|| {
+                    executable_where_modules_write(program, &chain, grants, module_writes, &mounts)
+                })
             {
                 return Err(refusal);
             }

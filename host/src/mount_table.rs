@@ -92,6 +92,13 @@ pub(crate) struct MountTable {
     /// In the kernel's order: a later mount on the same point covers an
     /// earlier one.
     mounts: Vec<Mount>,
+    /// Devices shown under more than one name: mounted twice, or as a
+    /// mount of a folder inside them (a bind mount). A path on any other
+    /// device has one name, so names alone answer for it.
+    aliased: Vec<String>,
+    /// The mounts whose mount point could move without a mount event
+    /// (`still_placed`), by index.
+    movable: Vec<usize>,
 }
 
 impl MountTable {
@@ -116,34 +123,74 @@ impl MountTable {
                 })
             })
             .collect();
-        MountTable { mounts }
+        let mut table = MountTable {
+            mounts,
+            aliased: Vec::new(),
+            movable: Vec::new(),
+        };
+        table.aliased = table.aliased_devices();
+        table.movable = table.movable_mounts();
+        table
+    }
+
+    fn aliased_devices(&self) -> Vec<String> {
+        let mut aliased: Vec<String> = Vec::new();
+        for (i, mount) in self.mounts.iter().enumerate() {
+            let twice = self.mounts[..i].iter().any(|m| m.device == mount.device);
+            if (twice || mount.root != Path::new("/")) && !aliased.contains(&mount.device) {
+                aliased.push(mount.device.clone());
+            }
+        }
+        aliased
+    }
+
+    /// The mounts whose mount point could be renamed away without a mount
+    /// event: not covered by a later mount on the same point, and whose
+    /// parent folder is neither `/`, nor a mount point (which cannot be
+    /// renamed), nor a folder of `proc` or `sysfs` (whose folders cannot be).
+    fn movable_mounts(&self) -> Vec<usize> {
+        let is_mount_point = |path: &Path| self.mounts.iter().any(|m| m.mount_point == path);
+        let unrenamable = |path: &Path| {
+            self.innermost(path)
+                .is_some_and(|m| matches!(m.fstype.as_str(), "proc" | "sysfs"))
+        };
+        (0..self.mounts.len())
+            .filter(|&i| {
+                let mount = &self.mounts[i];
+                let covered = self.mounts[i + 1..]
+                    .iter()
+                    .any(|later| later.mount_point == mount.mount_point);
+                let pinned = mount.mount_point.parent().is_none_or(|parent| {
+                    parent == Path::new("/") || is_mount_point(parent) || unrenamable(parent)
+                });
+                !covered && !pinned
+            })
+            .collect()
     }
 
     /// Whether every mount point that could have moved is still where the
     /// table says (see the module docs).
     fn still_placed(&self) -> bool {
-        let is_mount_point = |path: &Path| self.mounts.iter().any(|m| m.mount_point == path);
-        self.mounts.iter().enumerate().all(|(i, mount)| {
-            let covered = self.mounts[i + 1..]
-                .iter()
-                .any(|later| later.mount_point == mount.mount_point);
-            let pinned = mount
-                .mount_point
-                .parent()
-                .is_none_or(|parent| parent == Path::new("/") || is_mount_point(parent));
-            covered || pinned || is_mount_root(&mount.mount_point, mount.id)
+        self.movable.iter().all(|&i| {
+            let mount = &self.mounts[i];
+            is_mount_root(&mount.mount_point, mount.id)
         })
+    }
+
+    /// The innermost mount holding the canonical `path` (the last of equals,
+    /// which covers the others).
+    fn innermost(&self, path: &Path) -> Option<&Mount> {
+        self.mounts
+            .iter()
+            .filter(|m| path.starts_with(&m.mount_point))
+            .max_by_key(|m| m.mount_point.components().count())
     }
 
     /// The place of the canonical `path`: under the innermost mount that
     /// holds it (the last of equals, which covers the others). `None` when
     /// no mount holds it (a table that could not be read).
     pub(crate) fn place(&self, path: &Path) -> Option<Place> {
-        let mount = self
-            .mounts
-            .iter()
-            .filter(|m| path.starts_with(&m.mount_point))
-            .max_by_key(|m| m.mount_point.components().count())?;
+        let mount = self.innermost(path)?;
         let rest = path.strip_prefix(&mount.mount_point).ok()?;
         Some(Place {
             device: mount.device.clone(),
@@ -156,11 +203,7 @@ impl MountTable {
     /// lives there, and a module granted it would reach processes, kernel
     /// settings or devices.
     pub(crate) fn kernel_filesystem(&self, path: &Path) -> Option<&str> {
-        let innermost = self
-            .mounts
-            .iter()
-            .filter(|m| path.starts_with(&m.mount_point))
-            .max_by_key(|m| m.mount_point.components().count());
+        let innermost = self.innermost(path);
         let below = self
             .mounts
             .iter()
@@ -194,6 +237,11 @@ impl MountTable {
         if a.starts_with(b) || b.starts_with(a) {
             return true;
         }
+        // Without a device shown twice, a place has one name: the names
+        // said it all.
+        if self.aliased.is_empty() {
+            return false;
+        }
         let b = self.regions(b);
         self.regions(a)
             .iter()
@@ -207,9 +255,16 @@ impl MountTable {
         if inner.starts_with(outer) {
             return true;
         }
+        if self.aliased.is_empty() {
+            return false;
+        }
         let Some(inner) = self.place(inner) else {
             return false;
         };
+        // On a device shown once, `inner` has one name, which said no.
+        if !self.aliased.contains(&inner.device) {
+            return false;
+        }
         self.regions(outer)
             .iter()
             .any(|region| region.device == inner.device && inner.inside.starts_with(&region.inside))
