@@ -15,13 +15,15 @@
 //! point is no longer where the table says: renaming a folder above a mount
 //! point changes no mount, so no event comes, yet the table's names for
 //! every mount below it are stale. Before each use, every mount point that
-//! could have moved (its parent folder is not itself a mount point, which
-//! cannot be renamed) is opened through no link and must still be the root
-//! of the mount with its id (`statx`: `STATX_MNT_ID`, `STATX_ATTR_MOUNT_ROOT`).
-//! A call pays one `poll` and a few such opens, not a read of the whole
-//! table (some 50 µs). What is not seen: a folder renamed inside the
-//! filesystem a bind mount shows, which changes the mount's root but not
-//! where it is mounted.
+//! could have moved (found once per read: its parent folder is neither `/`,
+//! nor a mount point, nor a folder of `proc` or `sysfs`, none of which can
+//! be renamed) is opened through no link and must still be the root of the
+//! mount with its id (`statx`: `STATX_MNT_ID`, `STATX_ATTR_MOUNT_ROOT`). A
+//! call pays one `poll` and a few such opens, not a read of the whole table
+//! (some 50 µs). When no device is shown twice (no bind mount, nothing
+//! mounted twice), a place has one name and the names alone answer. What is
+//! not seen: a folder renamed inside the filesystem a bind mount shows,
+//! which changes the mount's root but not where it is mounted.
 
 use std::fs::File;
 use std::io::{Read, Seek};
