@@ -86,8 +86,9 @@ pub fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> ToolDef
     }
 }
 
-/// Answer one call.
-pub fn run(modules: &BTreeMap<String, ModuleEntry>, input: &Value) -> ToolOutcome {
+/// Answer one call of `tool` (this tool's definition: only the modules its
+/// schema lists are served).
+pub fn run(tool: &ToolDef, modules: &BTreeMap<String, ModuleEntry>, input: &Value) -> ToolOutcome {
     let Some(module_id) = input.get("module").and_then(Value::as_str) else {
         return ToolOutcome::failure(format!(
             "{KNOWLEDGE_TOOL} failed (invalid_input): \"module\" (a string) is required\n\
@@ -103,8 +104,17 @@ pub fn run(modules: &BTreeMap<String, ModuleEntry>, input: &Value) -> ToolOutcom
             ));
         }
     };
-    let Some(module) = modules.get(module_id) else {
-        let known: Vec<&str> = modules.keys().map(String::as_str).collect();
+    let listed: Vec<&str> = tool.input_schema["properties"]["module"]["enum"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let Some(module) = modules
+        .get(module_id)
+        .filter(|_| listed.contains(&module_id))
+    else {
+        let known = listed;
         return ToolOutcome::failure(format!(
             "{KNOWLEDGE_TOOL} failed (not_found): no module {module_id:?}\nWhat to do: use one of: {}",
             known.join(", ")

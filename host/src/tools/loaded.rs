@@ -85,7 +85,7 @@ impl<I: Invoker> Loaded<I> {
         };
         let record = approval::authorize(&tool.approval, &tool.name, approver)?;
         if knowledge_tool::is_this(tool) {
-            return Ok(knowledge_tool::run(&self.modules, &input));
+            return Ok(knowledge_tool::run(tool, &self.modules, &input));
         }
         let module = &self.modules[&tool.module];
         let call = InvokeCall {

@@ -26,7 +26,7 @@ pub fn build_registry(
     approval: &ApprovalConfig,
     overrides: &BTreeMap<String, CapabilityOverride>,
 ) -> Registry {
-    let mut candidates = vec![knowledge_tool::definition(modules, approval)];
+    let mut candidates = Vec::new();
     for module in modules {
         let d = &module.descriptor;
         for c in &d.capabilities {
@@ -52,8 +52,20 @@ pub fn build_registry(
             });
         }
     }
+    // The guides of a module none of whose tools is offered (all denied or
+    // disabled) are not served either.
+    let guided: Vec<ModuleEntry> = modules
+        .iter()
+        .filter(|m| {
+            candidates
+                .iter()
+                .any(|t| t.module == m.descriptor.id && t.is_offered())
+        })
+        .cloned()
+        .collect();
+    candidates.insert(0, knowledge_tool::definition(&guided, approval));
     let mut registry = refuse_collisions(candidates);
-    if !knowledge_tool::is_offered(modules) {
+    if !knowledge_tool::is_offered(&guided) {
         registry.tools.retain(|t| !knowledge_tool::is_this(t));
     }
     registry

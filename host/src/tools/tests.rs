@@ -100,7 +100,13 @@ fn colliding_names_are_both_refused_and_named() {
 
 /// The module `files` with one capability and a knowledge overlay.
 fn guided() -> ModuleEntry {
-    let mut d = (*module("files", &json!([cap("files.search", &json!({}))])).descriptor).clone();
+    guided_module("files")
+}
+
+/// The module `id` with one capability `<id>.search` and a knowledge overlay.
+fn guided_module(id: &str) -> ModuleEntry {
+    let search = format!("{id}.search");
+    let mut d = (*module(id, &json!([cap(&search, &json!({}))])).descriptor).clone();
     d.knowledge = serde_json::from_value(json!({"overlays": [
         {"id": "guide", "path": "guide.md", "sha256": "0".repeat(64)}
     ]}))
@@ -137,24 +143,33 @@ async fn the_operators_rules_apply_to_the_knowledge_tool() {
     let knowledge = |rules: &str| {
         let approval: ApprovalConfig = toml::from_str(rules).unwrap();
         let r = build_registry(std::slice::from_ref(&guided), &approval, &BTreeMap::new());
-        r.tools
-            .into_iter()
-            .find(|t| t.name == KNOWLEDGE_TOOL)
-            .unwrap()
+        r.tools.into_iter().find(|t| t.name == KNOWLEDGE_TOOL)
     };
-    assert_eq!(knowledge("").approval.verdict, Verdict::Allow);
+    assert_eq!(knowledge("").unwrap().approval.verdict, Verdict::Allow);
     for rule in [
         "tool = \"modhost__knowledge\"",
         "module = \"modhost\"",
         "tool = \"*\"",
         "effect = \"read-only\"",
     ] {
+        // A rule for every tool denies the module's own too: then its
+        // guides are not served at all.
         let denied = knowledge(&format!("[[rules]]\n{rule}\ndecision = \"deny\"\n"));
-        assert_eq!(denied.approval.verdict, Verdict::Deny, "{rule}");
-        assert!(!denied.is_offered(), "{rule}");
+        assert!(
+            denied.is_none_or(|t| t.approval.verdict == Verdict::Deny && !t.is_offered()),
+            "{rule}"
+        );
+    }
+    for rule in ["tool = \"modhost__knowledge\"", "module = \"modhost\""] {
+        let denied = knowledge(&format!("[[rules]]\n{rule}\ndecision = \"deny\"\n"));
+        assert_eq!(
+            denied.map(|t| t.approval.verdict),
+            Some(Verdict::Deny),
+            "{rule}"
+        );
     }
     let asks = knowledge("[[rules]]\ntool = \"modhost__*\"\ndecision = \"ask\"\n");
-    assert_eq!(asks.approval.verdict, Verdict::Ask);
+    assert_eq!(asks.unwrap().approval.verdict, Verdict::Ask);
     let home = tempfile::tempdir().unwrap();
     let approval: ApprovalConfig =
         toml::from_str("[[rules]]\nmodule = \"modhost\"\ndecision = \"deny\"\n").unwrap();
@@ -174,6 +189,53 @@ async fn the_operators_rules_apply_to_the_knowledge_tool() {
         refused.to_string().contains("deny") || refused.to_string().contains("denied"),
         "{refused}"
     );
+}
+
+/// The guides of a module the operator denied are not served: it leaves
+/// the knowledge tool's list, and a call naming it is answered as for a
+/// module that is not there.
+#[tokio::test]
+async fn a_denied_modules_guides_are_not_served() {
+    let approval: ApprovalConfig =
+        toml::from_str("[[rules]]\nmodule = \"web\"\ndecision = \"deny\"\n").unwrap();
+    let modules = vec![guided_module("files"), guided_module("web")];
+    let r = build_registry(&modules, &approval, &BTreeMap::new());
+    let knowledge = r.tools.iter().find(|t| t.name == KNOWLEDGE_TOOL).unwrap();
+    assert_eq!(
+        knowledge.input_schema["properties"]["module"]["enum"],
+        json!(["files"])
+    );
+    let home = tempfile::tempdir().unwrap();
+    let tb = Toolbox::new(
+        modules,
+        &approval,
+        &BTreeMap::new(),
+        RecordingInvoker::default(),
+        HomeLayout::new(home.path()),
+        None,
+    );
+    let refused = tb
+        .call(KNOWLEDGE_TOOL, json!({"module": "web"}), None, None)
+        .await
+        .unwrap();
+    assert!(
+        refused.is_error && refused.text.contains("not_found"),
+        "{}",
+        refused.text
+    );
+    let served = tb
+        .call(KNOWLEDGE_TOOL, json!({"module": "files"}), None, None)
+        .await
+        .unwrap();
+    assert!(!served.is_error, "{}", served.text);
+    // Only denied modules ship guides: no knowledge tool at all.
+    let all: ApprovalConfig = toml::from_str("[[rules]]\nmodule = \"web\"\ndecision = \"deny\"\n[[rules]]\nmodule = \"files\"\ndecision = \"deny\"\n").unwrap();
+    let r = build_registry(
+        &[guided_module("files"), guided_module("web")],
+        &all,
+        &BTreeMap::new(),
+    );
+    assert!(r.tools.iter().all(|t| t.name != KNOWLEDGE_TOOL));
 }
 
 #[test]
