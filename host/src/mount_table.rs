@@ -21,9 +21,17 @@
 //! mount with its id (`statx`: `STATX_MNT_ID`, `STATX_ATTR_MOUNT_ROOT`). A
 //! call pays one `poll` and a few such opens, not a read of the whole table
 //! (some 50 µs). When no device is shown twice (no bind mount, nothing
-//! mounted twice), a place has one name and the names alone answer. What is
-//! not seen: a folder renamed inside the filesystem a bind mount shows,
-//! which changes the mount's root but not where it is mounted.
+//! mounted twice), a place has one name and the names alone answer. Of a
+//! stack of mounts at one point, the one seen is the one no other there
+//! sits on (by parent id: a mount moved onto another keeps its earlier
+//! place in the table). A kernel filesystem is known at a path by `statfs`,
+//! whatever the table says.
+//!
+//! Only root can mount, and no module can (seccomp refuses `mount`); what
+//! the table can miss is root rearranging mounts at the same moment: a
+//! folder renamed inside the filesystem a bind mount shows (the mount's root
+//! changes, not where it is mounted), or a mount point renamed from another
+//! mount namespace (no event reaches this one).
 
 use std::fs::File;
 use std::io::{Read, Seek};
@@ -58,11 +66,37 @@ const KERNEL_FILESYSTEMS: &[&str] = &[
     "nsfs",
 ];
 
+/// The `statfs` magic numbers of the kernel filesystems statfs can tell
+/// apart (`devtmpfs` answers as `tmpfs`: `/dev` is refused by name).
+const KERNEL_MAGIC: &[(i64, &str)] = &[
+    (0x9fa0, "proc"),
+    (0x6265_6572, "sysfs"),
+    (0x1cd1, "devpts"),
+    (0x0027_e0eb, "cgroup"),
+    (0x6367_7270, "cgroup2"),
+    (0x7363_6673, "securityfs"),
+    (0x6462_6720, "debugfs"),
+    (0x7472_6163, "tracefs"),
+    (0xcafe_4a11, "bpf"),
+    (0x6265_6570, "configfs"),
+    (0xde5e_81e4, "efivarfs"),
+    (0x6165_676c, "pstore"),
+    (0x6573_5543, "fusectl"),
+    (0x4249_4e4d, "binfmt_misc"),
+    (0x1980_0202, "mqueue"),
+    (0x9584_58f6, "hugetlbfs"),
+    (0xf97c_ff8c, "selinuxfs"),
+    (0x6e73_6673, "nsfs"),
+];
+
 /// One line of the mount table: what is mounted where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mount {
     /// The mount's id (what `statx` reports as `stx_mnt_id`).
     id: u64,
+    /// The id of the mount it sits on (for stacked mounts at one point: the
+    /// one below it).
+    parent: u64,
     /// `major:minor` of the filesystem.
     device: String,
     /// The mount's root, as a path inside its filesystem.
@@ -110,14 +144,17 @@ impl MountTable {
             .split(|&b| b == b'\n')
             .filter_map(|line| {
                 let mut fields = line.split(|&b| b == b' ');
-                let id = std::str::from_utf8(fields.next()?).ok()?.parse().ok()?;
-                let device = fields.nth(1)?;
+                let number = |field: &[u8]| std::str::from_utf8(field).ok()?.parse().ok();
+                let id = number(fields.next()?)?;
+                let parent = number(fields.next()?)?;
+                let device = fields.next()?;
                 let root = fields.next()?;
                 let mount_point = fields.next()?;
                 // Optional fields, then `-`, then the filesystem type.
                 let fstype = fields.skip_while(|&f| f != b"-").nth(1)?;
                 Some(Mount {
                     id,
+                    parent,
                     device: String::from_utf8_lossy(device).into_owned(),
                     root: unescape(root),
                     mount_point: unescape(mount_point),
@@ -159,9 +196,7 @@ impl MountTable {
         (0..self.mounts.len())
             .filter(|&i| {
                 let mount = &self.mounts[i];
-                let covered = self.mounts[i + 1..]
-                    .iter()
-                    .any(|later| later.mount_point == mount.mount_point);
+                let covered = self.covered(mount);
                 let pinned = mount.mount_point.parent().is_none_or(|parent| {
                     parent == Path::new("/") || is_mount_point(parent) || unrenamable(parent)
                 });
@@ -182,10 +217,29 @@ impl MountTable {
     /// The innermost mount holding the canonical `path` (the last of equals,
     /// which covers the others).
     fn innermost(&self, path: &Path) -> Option<&Mount> {
+        let holding = || {
+            self.mounts
+                .iter()
+                .filter(|m| path.starts_with(&m.mount_point))
+        };
+        let depth = holding()
+            .map(|m| m.mount_point.components().count())
+            .max()?;
+        let mut at_point = holding().filter(|m| m.mount_point.components().count() == depth);
+        // Of a stack at one point, the top: the one no other there sits on
+        // (the table lists mounts in the order they were made, and a mount
+        // moved onto another keeps its earlier place in it).
+        at_point
+            .clone()
+            .find(|m| !self.covered(m))
+            .or_else(|| at_point.next_back())
+    }
+
+    /// Whether another mount at the same point sits on `mount`.
+    fn covered(&self, mount: &Mount) -> bool {
         self.mounts
             .iter()
-            .filter(|m| path.starts_with(&m.mount_point))
-            .max_by_key(|m| m.mount_point.components().count())
+            .any(|other| other.parent == mount.id && other.mount_point == mount.mount_point)
     }
 
     /// The place of the canonical `path`: under the innermost mount that
@@ -205,6 +259,18 @@ impl MountTable {
     /// lives there, and a module granted it would reach processes, kernel
     /// settings or devices.
     pub(crate) fn kernel_filesystem(&self, path: &Path) -> Option<&str> {
+        // The path itself, by what the kernel says it is now.
+        if let Some(name) = rustix::fs::statfs(path).ok().and_then(|fs| {
+            // `f_type` is narrower on 32-bit targets.
+            #[allow(clippy::unnecessary_cast)]
+            let magic = fs.f_type as i64;
+            KERNEL_MAGIC
+                .iter()
+                .find(|(m, _)| *m == magic)
+                .map(|&(_, name)| name)
+        }) {
+            return Some(name);
+        }
         let innermost = self.innermost(path);
         let below = self
             .mounts
@@ -491,10 +557,39 @@ mod tests {
             Some("proc"),
             "the renamed folder still holds the proc mount"
         );
+        // The mount itself is known by what the kernel says it is, even to
+        // a table that never saw it (a mount moved in another namespace).
+        let blind = MountTable::parse(TABLE);
+        assert_eq!(
+            blind.kernel_filesystem(&after.join("sub/proc")),
+            Some("proc")
+        );
         // Unmounted by its present name, whatever the guard says.
         let _ = std::process::Command::new("umount")
             .arg("-l")
             .arg(after.join("sub/proc"))
             .status();
+    }
+
+    /// The attack on the stacking order: the user's home bind-mounted at
+    /// `q/b`, a `tmpfs` at `s/b`, then the bind moved onto `s/b`. The table
+    /// lists the moved mount before the one it now covers; the place of
+    /// `s/b` is still the home's.
+    #[test]
+    fn a_mount_moved_onto_another_is_the_one_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (home, from, onto) = (root.join("home"), root.join("q/b"), root.join("s/b"));
+        for folder in [&home, &from, &onto] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        std::fs::write(home.join("secret"), "x").unwrap();
+        let _bind = crate::test_mounts::bind(&home, &from);
+        let _below = crate::test_mounts::tmpfs(&onto);
+        let _moved = crate::test_mounts::move_mount(&from, &onto);
+        assert!(onto.join("secret").exists(), "the move took");
+        let table = current();
+        assert!(table.overlap(&onto, &home), "{:?}", table.place(&onto));
+        assert!(table.holds(&root.join("s"), &home.join("secret")));
     }
 }

@@ -21,6 +21,17 @@ pub fn bind(source: &Path, target: &Path) -> Mounted {
     mount(&["--bind".as_ref(), source.as_os_str()], target)
 }
 
+/// Mount an empty `tmpfs` on the existing directory `target`.
+pub fn tmpfs(target: &Path) -> Mounted {
+    mount(&["-t", "tmpfs", "tmpfs"].map(OsStr::new), target)
+}
+
+/// Move the mount at `from` onto `to` (`mount --move`); the guard undoes
+/// the mount at `to`.
+pub fn move_mount(from: &Path, to: &Path) -> Mounted {
+    mount(&["--move".as_ref(), from.as_os_str()], to)
+}
+
 /// Mount a `proc` filesystem on the existing directory `target`.
 pub fn proc(target: &Path) -> Mounted {
     mount(&["-t", "proc", "proc"].map(OsStr::new), target)

@@ -170,14 +170,20 @@ where
         writer_task.abort();
     }
     connection.calls.shutdown().await;
-    connection.close_subscriptions().await;
-    drop(connection);
-    // After EOF the last responses are flushed, unless a stop comes first.
+    // After EOF the subscriptions' closing results and the last responses
+    // are written, unless a stop comes first (a client that stopped
+    // reading would hold either for ever).
     let write_result = if stopped {
+        drop(connection);
         Ok(())
     } else {
+        let flushed = async {
+            connection.close_subscriptions().await;
+            drop(connection);
+            (&mut writer_task).await.unwrap_or(Ok(()))
+        };
         tokio::select! {
-            written = &mut writer_task => written.unwrap_or(Ok(())),
+            written = flushed => written,
             () = &mut stop => {
                 writer_task.abort();
                 Ok(())

@@ -729,3 +729,45 @@ async fn a_stateless_client_hears_of_list_changes_on_the_stream_it_opened() {
     assert_eq!(rest[0]["result"]["resultType"], json!("complete"));
     assert_eq!(rest[0]["result"]["_meta"][META_SUBSCRIPTION_ID], json!(8));
 }
+
+/// A client that opened every stream it may, sent more than the server can
+/// write, stopped reading and closed its input: the streams' closing results
+/// cannot be queued, the server waits on them, and a stop (a termination
+/// signal) still ends it.
+#[tokio::test]
+async fn a_stop_ends_a_server_still_closing_the_streams_of_a_client_that_stopped_reading() {
+    use tokio::io::AsyncWriteExt;
+    let (mut client_in, server_in) = tokio::io::duplex(1 << 20);
+    // A pipe of a few bytes that nobody reads.
+    let (server_out, _unread) = tokio::io::duplex(64);
+    let mut lines = String::new();
+    for id in 0..super::list_changes::MAX_SUBSCRIPTIONS {
+        let listen = json!({"jsonrpc": "2.0", "id": format!("s{id}"), "method": "subscriptions/listen",
+            "params": {"_meta": meta(&json!({})), "notifications": {"toolsListChanged": true}}});
+        lines.push_str(&format!("{listen}\n"));
+    }
+    for id in 0..40 {
+        let ping = json!({"jsonrpc": "2.0", "id": format!("p{id}"), "method": "ping",
+            "params": {"_meta": meta(&json!({}))}});
+        lines.push_str(&format!("{ping}\n"));
+    }
+    client_in.write_all(lines.as_bytes()).await.unwrap();
+    drop(client_in);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(super::serve_until(
+        tokio::io::BufReader::new(server_in),
+        server_out,
+        Arc::new(Desk::new(true)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!server.is_finished(), "the server had room for everything");
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), server)
+        .await
+        .expect("the stop did not end the server")
+        .unwrap()
+        .unwrap();
+}
