@@ -417,6 +417,29 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
     server.finish();
 }
 
+/// A server in `home` running one call of a module that left a lingering
+/// grandchild and sleeps: both processes are up when this returns.
+fn server_with_a_call_left_running(home: &Home) -> McpStdio {
+    home.install(Fixture::Grandchild, "grandchild");
+    let ws = home.workspace();
+    let mut server = start_server(home, &ws, &home.outside(), &[]);
+    let tool = server.tool_named("grandchild", "run");
+    server.send_request(
+        "tools/call",
+        &json!({"name": tool, "arguments": {"hang": true}}),
+    );
+    let started = Instant::now();
+    while home.live_module_processes().len() < 2 {
+        assert!(
+            started.elapsed() < ANSWER,
+            "the call and its grandchild did not start: {:?}",
+            home.live_module_processes()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
+}
+
 /// How clients end a stdio server (stdin closed, then SIGTERM; here the
 /// signal alone), a terminal's Ctrl-C and a closed terminal: each ends the
 /// server as EOF does. The call still running (a module that left a
@@ -426,23 +449,7 @@ fn the_clients_root_is_the_workspace_of_a_server_started_in_the_root() {
 fn a_termination_signal_ends_every_call_and_its_grandchildren_as_eof_does() {
     for signal in ["TERM", "INT", "HUP"] {
         let home = Home::new();
-        home.install(Fixture::Grandchild, "grandchild");
-        let ws = home.workspace();
-        let mut server = start_server(&home, &ws, &home.outside(), &[]);
-        let tool = server.tool_named("grandchild", "run");
-        server.send_request(
-            "tools/call",
-            &json!({"name": tool, "arguments": {"hang": true}}),
-        );
-        let started = Instant::now();
-        while home.live_module_processes().len() < 2 {
-            assert!(
-                started.elapsed() < ANSWER,
-                "the call and its grandchild did not start: {:?}",
-                home.live_module_processes()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let server = server_with_a_call_left_running(&home);
         server.terminate(signal);
         let left = wait_until_empty(|| home.live_module_processes());
         assert!(left.is_empty(), "SIG{signal} left processes: {left:?}");
@@ -456,19 +463,7 @@ fn a_termination_signal_ends_every_call_and_its_grandchildren_as_eof_does() {
 #[test]
 fn a_termination_signal_ends_a_server_whose_client_stopped_reading() {
     let home = Home::new();
-    home.install(Fixture::Grandchild, "grandchild");
-    let ws = home.workspace();
-    let mut server = start_server(&home, &ws, &home.outside(), &[]);
-    let tool = server.tool_named("grandchild", "run");
-    server.send_request(
-        "tools/call",
-        &json!({"name": tool, "arguments": {"hang": true}}),
-    );
-    let started = Instant::now();
-    while home.live_module_processes().len() < 2 {
-        assert!(started.elapsed() < ANSWER, "the call did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let server = server_with_a_call_left_running(&home);
     server.stop_reading();
     // Far more answers than the pipe (64 KiB) and the outbox hold; the
     // server stops reading stdin too once it waits, so the flood is sent

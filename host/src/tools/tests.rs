@@ -170,17 +170,9 @@ async fn the_operators_rules_apply_to_the_knowledge_tool() {
     }
     let asks = knowledge("[[rules]]\ntool = \"modhost__*\"\ndecision = \"ask\"\n");
     assert_eq!(asks.unwrap().approval.verdict, Verdict::Ask);
-    let home = tempfile::tempdir().unwrap();
     let approval: ApprovalConfig =
         toml::from_str("[[rules]]\nmodule = \"modhost\"\ndecision = \"deny\"\n").unwrap();
-    let tb = Toolbox::new(
-        vec![guided.clone()],
-        &approval,
-        &BTreeMap::new(),
-        RecordingInvoker::default(),
-        HomeLayout::new(home.path()),
-        None,
-    );
+    let (_home, tb) = toolbox_of(vec![guided.clone()], &approval);
     let refused = tb
         .call(KNOWLEDGE_TOOL, json!({"module": "files"}), None, None)
         .await
@@ -205,15 +197,7 @@ async fn a_denied_modules_guides_are_not_served() {
         knowledge.input_schema["properties"]["module"]["enum"],
         json!(["files"])
     );
-    let home = tempfile::tempdir().unwrap();
-    let tb = Toolbox::new(
-        modules,
-        &approval,
-        &BTreeMap::new(),
-        RecordingInvoker::default(),
-        HomeLayout::new(home.path()),
-        None,
-    );
+    let (_home, tb) = toolbox_of(modules, &approval);
     let refused = tb
         .call(KNOWLEDGE_TOOL, json!({"module": "web"}), None, None)
         .await
@@ -270,11 +254,19 @@ pub(crate) fn toolbox(approval_toml: &str) -> (tempfile::TempDir, Toolbox<Record
             cap("web.purge", &json!({"writes": ["workspace"]}))
         ]),
     );
+    toolbox_of(vec![m], &approval)
+}
+
+/// A toolbox of `modules` under `approval`, in a home of its own.
+fn toolbox_of(
+    modules: Vec<ModuleEntry>,
+    approval: &ApprovalConfig,
+) -> (tempfile::TempDir, Toolbox<RecordingInvoker>) {
     let home = tempfile::tempdir().unwrap();
     let layout = HomeLayout::new(home.path());
     let tb = Toolbox::new(
-        vec![m],
-        &approval,
+        modules,
+        approval,
         &BTreeMap::new(),
         RecordingInvoker::default(),
         layout,
