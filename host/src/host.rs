@@ -528,6 +528,18 @@ mod tests {
                 "{system}"
             );
         }
+        // A kernel filesystem mounted anywhere else, and a folder holding it.
+        let proc_view = root.join("elsewhere/proc");
+        std::fs::create_dir_all(&proc_view).unwrap();
+        let _proc = crate::test_mounts::proc(&proc_view);
+        for refused in [&proc_view, &root.join("elsewhere")] {
+            let why = never_a_workspace(refused, &homes, &[]);
+            assert!(
+                why.as_deref().is_some_and(|w| w.contains("proc")),
+                "{}: {why:?}",
+                refused.display()
+            );
+        }
     }
 
     /// A program that keeps one host for a long time: a component removed
