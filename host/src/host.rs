@@ -105,10 +105,12 @@ pub(crate) fn never_a_workspace(
         ));
     }
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    // The rule every grant follows (`grants::overlaps_the_home`), so that
+    // a client is told at once what its calls would be refused.
     protected
         .iter()
         .map(|p| canonical(p))
-        .find(|p| p.starts_with(path) || path.starts_with(p))
+        .find(|p| crate::grants::overlaps_the_home(path, p))
         .map(|p| format!("it overlaps the modhost home {}", p.display()))
 }
 

@@ -109,14 +109,14 @@ struct Mount {
 
 /// A path's place: its filesystem, and its path inside that filesystem.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Place {
+struct Place {
     device: String,
     inside: PathBuf,
 }
 
 impl Place {
     /// One holds the other (or they are the same folder).
-    pub(crate) fn overlaps(&self, other: &Place) -> bool {
+    fn overlaps(&self, other: &Place) -> bool {
         self.device == other.device
             && (self.inside.starts_with(&other.inside) || other.inside.starts_with(&self.inside))
     }
@@ -245,7 +245,7 @@ impl MountTable {
     /// The place of the canonical `path`: under the innermost mount that
     /// holds it (the last of equals, which covers the others). `None` when
     /// no mount holds it (a table that could not be read).
-    pub(crate) fn place(&self, path: &Path) -> Option<Place> {
+    fn place(&self, path: &Path) -> Option<Place> {
         let mount = self.innermost(path)?;
         let rest = path.strip_prefix(&mount.mount_point).ok()?;
         Some(Place {

@@ -18,6 +18,19 @@ const ANSWER: Duration = Duration::from_secs(30);
 /// The policy the client tries to read through a root that holds the home.
 const SECRET_RULE: &str = "# the operator's policy, not the client's to read\n";
 
+/// `modhost mcp` on `home`, started in `/` as MCP clients start servers
+/// (so no default workspace), with `$HOME` set to `user_home` or unset.
+fn started_in_the_root(home: &Home, user_home: Option<&Path>) -> McpStdio {
+    McpStdio::spawn(home, None, |command| {
+        command.current_dir("/").stderr(Stdio::inherit());
+        match user_home {
+            Some(user_home) => command.env("HOME", user_home),
+            None => command.env_remove("HOME"),
+        };
+    })
+    .answering_within(ANSWER)
+}
+
 #[test]
 fn a_client_root_holding_the_modhost_home_is_never_the_workspace() {
     let home = Home::new();
@@ -27,14 +40,7 @@ fn a_client_root_holding_the_modhost_home_is_never_the_workspace() {
     write_file(&ws, "note.txt", "the project's note");
     let user_home = home.outside();
     let above_home = home.path().parent().expect("the home's parent").to_owned();
-    // Started in `/` (no default workspace), as MCP clients start servers.
-    let mut server = McpStdio::spawn(&home, None, |command| {
-        command
-            .current_dir("/")
-            .env("HOME", &user_home)
-            .stderr(Stdio::inherit());
-    })
-    .answering_within(ANSWER);
+    let mut server = started_in_the_root(&home, Some(&user_home));
     server.initialize(&json!({"roots": {"listChanged": true}}));
     let ask = server.next_message(ANSWER);
     assert_eq!(ask["method"], json!("roots/list"), "{ask}");
@@ -158,13 +164,7 @@ fn a_client_root_swapped_for_a_link_to_the_users_home_is_refused_at_the_call() {
     write_file(&user_home, "note.txt", "the user's secret");
     let root = home.workspace();
     write_file(&root, "note.txt", "the project's note");
-    let mut server = McpStdio::spawn(&home, None, |command| {
-        command
-            .current_dir("/")
-            .env("HOME", &user_home)
-            .stderr(Stdio::inherit());
-    })
-    .answering_within(ANSWER);
+    let mut server = started_in_the_root(&home, Some(&user_home));
     server.initialize(&json!({"roots": {}}));
     server.answer_roots(&json!([{"uri": format!("file://{}", root.display())}]));
     let read = server.tool_named("files", "read");
@@ -203,13 +203,7 @@ fn without_home_set_the_accounts_home_is_still_never_the_workspace() {
         .expect("this user's entry in /etc/passwd");
     let home = Home::new();
     home.install_files();
-    let mut server = McpStdio::spawn(&home, None, |command| {
-        command
-            .current_dir("/")
-            .env_remove("HOME")
-            .stderr(Stdio::inherit());
-    })
-    .answering_within(ANSWER);
+    let mut server = started_in_the_root(&home, None);
     server.initialize(&json!({"roots": {}}));
     server.answer_roots(&json!([{"uri": format!("file://{account_home}")}]));
     let list = server.tool_named("files", "list");
