@@ -29,8 +29,10 @@
 //! ([`capabilities`]). Seccomp filters ([`seccomp`]) refuse the kernel
 //! surface a module never needs (device nodes, namespaces, mounts, ptrace,
 //! keyrings, bpf, ...), every socket but TCP/UDP over IP (and those too
-//! without `network`), and `setsid`/`setpgid`, so whatever the module starts
-//! stays in the process group the host kills when the call ends.
+//! without `network`), and `setsid`/`setpgid` (but the child's own
+//! `setpgid`, which carries a key the module never sees), so whatever the
+//! module starts stays in the process group the host kills when the call
+//! ends.
 //!
 //! Design decisions:
 //!
@@ -410,6 +412,7 @@ impl Confinement {
                 seccomp: None,
                 cgroup: None,
                 carrier: None,
+                group_key: 0,
             },
             warning: Some(
                 "confinement is off (config.toml): the module ran with the host's filesystem and network access".into(),
@@ -463,6 +466,13 @@ impl ChildConfinement {
         self.0
             .carrier
             .is_none_or(|carrier| carrier.thread == carrier::current_thread())
+    }
+
+    /// What the child passes in `setpgid`'s third argument: the host's key,
+    /// which the base filter a spawner thread carries asks of that call
+    /// (`seccomp::Layer::Base`); 0 without one.
+    pub fn group_key(&self) -> u64 {
+        self.0.group_key
     }
 }
 
@@ -522,16 +532,24 @@ pub fn prepare(
     // other network flavour carries nothing this call can use.
     #[cfg(target_os = "linux")]
     let carried = carrier::carried().filter(|c| c.network == network);
+    // The thread's base lets only a `setpgid` with the host's key through,
+    // and a module in a landlock domain cannot learn the key
+    // (`seccomp::Layer::Base`): such a child installs no filter of its
+    // own. Any other refuses the process-group calls outright after its
+    // `setpgid`.
     #[cfg(target_os = "linux")]
     let layer = match carried {
-        Some(c) if c.seccomp_base => seccomp::Layer::Group,
-        _ => seccomp::Layer::Full,
+        Some(c) if c.seccomp_base && ruleset.is_some() => None,
+        Some(c) if c.seccomp_base => Some(seccomp::Layer::Group),
+        _ => Some(seccomp::Layer::Full),
     };
     #[cfg(target_os = "linux")]
     let (seccomp, warning) = match seccomp::programs(network) {
-        Ok(programs) => (Some((programs, layer)), warning),
+        Ok(programs) => (layer.map(|layer| (programs, layer)), warning),
         Err(reason) => (None, Some(shortfall_at_preparation(mode, warning, reason)?)),
     };
+    #[cfg(target_os = "linux")]
+    let group_key = seccomp::host_key().unwrap_or(0);
     #[cfg(target_os = "linux")]
     // A root host without its pids cgroup is reported (and refused under
     // `required`) by `support` as the resource-limits part, like any part.
@@ -550,6 +568,7 @@ pub fn prepare(
             seccomp,
             cgroup,
             carrier: carried,
+            group_key,
         },
         warning,
     })

@@ -197,8 +197,9 @@ const ENOSYS: i64 = 38;
 /// word of 32-bit arguments (the kernel reads the low word, so must the
 /// filter), a `utimensat` path mapped at 4 GiB (a pointer whose low word is
 /// zero is not `futimens`' null path), x32 numbers, numbers beyond the
-/// table and with the high bit set. Each is refused and nothing happened
-/// outside: no device node, the victim's times unchanged.
+/// table and with the high bit set; `setpgid` with guesses of the host's
+/// key. Each is refused and nothing happened outside: no device node, the
+/// victim's times unchanged.
 #[test]
 fn refused_calls_with_edge_arguments_stay_refused() {
     use std::os::unix::fs::MetadataExt;
@@ -230,6 +231,12 @@ fn refused_calls_with_edge_arguments_stay_refused() {
         ];
         for (probe, errno) in refused {
             assert_refused(&report[probe], &[errno], &format!("{verb}: {probe}"));
+        }
+        // Guesses of the host's key, which alone lets `setpgid` through the
+        // filter a module inherits from its spawner thread.
+        for guess in 0..12 {
+            let probe = format!("setpgid_guess_{guess}");
+            assert_refused(&report[&probe], &[EPERM], &format!("{verb}: {probe}"));
         }
         assert_eq!(report["still_alive"]["ok"], true, "{report:#}");
         let state = home.path().join("state").join("attacker");

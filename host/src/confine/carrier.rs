@@ -11,9 +11,12 @@
 //! and ambient set (the thread's credentials), `no_new_privs`, the seccomp
 //! filters. So a thread made for starting modules takes them once
 //! ([`carry`]), and a child it starts only lowers its limits, joins the
-//! pids cgroup, zeroes its capability sets, enters its landlock domain and
-//! adds the one seccomp layer the thread cannot carry (the process-group
-//! calls: the child makes its own `setpgid` first; see `seccomp::Layer`).
+//! pids cgroup, zeroes its capability sets and enters its landlock domain.
+//! The thread's filter refuses `setpgid` too, but for a call carrying the
+//! host's key, which the child makes for its own process group; a module
+//! in a landlock domain cannot learn the key, and a child without one adds
+//! the layer refusing the process-group calls outright (`seccomp::Layer`).
+//! Measured the same way, that layer's install cost about 0.1 ms per child.
 //!
 //! Design decisions:
 //!

@@ -10,7 +10,9 @@
 //! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
 //! so nothing above is itself filtered. Steps the spawning thread carries
 //! (`carrier`: the bounding set, the base seccomp layer) are
-//! left out by the preparation; the child inherits them at the clone.
+//! left out by the preparation; the child inherits them at the clone. A
+//! child with a landlock domain under the base layer installs no filter of
+//! its own (`seccomp::Layer::Base`).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -36,6 +38,8 @@ pub(super) struct Prepared {
     /// above); the child must be cloned from that thread
     /// (`ChildConfinement::may_start_here`).
     pub(super) carrier: Option<Carried>,
+    /// The host's key, for the child's own `setpgid` (`seccomp::Layer::Base`).
+    pub(super) group_key: u64,
 }
 
 impl Prepared {

@@ -68,6 +68,8 @@ pub enum ArgTest {
     /// `arg`, a pointer, is not null: compared on all 64 bits (a pointer
     /// whose low word is zero is not null).
     NotNull { arg: u8 },
+    /// `arg` is not the host's key ([`host_key`]): compared on all 64 bits.
+    NotHostKey { arg: u8 },
 }
 
 /// When a listed system call is refused.
@@ -365,13 +367,16 @@ pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 2] = [
 /// The compiled filter of a call, whole and split in two layers.
 ///
 /// A spawner thread of the host carries [`Layer::Base`] (`confine::carrier`)
-/// and every child it starts inherits it; such a child installs only
-/// [`Layer::Group`] after its own `setpgid`. Stacked, the two answer every
-/// system call as [`Layer::Full`] does (a test runs both over the tables).
+/// and every child it starts inherits it; the child makes its own
+/// `setpgid` with the host's key, and installs [`Layer::Group`] over the
+/// base unless the call has a landlock domain. Stacked, the two answer
+/// every system call as [`Layer::Full`] does (a test runs both over the
+/// tables).
 #[derive(Debug)]
 pub struct Programs {
     program: Program,
-    base: Program,
+    /// `None` when there is no [`host_key`].
+    base: Option<Program>,
     group: Program,
 }
 
@@ -380,21 +385,71 @@ pub struct Programs {
 pub enum Layer {
     /// Everything: what a child started from an ordinary thread installs.
     Full,
-    /// Everything but the process-group calls: what a spawner thread
-    /// carries (the child it starts still has to `setpgid`).
+    /// Everything, but `setpgid` with the host's key ([`host_key`]) in
+    /// [`KEY_ARG`], an argument the kernel ignores: what a spawner thread
+    /// carries, so that the child it starts can make its own process group.
+    ///
+    /// This alone holds a module in its group when the module cannot learn
+    /// the key. The key is in the host's memory and in the kernel's copy
+    /// of this filter, nowhere else (the child's registers and stack are
+    /// gone at its exec). A module in a landlock domain reads neither:
+    /// `ptrace`, `process_vm_readv`, `pidfd_getfd`, `perf_event_open` and
+    /// `bpf` are refused here, landlock refuses a domain's process access
+    /// to any process outside it (`/proc/<pid>/mem`, whatever the grants),
+    /// and reading a filter back takes `CAP_SYS_ADMIN`, which a module
+    /// never has. Guessing is one refused call per guess of 64 bits. A
+    /// call without a landlock domain installs [`Layer::Group`] over it.
     Base,
-    /// Only the process-group calls ([`GROUP_CALLS`]): what a child of a
-    /// spawner thread installs over the inherited base, a program of a
-    /// dozen instructions where the whole is some two hundred (the
-    /// kernel converts, compiles and emulates every instruction at each
-    /// install).
+    /// Only the process-group calls ([`GROUP_CALLS`]), refused outright:
+    /// what a child of a spawner thread without a landlock domain
+    /// installs over the inherited base, a program of a dozen
+    /// instructions where the whole is some two hundred. A landlocked
+    /// child installs nothing: every install costs a kernel allocation and
+    /// a compile (about 0.1 ms per child, measured by the host bench).
     Group,
 }
 
 /// The calls refused so that whatever a module starts stays in the process
 /// group the host kills; the child itself makes one of them (`setpgid`)
-/// before exec, so a thread that starts children cannot carry their refusal.
+/// before exec, so a thread that starts children cannot carry their
+/// refusal outright: [`Layer::Base`] lets `setpgid` through with the key.
 const GROUP_CALLS: [libc::c_long; 2] = [libc::SYS_setsid, libc::SYS_setpgid];
+
+/// The argument of `setpgid(pid, pgid)` that carries the host's key: the
+/// third, which the kernel ignores for a call of two.
+pub const KEY_ARG: u8 = 2;
+
+/// `setpgid` without the host's key in [`KEY_ARG`]: what [`Layer::Base`]
+/// refuses of the process-group calls.
+const SETPGID_WITHOUT_KEY: [&[ArgTest]; 1] = [&[ArgTest::NotHostKey { arg: KEY_ARG }]];
+
+/// The host's key: 64 random bits, drawn once per host process, nonzero.
+/// It lives in the host's memory and in the kernel's copy of
+/// [`Layer::Base`]; a module in a landlock domain reads neither (see
+/// [`Layer::Base`]). `Err` when the kernel gave no random bytes.
+pub fn host_key() -> Result<u64, String> {
+    static KEY: OnceLock<Result<u64, String>> = OnceLock::new();
+    KEY.get_or_init(draw_key).clone()
+}
+
+#[allow(unsafe_code)]
+fn draw_key() -> Result<u64, String> {
+    loop {
+        let mut bytes = [0u8; 8];
+        // SAFETY: getrandom writes at most `bytes.len()` bytes into `bytes`.
+        let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        if got != 8 {
+            return Err(format!(
+                "no random bytes for the process-group key: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let key = u64::from_ne_bytes(bytes);
+        if key != 0 {
+            return Ok(key);
+        }
+    }
+}
 
 /// One compiled filter, with its length checked to fit `sock_fprog`.
 #[derive(Debug)]
@@ -419,7 +474,10 @@ impl Programs {
     pub fn install(&self, layer: Layer) -> Result<(), libc::c_int> {
         let program = match layer {
             Layer::Full => &self.program,
-            Layer::Base => &self.base,
+            Layer::Base => match &self.base {
+                Some(base) => base,
+                None => return Err(libc::ENOSYS),
+            },
             Layer::Group => &self.group,
         };
         let fprog = libc::sock_fprog {
@@ -502,13 +560,43 @@ fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn compile(network: bool) -> Result<Programs, String> {
     let refusals = refusals(network);
-    let in_group = |call: &Refused| GROUP_CALLS.contains(&call.number);
-    let (group, base): (Vec<_>, Vec<_>) = refusals.iter().copied().partition(|(c, _)| in_group(c));
+    let group = refusals
+        .iter()
+        .copied()
+        .filter(|(c, _)| GROUP_CALLS.contains(&c.number))
+        .collect();
+    // Without a key, a spawner thread carries no base and each child
+    // installs the whole program after its `setpgid`.
+    let base = match host_key() {
+        Ok(_) => Some(compile_program(keyed(&refusals))?),
+        Err(reason) => {
+            tracing::warn!("{reason}: each confined module installs its whole seccomp filter");
+            None
+        }
+    };
     Ok(Programs {
         program: compile_program(refusals)?,
-        base: compile_program(base)?,
+        base,
         group: compile_program(group)?,
     })
+}
+
+/// `refusals` with `setpgid` refused only without the host's key.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn keyed(refusals: &[(Refused, libc::c_int)]) -> Vec<(Refused, libc::c_int)> {
+    refusals
+        .iter()
+        .map(|&(call, errno)| match call.number {
+            libc::SYS_setpgid => (
+                Refused {
+                    when: When::AnyOf(&SETPGID_WITHOUT_KEY),
+                    ..call
+                },
+                errno,
+            ),
+            _ => (call, errno),
+        })
+        .collect()
 }
 
 /// One program refusing `refusals` (numbers unique), allowing the rest.
@@ -563,7 +651,7 @@ fn seccompiler_program(refused: &[Refused], errno: libc::c_int) -> Result<BpfPro
                         .iter()
                         .map(|test| condition(*test))
                         .collect::<Result<Vec<_>, _>>()?;
-                    SeccompRule::new(conditions)
+                    SeccompRule::new(conditions).map_err(|e| e.to_string())
                 })
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("{}: {e}", call.name))?,
@@ -582,7 +670,7 @@ fn seccompiler_program(refused: &[Refused], errno: libc::c_int) -> Result<BpfPro
         .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
-fn condition(test: ArgTest) -> Result<SeccompCondition, seccompiler::BackendError> {
+fn condition(test: ArgTest) -> Result<SeccompCondition, String> {
     // Socket families and types, mknod modes and clone flags are all 32-bit
     // values: only the low word counts (the kernel ignores the rest). A
     // pointer is 64-bit: `utimensat` of a path at an address whose low word
@@ -600,7 +688,11 @@ fn condition(test: ArgTest) -> Result<SeccompCondition, seccompiler::BackendErro
         ArgTest::NotNull { arg } => {
             SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, 0)
         }
+        ArgTest::NotHostKey { arg } => {
+            SeccompCondition::new(arg, SeccompCmpArgLen::Qword, SeccompCmpOp::Ne, host_key()?)
+        }
     }
+    .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -611,6 +703,11 @@ mod tests {
     /// The verdict the tables give `nr` with `args`: what any layout of the
     /// filter must answer.
     fn expected(nr: u32, args: &[u64; 6], network: bool) -> u32 {
+        verdict(&refusals(network), nr, args)
+    }
+
+    /// The verdict `refusals` give `nr` with `args`.
+    fn verdict(refusals: &[(Refused, libc::c_int)], nr: u32, args: &[u64; 6]) -> u32 {
         #[cfg(target_arch = "x86_64")]
         if nr >= X32_SYSCALL_BIT {
             return libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32;
@@ -621,8 +718,9 @@ mod tests {
             }
             ArgTest::Ne { arg, value } => args[usize::from(arg)] as u32 != value as u32,
             ArgTest::NotNull { arg } => args[usize::from(arg)] != 0,
+            ArgTest::NotHostKey { arg } => args[usize::from(arg)] != host_key().unwrap(),
         };
-        for (call, errno) in refusals(network) {
+        for &(call, errno) in refusals {
             if call.number != i64::from(nr) {
                 continue;
             }
@@ -809,22 +907,52 @@ mod tests {
         }
     }
 
+    /// `setpgid` with the host's key and with near misses in its third
+    /// argument (one bit off in either word, one word right, the words
+    /// swapped, the extremes), and with the key in another argument.
+    fn key_cases() -> Vec<Data> {
+        let key = host_key().unwrap();
+        let third = [
+            key,
+            key ^ 1,
+            key ^ (1 << 63),
+            key & 0xffff_ffff,
+            key & !0xffff_ffff,
+            key.rotate_left(32),
+            !key,
+            0,
+            u64::MAX,
+        ];
+        let in_third = third.map(|k| [0, 0, k, 0, 0, 0]);
+        let elsewhere = [[key, key, 0, key, key, key], [0, 0, 0, key, 0, 0]];
+        in_third
+            .into_iter()
+            .chain(elsewhere)
+            .map(|args| Data {
+                nr: libc::SYS_setpgid as u32,
+                arch: AUDIT_ARCH,
+                args,
+            })
+            .collect()
+    }
+
     /// The attack on the split: a module started by a spawner thread runs
-    /// under the thread's base layer and its own group layer. Stacked, they
-    /// must answer every number and argument exactly as the whole program
-    /// does (a call the base forgot, or a group layer that allowed what the
-    /// whole refuses, would let a module out); and the base alone must let
-    /// the child make its `setpgid` (it refuses nothing of the group).
+    /// under the thread's base layer, and its own group layer when it has
+    /// no landlock domain. Stacked, they must answer every number and
+    /// argument exactly as the whole program does, the key included (a
+    /// call the base forgot, or a group layer that allowed what the whole
+    /// refuses, would let a module out). The base alone answers as the
+    /// tables with `setpgid` keyed: it lets the child make its `setpgid`
+    /// with the key, and nothing else through.
     #[test]
     fn the_base_and_group_layers_stacked_answer_as_the_whole_program() {
         for network in [false, true] {
             let programs = programs(network).unwrap();
             let whole = &programs.program.instructions;
-            let layers = [
-                programs.base.instructions.clone(),
-                programs.group.instructions.clone(),
-            ];
-            for data in every_case(network) {
+            let base = &programs.base.as_ref().unwrap().instructions;
+            let layers = [base.clone(), programs.group.instructions.clone()];
+            let keyed = keyed(&refusals(network));
+            for data in every_case(network).chain(key_cases()) {
                 assert_eq!(
                     kernel_answer(&layers, &data),
                     run(whole, &data).ret,
@@ -832,19 +960,32 @@ mod tests {
                     data.nr,
                     data.args
                 );
-            }
-            for nr in GROUP_CALLS {
-                let data = Data {
-                    nr: nr as u32,
-                    arch: AUDIT_ARCH,
-                    args: [0; 6],
-                };
-                assert_eq!(run(&layers[0], &data).ret, libc::SECCOMP_RET_ALLOW);
                 assert_eq!(
-                    run(&layers[1], &data).ret,
-                    libc::SECCOMP_RET_ERRNO | libc::EPERM as u32
+                    run(base, &data).ret,
+                    verdict(&keyed, data.nr, &data.args),
+                    "base alone, network {network}, number {}, args {:x?}",
+                    data.nr,
+                    data.args
                 );
             }
+            let key = host_key().unwrap();
+            let refused = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+            for data in key_cases() {
+                let through = data.args[usize::from(KEY_ARG)] == key;
+                let want = if through {
+                    libc::SECCOMP_RET_ALLOW
+                } else {
+                    refused
+                };
+                assert_eq!(run(base, &data).ret, want, "setpgid {:x?}", data.args);
+                assert_eq!(kernel_answer(&layers, &data), refused);
+            }
+            let setsid = Data {
+                nr: libc::SYS_setsid as u32,
+                arch: AUDIT_ARCH,
+                args: [0, 0, key, 0, 0, 0],
+            };
+            assert_eq!(run(base, &setsid).ret, refused, "setsid with the key");
             // What the child converts and compiles at its install.
             assert!(layers[1].len() <= 16, "{} instructions", layers[1].len());
         }

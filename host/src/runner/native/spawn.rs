@@ -365,7 +365,11 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
         if !context.cwd.is_null() && libc::chdir(context.cwd) != 0 {
             fail(&context.failure, Stage::Setup, last_errno());
         }
-        if libc::setpgid(0, 0) != 0 {
+        // Its own process group, the one the host kills. A spawner thread's
+        // filter lets this call through only with the host's key in its
+        // third argument, which the kernel ignores (`seccomp::Layer::Base`).
+        let key = context.confinement.map_or(0, ChildConfinement::group_key);
+        if libc::syscall(libc::SYS_setpgid, 0 as libc::c_long, 0 as libc::c_long, key) != 0 {
             fail(&context.failure, Stage::Setup, last_errno());
         }
         if let Some(confinement) = context.confinement
