@@ -182,6 +182,23 @@ const DEVICES_READ: &[&str] = &[
     "/proc/cpuinfo",
 ];
 
+/// Every path [`path_rules_with`] gives a call whatever its module and
+/// grants: the rules the ruleset cache checks through a watch instead of a
+/// `statx` each (`confine/path_watch.rs`).
+#[cfg(target_os = "linux")]
+fn system_paths() -> impl Iterator<Item = &'static str> {
+    SYSTEM_READ_DIRS
+        .iter()
+        .chain(ETC_RUNTIME)
+        .chain(ETC_NETWORK)
+        .chain(DEVICES_READ)
+        .copied()
+        .chain(std::iter::once(DEV_NULL))
+}
+
+/// Read and written by every confined module.
+const DEV_NULL: &str = "/dev/null";
+
 /// The filesystem rules of one call of `program` with `grants`, in order,
 /// given the interpreter `chain` of the program and the granted
 /// `executables` ([`interpreter::resolve_cached`]).
@@ -226,7 +243,7 @@ pub fn path_rules_with(
         .chain(if network { ETC_NETWORK } else { &[] })
         .chain(DEVICES_READ);
     rules.extend(etc.map(|p| rule(Path::new(p), PathAccess::Read)));
-    rules.push(rule(Path::new("/dev/null"), PathAccess::ReadWrite));
+    rules.push(rule(Path::new(DEV_NULL), PathAccess::ReadWrite));
     // Paths the host resolved (canonical) are opened through no link: a
     // link in one now was swapped in since by someone writing beside it
     // (`Opening::NoLinks`). A program run from its approved snapshot is
@@ -643,6 +660,8 @@ pub mod carrier;
 mod child;
 #[cfg(target_os = "linux")]
 mod errno;
+#[cfg(target_os = "linux")]
+mod path_watch;
 #[cfg(target_os = "linux")]
 pub mod pids;
 #[cfg(target_os = "linux")]

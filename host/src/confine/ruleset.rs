@@ -17,10 +17,17 @@
 //!   descriptor the rule was built from, and a call reuses the ruleset only
 //!   when every path `stat`s to that same identity now (a path that did not
 //!   exist must still not exist; a path that carries two rules is checked
-//!   once: one `statx` per distinct path is the floor of this check). A
+//!   once). A
 //!   granted folder replaced (renamed over, deleted and recreated) gets a
 //!   new ruleset naming the new inode, and the old inode, wherever it went,
 //!   is no longer granted.
+//! - **The system paths are watched, not walked.** Some thirty of a call's
+//!   paths are the same system paths for every call (`/usr`, `/etc/...`),
+//!   which almost never change. `path_watch.rs` watches what each of them
+//!   names (inotify on every folder its resolution looks in, and the mount
+//!   table); a ruleset verified in the watch's current epoch skips their
+//!   `statx` and checks only the call's own paths. Any report from the watch
+//!   starts a new epoch, and each ruleset is checked whole once more.
 //! - **Bounded.** At most [`MAX_RULESETS`] rulesets are kept; beyond, the
 //!   cache is emptied and refilled by the calls that follow.
 //! - **Cheap to look up, checked outside the lock.** A look-up compares the
@@ -41,6 +48,7 @@ use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, ResolveFlags, StatxFlags}
 
 use super::error::ConfineError;
 use super::path_rule::{Opening, PathAccess, PathRule};
+use super::path_watch::{self, PathWatch, Quiet};
 use super::support::ConfinementSupport;
 
 /// The most rulesets kept (each is one descriptor).
@@ -71,6 +79,9 @@ struct Cached {
     rules: Vec<(std::ffi::OsString, u8)>,
     flags: Flags,
     identities: Vec<Option<Identity>>,
+    /// The [`PathWatch`] epoch in which every identity was last found
+    /// true (built, or each path checked).
+    verified: u64,
     ruleset: OwnedFd,
 }
 
@@ -129,7 +140,21 @@ pub(super) fn build(
     network: bool,
     support: &ConfinementSupport,
 ) -> Result<OwnedFd, ConfineError> {
+    build_watched(rules, network, support, path_watch::system())
+}
+
+/// [`build`], the paths `watch` covers taken as unchanged while it stays in
+/// the epoch a ruleset was verified in.
+fn build_watched(
+    rules: &[PathRule],
+    network: bool,
+    support: &ConfinementSupport,
+    watch: &PathWatch,
+) -> Result<OwnedFd, ConfineError> {
     let error = |message: String| ConfineError::Ruleset { message };
+    // Read before any path is looked at: a change after this is the next
+    // epoch's (`path_watch.rs`).
+    let quiet = watch.settle();
     let flags = Flags {
         deny_tcp: !network && support.landlock_tcp(),
         scopes: support.landlock_scopes(),
@@ -140,11 +165,21 @@ pub(super) fn build(
     let known = lock()
         .iter()
         .find(|c| c.built_from(fingerprint, rules, flags))
-        .map(|c| (c.identities.clone(), c.ruleset.try_clone()));
-    if let Some((identities, Ok(ruleset))) = known
-        && unchanged(rules, &identities)
-    {
-        return Ok(ruleset);
+        .map(|c| (c.identities.clone(), c.ruleset.try_clone(), c.verified));
+    if let Some((identities, Ok(ruleset), verified)) = known {
+        let trusted = (verified == quiet.epoch()).then_some(&quiet);
+        if unchanged(rules, &identities, trusted) {
+            if trusted.is_none() {
+                let mut cache = lock();
+                let entry = cache.iter_mut().find(|c| {
+                    c.built_from(fingerprint, rules, flags) && c.identities == identities
+                });
+                if let Some(entry) = entry {
+                    entry.verified = entry.verified.max(quiet.epoch());
+                }
+            }
+            return Ok(ruleset);
+        }
     }
     let (ruleset, identities) = create(rules, flags)?;
     let copy = ruleset
@@ -163,6 +198,7 @@ pub(super) fn build(
             .collect(),
         flags,
         identities,
+        verified: quiet.epoch(),
         ruleset,
     });
     Ok(copy)
@@ -172,11 +208,15 @@ pub(super) fn build(
 /// per distinct path (a path can carry two rules: the approved snapshot is
 /// the module's folder, read, and the snapshot, read and execute; the entry
 /// file is also the first file of its interpreter chain; `/usr` is a system
-/// folder and an interpreter's prefix).
-fn unchanged(rules: &[PathRule], identities: &[Option<Identity>]) -> bool {
+/// folder and an interpreter's prefix), but for the paths `trusted` covers
+/// (the identities were verified in its epoch, and nothing changed since).
+fn unchanged(rules: &[PathRule], identities: &[Option<Identity>], trusted: Option<&Quiet>) -> bool {
     let mut checked: Vec<(&Path, Option<Identity>)> = Vec::with_capacity(rules.len());
     rules.len() == identities.len()
         && rules.iter().zip(identities).all(|(rule, known)| {
+            if trusted.is_some_and(|quiet| quiet.covers(&rule.path)) {
+                return true;
+            }
             // Byte equality: `Path`'s own compares component by component.
             let same = |path: &&Path| path.as_os_str() == rule.path.as_os_str();
             let now = match checked.iter().find(|(path, _)| same(path)) {
@@ -316,6 +356,53 @@ mod tests {
             .find(|c| c.built_from(fingerprint, rules, flags))
             .map(|c| c.identities.clone())
             .expect("the ruleset was kept")
+    }
+
+    /// The attack on the watch: a path the system watch covers (here a
+    /// folder of the test's own, watched the same way) is replaced, renamed
+    /// over or retargeted through a link on its way, between calls that
+    /// find the ruleset verified in the watch's epoch. Each next call gets
+    /// a ruleset naming what the path names now, never the kept one.
+    #[test]
+    fn a_watched_path_replaced_between_calls_gets_a_new_ruleset() {
+        let support = super::super::probe();
+        if support.abi.is_none() {
+            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        for name in ["first/etc", "second/etc"] {
+            std::fs::create_dir_all(dir.join(name)).unwrap();
+        }
+        std::os::unix::fs::symlink(dir.join("first"), dir.join("root")).unwrap();
+        let system = dir.join("root/etc");
+        let rules = [PathRule {
+            path: system.clone(),
+            access: PathAccess::Read,
+            opening: Opening::FollowingLinks,
+        }];
+        let watch = PathWatch::over(vec![system.clone()]);
+        let replacements: [&dyn Fn(); 2] = [
+            &|| {
+                std::fs::rename(dir.join("first/etc"), dir.join("first/old-etc")).unwrap();
+                std::fs::create_dir(dir.join("first/etc")).unwrap();
+            },
+            &|| {
+                std::os::unix::fs::symlink(dir.join("second"), dir.join("new-root")).unwrap();
+                std::fs::rename(dir.join("new-root"), dir.join("root")).unwrap();
+            },
+        ];
+        for (i, replace) in replacements.iter().enumerate() {
+            build_watched(&rules, false, &support, &watch).unwrap();
+            build_watched(&rules, false, &support, &watch).unwrap();
+            assert!(watch.settle().covers(&system), "the folder is not covered");
+            let before = cached_identities(&rules, &support);
+            replace();
+            build_watched(&rules, false, &support, &watch).unwrap();
+            let after = cached_identities(&rules, &support);
+            assert_ne!(after, before, "replacement {i}: the old ruleset was reused");
+            assert_eq!(after, vec![identity_at(&system)], "replacement {i}");
+        }
     }
 
     /// A folder that carries two rules (read, and read-write) is checked

@@ -1,0 +1,352 @@
+//! Knowing, without a `statx` per path per call, that a fixed set of paths
+//! still name what they named: the system paths every call's ruleset holds.
+//!
+//! The ruleset cache (`ruleset.rs`) reuses a ruleset only while each rule's
+//! path still names the inode the rule bound. Checked by `statx`, that is
+//! some forty path walks per call, three quarters of them the same system
+//! paths (`/usr`, `/etc/...`, `/dev/null`) for every call, which almost
+//! never change. A path's binding changes only through an entry of a folder
+//! its resolution looks a name up in (a rename, link, unlink or creation
+//! there) or through a mount. So this watches, with inotify, every folder
+//! the resolution of each path looks names up in, following links as the
+//! rules do, and the mount table; while neither reports anything, every
+//! path covered names what it named when the watch was armed.
+//!
+//! Design decisions:
+//!
+//! - **Any report re-arms.** An event in any watched folder (the name does
+//!   not matter), a lost watch, an overflowed queue or a changed mount table
+//!   closes the inotify descriptor, resolves every path again (a link may
+//!   lead elsewhere now) with fresh watches, and starts a new epoch. Every
+//!   ruleset verified in an earlier epoch is checked by `statx` again, once.
+//! - **Watched before looked at.** Resolution adds the watch on a folder
+//!   before it looks a name up in it, and the cache records the epoch read
+//!   before its own checks: a change after the watch is an event, a change
+//!   before it is what the lookup or the `statx` sees.
+//! - **Local filesystems only.** A path is covered only when every folder
+//!   its resolution looks in is on a filesystem whose every change passes
+//!   through this kernel's VFS (ext2/3/4, xfs, btrfs, tmpfs). A network or
+//!   FUSE filesystem can change under the kernel without an event, and an
+//!   overlay's lower layers without one on the merged folder: such paths,
+//!   and `proc` and `sysfs`, are checked by `statx` on every call.
+//! - **One descriptor, one read per call.** A call's check is a
+//!   non-blocking `read` of the descriptor (nothing to read: quiet) and the
+//!   mount table's `poll`; the folders are few (about fifteen here).
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+
+use crate::mount_table::{self, MountTable};
+
+/// The most links one resolution follows (the kernel's own bound).
+const MAX_LINKS: usize = 40;
+
+/// Filesystems every change of which passes through this kernel's VFS,
+/// where inotify sees every entry change: ext2/3/4, xfs, btrfs, tmpfs.
+const LOCAL_MAGIC: &[i64] = &[0xef53, 0x5846_5342, 0x9123_683e, 0x0102_1994];
+
+/// What a folder's watch reports: a change of its entries, or of itself.
+fn watch_flags() -> WatchFlags {
+    WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVED_TO
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
+        | WatchFlags::DONT_FOLLOW
+}
+
+/// A fixed set of absolute paths, watched.
+pub(super) struct PathWatch {
+    paths: Vec<PathBuf>,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// `None` before the first arming, and when inotify is unavailable.
+    inotify: Option<OwnedFd>,
+    /// The mount table the watches were armed under.
+    mounts: Option<Arc<MountTable>>,
+    epoch: u64,
+    covered: Arc<HashSet<PathBuf>>,
+}
+
+/// The watch as one call sees it: the epoch it is in, and the paths
+/// unchanged since that epoch began.
+#[derive(Clone)]
+pub(super) struct Quiet {
+    epoch: u64,
+    covered: Arc<HashSet<PathBuf>>,
+}
+
+impl Quiet {
+    /// Since when nothing was reported.
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether `path` names what it named when [`Self::epoch`] began.
+    pub(super) fn covers(&self, path: &Path) -> bool {
+        self.covered.contains(path)
+    }
+}
+
+/// The system paths of every call (`confine::system_paths`), watched.
+pub(super) fn system() -> &'static PathWatch {
+    static SYSTEM: OnceLock<PathWatch> = OnceLock::new();
+    SYSTEM.get_or_init(|| PathWatch::over(super::system_paths().map(PathBuf::from).collect()))
+}
+
+impl PathWatch {
+    /// A watch over `paths` (absolute), armed at its first [`Self::settle`].
+    pub(super) fn over(paths: Vec<PathBuf>) -> PathWatch {
+        PathWatch {
+            paths,
+            state: Mutex::new(State {
+                inotify: None,
+                mounts: None,
+                epoch: 0,
+                covered: Arc::default(),
+            }),
+        }
+    }
+
+    /// The watch now: re-armed, in a new epoch, when anything was reported
+    /// since the last call (or it was never armed).
+    pub(super) fn settle(&self) -> Quiet {
+        let mounts = mount_table::current();
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let quiet = state.inotify.as_ref().is_some_and(nothing_reported)
+            && state
+                .mounts
+                .as_ref()
+                .is_some_and(|m| Arc::ptr_eq(m, &mounts));
+        if !quiet {
+            // The old descriptor goes first, with its watches.
+            state.inotify = None;
+            let (inotify, covered) = self.arm();
+            state.inotify = inotify;
+            state.covered = Arc::new(covered);
+            state.mounts = Some(mounts);
+            state.epoch += 1;
+        }
+        Quiet {
+            epoch: state.epoch,
+            covered: Arc::clone(&state.covered),
+        }
+    }
+
+    /// A new descriptor watching the resolution of every path; the paths
+    /// covered (none without inotify).
+    fn arm(&self) -> (Option<OwnedFd>, HashSet<PathBuf>) {
+        let Ok(inotify) = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
+            return (None, HashSet::new());
+        };
+        let covered = self
+            .paths
+            .iter()
+            .filter(|path| watch_resolution(&inotify, path))
+            .cloned()
+            .collect();
+        (Some(inotify), covered)
+    }
+}
+
+/// Whether the descriptor has nothing to read: no event, no overflow, no
+/// watch lost. Any error counts as a report.
+fn nothing_reported(inotify: &OwnedFd) -> bool {
+    let mut buffer = [0u8; 4096];
+    matches!(
+        rustix::io::read(inotify, &mut buffer),
+        Err(rustix::io::Errno::AGAIN)
+    )
+}
+
+/// Walk `path` as a lookup following links does, adding a watch on each
+/// folder before looking a name up in it. Whether every such folder is
+/// watched and local (the path is covered). A path that ends early (a
+/// missing name, a file where a folder was wanted) is covered: what would
+/// change that is an entry of a watched folder.
+fn watch_resolution(inotify: &OwnedFd, path: &Path) -> bool {
+    if !path.is_absolute() {
+        return false;
+    }
+    let mut pending: Vec<OsString> = Vec::new();
+    push_components(&mut pending, path);
+    let mut folder = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            folder.pop();
+            continue;
+        }
+        if !watch_local_folder(inotify, &folder) {
+            return false;
+        }
+        let next = folder.join(&name);
+        let found = match std::fs::symlink_metadata(&next) {
+            Ok(found) => found,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(_) => return false,
+        };
+        if found.file_type().is_symlink() {
+            links += 1;
+            let Ok(target) = std::fs::read_link(&next) else {
+                return false;
+            };
+            if links > MAX_LINKS {
+                return false;
+            }
+            if target.is_absolute() {
+                folder = PathBuf::from("/");
+            }
+            push_components(&mut pending, &target);
+        } else if !found.is_dir() && !pending.is_empty() {
+            return true;
+        } else {
+            folder = next;
+        }
+    }
+    true
+}
+
+/// `path`'s names, pushed so that the first is popped first (`..` kept as
+/// a name: it is resolved against the folder reached, as the kernel does).
+fn push_components(pending: &mut Vec<OsString>, path: &Path) {
+    let names: Vec<OsString> = path
+        .components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect();
+    pending.extend(names.into_iter().rev());
+}
+
+/// Watch `folder` if it is a folder on a local filesystem.
+fn watch_local_folder(inotify: &OwnedFd, folder: &Path) -> bool {
+    let local = rustix::fs::statfs(folder).is_ok_and(|fs| {
+        // `f_type` is narrower on 32-bit targets.
+        #[allow(clippy::unnecessary_cast)]
+        let magic = fs.f_type as i64;
+        LOCAL_MAGIC.contains(&magic)
+    });
+    local && inotify::add_watch(inotify, folder, watch_flags()).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A watch over paths in a fresh folder of the test's own (on the
+    /// temporary folder's filesystem, which must be local here).
+    fn watched(paths: &[PathBuf]) -> PathWatch {
+        PathWatch::over(paths.to_vec())
+    }
+
+    #[test]
+    fn a_quiet_watch_stays_in_its_epoch_and_covers_its_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "x").unwrap();
+        let missing = dir.path().join("missing/deeper");
+        let watch = watched(&[file.clone(), missing.clone()]);
+        let first = watch.settle();
+        assert!(first.covers(&file), "a local file is not covered");
+        assert!(first.covers(&missing), "a missing path is not covered");
+        // Writing a file changes no name. (Other tests of this process
+        // mount and unmount, which ends an epoch too: a few tries.)
+        let stayed = (0..10).any(|_| {
+            let before = watch.settle();
+            std::fs::write(&file, "y").unwrap();
+            watch.settle().epoch() == before.epoch()
+        });
+        assert!(stayed, "writing a watched file ended the epoch every time");
+    }
+
+    /// The attacks on a cached binding: each way of making a watched path
+    /// name something else (a rename over it, an unlink and a new file,
+    /// a folder on its way renamed, a link on its way retargeted, a name
+    /// created where none was) ends the epoch.
+    #[test]
+    fn every_change_of_what_a_path_names_ends_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(dir.join("a/b")).unwrap();
+        std::fs::create_dir_all(dir.join("elsewhere/b")).unwrap();
+        std::fs::write(dir.join("a/b/file"), "x").unwrap();
+        std::fs::write(dir.join("elsewhere/b/file"), "y").unwrap();
+        std::os::unix::fs::symlink(dir.join("a"), dir.join("link")).unwrap();
+        let through_link = dir.join("link/b/file");
+        let direct = dir.join("a/b/file");
+        let missing = dir.join("a/new");
+        let watch = watched(&[through_link.clone(), direct.clone(), missing.clone()]);
+        let changes: Vec<Box<dyn Fn()>> = vec![
+            Box::new(|| {
+                std::fs::write(dir.join("a/b/other"), "z").unwrap();
+                std::fs::rename(dir.join("a/b/other"), dir.join("a/b/file")).unwrap();
+            }),
+            Box::new(|| {
+                std::fs::remove_file(dir.join("a/b/file")).unwrap();
+                std::fs::write(dir.join("a/b/file"), "w").unwrap();
+            }),
+            Box::new(|| {
+                std::fs::rename(dir.join("a/b"), dir.join("a/old-b")).unwrap();
+                std::fs::create_dir(dir.join("a/b")).unwrap();
+            }),
+            Box::new(|| {
+                std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("new-link")).unwrap();
+                std::fs::rename(dir.join("new-link"), dir.join("link")).unwrap();
+            }),
+            Box::new(|| std::fs::create_dir(dir.join("a/new")).unwrap()),
+        ];
+        let mut epoch = watch.settle();
+        assert!(epoch.covers(&through_link) && epoch.covers(&direct));
+        for (i, change) in changes.iter().enumerate() {
+            change();
+            let now = watch.settle();
+            assert_ne!(now.epoch(), epoch.epoch(), "change {i} went unseen");
+            epoch = watch.settle();
+        }
+        // After the link moved, the folder it leads to now is watched.
+        std::fs::write(dir.join("elsewhere/b/other"), "v").unwrap();
+        std::fs::rename(dir.join("elsewhere/b/other"), dir.join("elsewhere/b/file")).unwrap();
+        assert_ne!(
+            watch.settle().epoch(),
+            epoch.epoch(),
+            "the new target is unwatched"
+        );
+    }
+
+    /// A bind mount over a watched path is no folder event: the mount
+    /// table's change ends the epoch.
+    #[test]
+    fn a_mount_over_a_watched_path_ends_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        let (target, source) = (dir.join("target"), dir.join("source"));
+        std::fs::create_dir(&target).unwrap();
+        std::fs::create_dir(&source).unwrap();
+        let watch = watched(std::slice::from_ref(&target));
+        let before = watch.settle();
+        let _mounted = crate::test_mounts::bind(&source, &target);
+        assert_ne!(watch.settle().epoch(), before.epoch());
+    }
+
+    /// `proc` is never covered: its names are not the VFS's to report.
+    #[test]
+    fn a_path_on_a_kernel_filesystem_is_not_covered() {
+        let watch = watched(&[PathBuf::from("/proc/meminfo")]);
+        assert!(!watch.settle().covers(Path::new("/proc/meminfo")));
+    }
+}
