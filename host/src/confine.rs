@@ -183,17 +183,22 @@ const DEVICES_READ: &[&str] = &[
 ];
 
 /// Every path [`path_rules_with`] gives a call whatever its module and
-/// grants: the rules the ruleset cache checks through a watch instead of a
-/// `statx` each (`confine/path_watch.rs`).
+/// grants, watched: the rules the ruleset cache checks through the watch
+/// instead of a `statx` each (`confine/path_watch.rs`).
 #[cfg(target_os = "linux")]
-fn system_paths() -> impl Iterator<Item = &'static str> {
-    SYSTEM_READ_DIRS
-        .iter()
-        .chain(ETC_RUNTIME)
-        .chain(ETC_NETWORK)
-        .chain(DEVICES_READ)
-        .copied()
-        .chain(std::iter::once(DEV_NULL))
+fn system_watch() -> &'static path_watch::PathWatch {
+    static SYSTEM: std::sync::OnceLock<path_watch::PathWatch> = std::sync::OnceLock::new();
+    SYSTEM.get_or_init(|| {
+        let paths = SYSTEM_READ_DIRS
+            .iter()
+            .chain(ETC_RUNTIME)
+            .chain(ETC_NETWORK)
+            .chain(DEVICES_READ)
+            .chain(std::iter::once(&DEV_NULL))
+            .map(PathBuf::from)
+            .collect();
+        path_watch::PathWatch::over(paths)
+    })
 }
 
 /// Read and written by every confined module.
@@ -538,6 +543,8 @@ pub fn prepare(
                 &path_rules_with(program, grants, &chain, network),
                 network,
                 &support,
+                system_watch(),
+                &mounts,
             )?)
         }
         None => None,

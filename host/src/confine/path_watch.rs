@@ -37,11 +37,11 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 
-use crate::mount_table::{self, MountTable};
+use crate::mount_table::MountTable;
 
 /// The most links one resolution follows (the kernel's own bound).
 const MAX_LINKS: usize = 40;
@@ -97,12 +97,6 @@ impl Quiet {
     }
 }
 
-/// The system paths of every call (`confine::system_paths`), watched.
-pub(super) fn system() -> &'static PathWatch {
-    static SYSTEM: OnceLock<PathWatch> = OnceLock::new();
-    SYSTEM.get_or_init(|| PathWatch::over(super::system_paths().map(PathBuf::from).collect()))
-}
-
 impl PathWatch {
     /// A watch over `paths` (absolute), armed at its first [`Self::settle`].
     pub(super) fn over(paths: Vec<PathBuf>) -> PathWatch {
@@ -117,10 +111,10 @@ impl PathWatch {
         }
     }
 
-    /// The watch now: re-armed, in a new epoch, when anything was reported
-    /// since the last call (or it was never armed).
-    pub(super) fn settle(&self) -> Quiet {
-        let mounts = mount_table::current();
+    /// The watch now, under the mount table as it is now (`mounts`, from
+    /// `mount_table::current`): re-armed, in a new epoch, when anything
+    /// was reported since the last call (or it was never armed).
+    pub(super) fn settle(&self, mounts: Arc<MountTable>) -> Quiet {
         let mut state = self
             .state
             .lock()
@@ -247,6 +241,7 @@ fn watch_local_folder(inotify: &OwnedFd, folder: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mount_table;
 
     /// A watch over paths in a fresh folder of the test's own (on the
     /// temporary folder's filesystem, which must be local here).
@@ -261,15 +256,15 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         let missing = dir.path().join("missing/deeper");
         let watch = watched(&[file.clone(), missing.clone()]);
-        let first = watch.settle();
+        let first = watch.settle(mount_table::current());
         assert!(first.covers(&file), "a local file is not covered");
         assert!(first.covers(&missing), "a missing path is not covered");
         // Writing a file changes no name. (Other tests of this process
         // mount and unmount, which ends an epoch too: a few tries.)
         let stayed = (0..10).any(|_| {
-            let before = watch.settle();
+            let before = watch.settle(mount_table::current());
             std::fs::write(&file, "y").unwrap();
-            watch.settle().epoch() == before.epoch()
+            watch.settle(mount_table::current()).epoch() == before.epoch()
         });
         assert!(stayed, "writing a watched file ended the epoch every time");
     }
@@ -310,19 +305,19 @@ mod tests {
             }),
             Box::new(|| std::fs::create_dir(dir.join("a/new")).unwrap()),
         ];
-        let mut epoch = watch.settle();
+        let mut epoch = watch.settle(mount_table::current());
         assert!(epoch.covers(&through_link) && epoch.covers(&direct));
         for (i, change) in changes.iter().enumerate() {
             change();
-            let now = watch.settle();
+            let now = watch.settle(mount_table::current());
             assert_ne!(now.epoch(), epoch.epoch(), "change {i} went unseen");
-            epoch = watch.settle();
+            epoch = watch.settle(mount_table::current());
         }
         // After the link moved, the folder it leads to now is watched.
         std::fs::write(dir.join("elsewhere/b/other"), "v").unwrap();
         std::fs::rename(dir.join("elsewhere/b/other"), dir.join("elsewhere/b/file")).unwrap();
         assert_ne!(
-            watch.settle().epoch(),
+            watch.settle(mount_table::current()).epoch(),
             epoch.epoch(),
             "the new target is unwatched"
         );
@@ -338,15 +333,19 @@ mod tests {
         std::fs::create_dir(&target).unwrap();
         std::fs::create_dir(&source).unwrap();
         let watch = watched(std::slice::from_ref(&target));
-        let before = watch.settle();
+        let before = watch.settle(mount_table::current());
         let _mounted = crate::test_mounts::bind(&source, &target);
-        assert_ne!(watch.settle().epoch(), before.epoch());
+        assert_ne!(watch.settle(mount_table::current()).epoch(), before.epoch());
     }
 
     /// `proc` is never covered: its names are not the VFS's to report.
     #[test]
     fn a_path_on_a_kernel_filesystem_is_not_covered() {
         let watch = watched(&[PathBuf::from("/proc/meminfo")]);
-        assert!(!watch.settle().covers(Path::new("/proc/meminfo")));
+        assert!(
+            !watch
+                .settle(mount_table::current())
+                .covers(Path::new("/proc/meminfo"))
+        );
     }
 }

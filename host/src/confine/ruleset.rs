@@ -38,7 +38,7 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, Ruleset, RulesetAttr,
@@ -48,8 +48,9 @@ use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, ResolveFlags, StatxFlags}
 
 use super::error::ConfineError;
 use super::path_rule::{Opening, PathAccess, PathRule};
-use super::path_watch::{self, PathWatch, Quiet};
+use super::path_watch::{PathWatch, Quiet};
 use super::support::ConfinementSupport;
+use crate::mount_table::MountTable;
 
 /// The most rulesets kept (each is one descriptor).
 const MAX_RULESETS: usize = 64;
@@ -135,26 +136,21 @@ fn rights(access: PathAccess) -> BitFlags<AccessFs> {
 
 /// A descriptor of the ruleset for `rules`: a duplicate of the cached one
 /// when every path still names what its rule bound, else a new one.
+///
+/// The paths `watch` covers are taken as unchanged while it stays in the
+/// epoch a ruleset was verified in; `mounts` is the mount table the call
+/// was checked under.
 pub(super) fn build(
     rules: &[PathRule],
     network: bool,
     support: &ConfinementSupport,
-) -> Result<OwnedFd, ConfineError> {
-    build_watched(rules, network, support, path_watch::system())
-}
-
-/// [`build`], the paths `watch` covers taken as unchanged while it stays in
-/// the epoch a ruleset was verified in.
-fn build_watched(
-    rules: &[PathRule],
-    network: bool,
-    support: &ConfinementSupport,
     watch: &PathWatch,
+    mounts: &Arc<MountTable>,
 ) -> Result<OwnedFd, ConfineError> {
     let error = |message: String| ConfineError::Ruleset { message };
     // Read before any path is looked at: a change after this is the next
     // epoch's (`path_watch.rs`).
-    let quiet = watch.settle();
+    let quiet = watch.settle(Arc::clone(mounts));
     let flags = Flags {
         deny_tcp: !network && support.landlock_tcp(),
         scopes: support.landlock_scopes(),
@@ -341,6 +337,12 @@ fn statx_identity(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mount_table;
+
+    /// A watch over no path: every path is checked by `statx`.
+    fn unwatched() -> PathWatch {
+        PathWatch::over(Vec::new())
+    }
 
     fn cached_identities(
         rules: &[PathRule],
@@ -393,12 +395,15 @@ mod tests {
             },
         ];
         for (i, replace) in replacements.iter().enumerate() {
-            build_watched(&rules, false, &support, &watch).unwrap();
-            build_watched(&rules, false, &support, &watch).unwrap();
-            assert!(watch.settle().covers(&system), "the folder is not covered");
+            build(&rules, false, &support, &watch, &mount_table::current()).unwrap();
+            build(&rules, false, &support, &watch, &mount_table::current()).unwrap();
+            assert!(
+                watch.settle(mount_table::current()).covers(&system),
+                "the folder is not covered"
+            );
             let before = cached_identities(&rules, &support);
             replace();
-            build_watched(&rules, false, &support, &watch).unwrap();
+            build(&rules, false, &support, &watch, &mount_table::current()).unwrap();
             let after = cached_identities(&rules, &support);
             assert_ne!(after, before, "replacement {i}: the old ruleset was reused");
             assert_eq!(after, vec![identity_at(&system)], "replacement {i}");
@@ -423,14 +428,28 @@ mod tests {
             opening: Opening::NoLinks,
         };
         let rules = [rule(PathAccess::Read), rule(PathAccess::ReadWrite)];
-        build(&rules, false, &support).unwrap();
+        build(
+            &rules,
+            false,
+            &support,
+            &unwatched(),
+            &mount_table::current(),
+        )
+        .unwrap();
         let before = cached_identities(&rules, &support);
         assert_eq!(before[0], identity_at(&granted));
         assert_eq!(before[0], before[1]);
 
         std::fs::rename(&granted, dir.path().join("moved")).unwrap();
         std::fs::create_dir(&granted).unwrap();
-        build(&rules, false, &support).unwrap();
+        build(
+            &rules,
+            false,
+            &support,
+            &unwatched(),
+            &mount_table::current(),
+        )
+        .unwrap();
         let after = cached_identities(&rules, &support);
         assert_ne!(after[0], before[0], "the old folder's ruleset was reused");
         assert_eq!(after, vec![identity_at(&granted); 2]);
@@ -457,7 +476,14 @@ mod tests {
                 access: PathAccess::ReadWrite,
                 opening: Opening::NoLinks,
             }];
-            let error = build(&rules, false, &support).unwrap_err();
+            let error = build(
+                &rules,
+                false,
+                &support,
+                &unwatched(),
+                &mount_table::current(),
+            )
+            .unwrap_err();
             assert!(
                 error.to_string().contains("symbolic link"),
                 "{}: {error}",
@@ -498,7 +524,14 @@ mod tests {
             access: PathAccess::ReadWrite,
             opening: Opening::FollowingLinks,
         }];
-        build(&rules, false, &support).unwrap();
+        build(
+            &rules,
+            false,
+            &support,
+            &unwatched(),
+            &mount_table::current(),
+        )
+        .unwrap();
         assert_eq!(
             cached_identities(&rules, &support),
             vec![identity_at(&first)]
@@ -507,7 +540,14 @@ mod tests {
         let swapped = dir.path().join("swapped");
         std::os::unix::fs::symlink(&second, &swapped).unwrap();
         std::fs::rename(&swapped, &granted).unwrap();
-        build(&rules, false, &support).unwrap();
+        build(
+            &rules,
+            false,
+            &support,
+            &unwatched(),
+            &mount_table::current(),
+        )
+        .unwrap();
         let after = cached_identities(&rules, &support);
         assert_eq!(
             after,
