@@ -420,6 +420,8 @@ pub struct Confinement {
     #[cfg(target_os = "linux")]
     child: child::Prepared,
     warning: Option<String>,
+    /// The landlock ruleset's stamp, when there is one ([`Self::stamp`]).
+    stamp: Option<u64>,
 }
 
 impl Confinement {
@@ -436,10 +438,19 @@ impl Confinement {
                 carrier: None,
                 group_key: 0,
             },
+            stamp: None,
             warning: Some(
                 "confinement is off (config.toml): the module ran with the host's filesystem and network access".into(),
             ),
         }
+    }
+
+    /// Which landlock ruleset the child enters: two confinements with the
+    /// same stamp grant the same inodes. A process started ahead of its call
+    /// serves it only while a preparation now gives the stamp it was started
+    /// with (`runner::native::process::confined_as_now`).
+    pub fn stamp(&self) -> Option<u64> {
+        self.stamp
     }
 
     /// The host warning this call carries, when it runs less than fully confined.
@@ -528,7 +539,7 @@ pub fn prepare(
         file_size: MAX_FILE_SIZE,
     };
     #[cfg(target_os = "linux")]
-    let ruleset = match support.abi {
+    let built = match support.abi {
         Some(_) => {
             let chain = interpreter::resolve_cached(program, executables);
             let mounts = crate::mount_table::current();
@@ -549,8 +560,16 @@ pub fn prepare(
         }
         None => None,
     };
+    #[cfg(target_os = "linux")]
+    let (ruleset, stamp) = match built {
+        Some(built) => (Some(built.ruleset), Some(built.stamp)),
+        None => (None, None),
+    };
     #[cfg(not(target_os = "linux"))]
-    let _ = (program, grants, executables);
+    let stamp = {
+        let _ = (program, grants, executables);
+        None
+    };
     // What the calling thread already carries for its children (a spawner
     // thread, `carrier`) is left out of the child's steps; a thread of the
     // other network flavour carries nothing this call can use.
@@ -595,6 +614,7 @@ pub fn prepare(
             group_key,
         },
         warning,
+        stamp,
     })
 }
 

@@ -254,6 +254,13 @@ impl MountTable {
         })
     }
 
+    /// The type (`ext4`) and device (`major:minor`) of the mount that holds
+    /// the canonical `path`, as the table says.
+    pub(crate) fn filesystem(&self, path: &Path) -> Option<(&str, &str)> {
+        self.innermost(path)
+            .map(|m| (m.fstype.as_str(), m.device.as_str()))
+    }
+
     /// The kernel's own filesystem (`proc`, `sysfs`, `devtmpfs`, ...) that
     /// shows at or under the canonical `path`, if one does: no project
     /// lives there, and a module granted it would reach processes, kernel

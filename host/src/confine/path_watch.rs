@@ -25,10 +25,14 @@
 //!   before it is what the lookup or the `statx` sees.
 //! - **Local filesystems only.** A path is covered only when every folder
 //!   its resolution looks in is on a filesystem whose every change passes
-//!   through this kernel's VFS (ext2/3/4, xfs, btrfs, tmpfs). A network or
-//!   FUSE filesystem can change under the kernel without an event, and an
-//!   overlay's lower layers without one on the merged folder: such paths,
-//!   and `proc` and `sysfs`, are checked by `statx` on every call.
+//!   through this kernel's VFS (ext2/3/4, xfs, btrfs, tmpfs, by `statfs`
+//!   and by the mount table's type alike, and not in a loop device's image
+//!   file). A network or FUSE filesystem can change under the kernel
+//!   without an event, an overlay's lower layers without one on the merged
+//!   folder, and an image file beneath its mounted filesystem: such paths,
+//!   and `proc` and `sysfs`, are checked by `statx` on every call. What
+//!   remains is root writing a mounted block device directly; the `statx`
+//!   check saw that only once the kernel dropped its cached names.
 //! - **One descriptor, one read per call.** A call's check is a
 //!   non-blocking `read` of the descriptor (nothing to read: quiet) and the
 //!   mount table's `poll`; the folders are few (about fifteen here).
@@ -46,9 +50,16 @@ use crate::mount_table::MountTable;
 /// The most links one resolution follows (the kernel's own bound).
 const MAX_LINKS: usize = 40;
 
-/// Filesystems every change of which passes through this kernel's VFS,
-/// where inotify sees every entry change: ext2/3/4, xfs, btrfs, tmpfs.
+/// Filesystems whose entries change only through this kernel's VFS, where
+/// inotify sees every change: ext2/3/4, xfs, btrfs, tmpfs. Both what
+/// `statfs` says (a network filesystem may pass its server's answer on)
+/// and the mount table's type must be one of them.
 const LOCAL_MAGIC: &[i64] = &[0xef53, 0x5846_5342, 0x9123_683e, 0x0102_1994];
+const LOCAL_TYPES: &[&str] = &["ext2", "ext3", "ext4", "xfs", "btrfs", "tmpfs", "devtmpfs"];
+
+/// The major number of loop devices: a filesystem in an image file can be
+/// rewritten through the file, beneath the mounted filesystem.
+const LOOP_MAJOR: &str = "7";
 
 /// What a folder's watch reports: a change of its entries, or of itself.
 fn watch_flags() -> WatchFlags {
@@ -127,7 +138,7 @@ impl PathWatch {
         if !quiet {
             // The old descriptor goes first, with its watches.
             state.inotify = None;
-            let (inotify, covered) = self.arm();
+            let (inotify, covered) = self.arm(&mounts);
             state.inotify = inotify;
             state.covered = Arc::new(covered);
             state.mounts = Some(mounts);
@@ -141,14 +152,14 @@ impl PathWatch {
 
     /// A new descriptor watching the resolution of every path; the paths
     /// covered (none without inotify).
-    fn arm(&self) -> (Option<OwnedFd>, HashSet<PathBuf>) {
+    fn arm(&self, mounts: &MountTable) -> (Option<OwnedFd>, HashSet<PathBuf>) {
         let Ok(inotify) = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
             return (None, HashSet::new());
         };
         let covered = self
             .paths
             .iter()
-            .filter(|path| watch_resolution(&inotify, path))
+            .filter(|path| watch_resolution(&inotify, path, mounts))
             .cloned()
             .collect();
         (Some(inotify), covered)
@@ -170,7 +181,7 @@ fn nothing_reported(inotify: &OwnedFd) -> bool {
 /// watched and local (the path is covered). A path that ends early (a
 /// missing name, a file where a folder was wanted) is covered: what would
 /// change that is an entry of a watched folder.
-fn watch_resolution(inotify: &OwnedFd, path: &Path) -> bool {
+fn watch_resolution(inotify: &OwnedFd, path: &Path, mounts: &MountTable) -> bool {
     if !path.is_absolute() {
         return false;
     }
@@ -183,7 +194,7 @@ fn watch_resolution(inotify: &OwnedFd, path: &Path) -> bool {
             folder.pop();
             continue;
         }
-        if !watch_local_folder(inotify, &folder) {
+        if !watch_local_folder(inotify, &folder, mounts) {
             return false;
         }
         let next = folder.join(&name);
@@ -227,15 +238,19 @@ fn push_components(pending: &mut Vec<OsString>, path: &Path) {
     pending.extend(names.into_iter().rev());
 }
 
-/// Watch `folder` if it is a folder on a local filesystem.
-fn watch_local_folder(inotify: &OwnedFd, folder: &Path) -> bool {
-    let local = rustix::fs::statfs(folder).is_ok_and(|fs| {
+/// Watch `folder` if it is a folder on a local filesystem (not in an image
+/// file).
+fn watch_local_folder(inotify: &OwnedFd, folder: &Path, mounts: &MountTable) -> bool {
+    let magic = rustix::fs::statfs(folder).is_ok_and(|fs| {
         // `f_type` is narrower on 32-bit targets.
         #[allow(clippy::unnecessary_cast)]
         let magic = fs.f_type as i64;
         LOCAL_MAGIC.contains(&magic)
     });
-    local && inotify::add_watch(inotify, folder, watch_flags()).is_ok()
+    let mounted = mounts.filesystem(folder).is_some_and(|(kind, device)| {
+        LOCAL_TYPES.contains(&kind) && device.split(':').next() != Some(LOOP_MAJOR)
+    });
+    magic && mounted && inotify::add_watch(inotify, folder, watch_flags()).is_ok()
 }
 
 #[cfg(test)]

@@ -83,8 +83,21 @@ struct Cached {
     /// The [`PathWatch`] epoch in which every identity was last found
     /// true (built, or each path checked).
     verified: u64,
+    /// Unique to this build ([`Built::stamp`]).
+    stamp: u64,
     ruleset: OwnedFd,
 }
+
+/// A call's ruleset: a descriptor, and a stamp unique to the kernel ruleset
+/// it duplicates (equal stamps: the same rules bound to the same inodes).
+#[derive(Debug)]
+pub(super) struct Built {
+    pub(super) ruleset: OwnedFd,
+    pub(super) stamp: u64,
+}
+
+/// The next [`Built::stamp`].
+static STAMPS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Cached {
     fn built_from(&self, fingerprint: u64, rules: &[PathRule], flags: Flags) -> bool {
@@ -146,7 +159,7 @@ pub(super) fn build(
     support: &ConfinementSupport,
     watch: &PathWatch,
     mounts: &Arc<MountTable>,
-) -> Result<OwnedFd, ConfineError> {
+) -> Result<Built, ConfineError> {
     let error = |message: String| ConfineError::Ruleset { message };
     // Read before any path is looked at: a change after this is the next
     // epoch's (`path_watch.rs`).
@@ -161,8 +174,11 @@ pub(super) fn build(
     let known = lock()
         .iter()
         .find(|c| c.built_from(fingerprint, rules, flags))
-        .map(|c| (c.identities.clone(), c.ruleset.try_clone(), c.verified));
-    if let Some((identities, Ok(ruleset), verified)) = known {
+        .map(|c| {
+            let copy = c.ruleset.try_clone();
+            (c.identities.clone(), copy, c.verified, c.stamp)
+        });
+    if let Some((identities, Ok(ruleset), verified, stamp)) = known {
         let trusted = (verified == quiet.epoch()).then_some(&quiet);
         if unchanged(rules, &identities, trusted) {
             if trusted.is_none() {
@@ -174,9 +190,10 @@ pub(super) fn build(
                     entry.verified = entry.verified.max(quiet.epoch());
                 }
             }
-            return Ok(ruleset);
+            return Ok(Built { ruleset, stamp });
         }
     }
+    let stamp = STAMPS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (ruleset, identities) = create(rules, flags)?;
     let copy = ruleset
         .try_clone()
@@ -195,9 +212,13 @@ pub(super) fn build(
         flags,
         identities,
         verified: quiet.epoch(),
+        stamp,
         ruleset,
     });
-    Ok(copy)
+    Ok(Built {
+        ruleset: copy,
+        stamp,
+    })
 }
 
 /// Whether every rule's path still names what its rule bound: one `statx`

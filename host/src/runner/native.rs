@@ -128,6 +128,7 @@ async fn answer(
         stderr: stderr_task,
         tail,
         mut host_warnings,
+        stamp: _,
     } = started;
     let limits = call.limits;
     let mut exited: Option<ExitStatus> = None;

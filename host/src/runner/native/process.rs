@@ -58,6 +58,9 @@ pub struct Started {
     pub(super) stderr: tokio::task::JoinHandle<()>,
     pub(super) tail: Arc<Mutex<TailBuffer>>,
     pub(super) host_warnings: Vec<String>,
+    /// The stamp of the landlock ruleset it was started in
+    /// (`Confinement::stamp`).
+    pub(super) stamp: Option<u64>,
 }
 
 impl Started {
@@ -170,6 +173,7 @@ pub(super) struct Spawned {
     pub(super) child: Streams,
     pub(super) guard: Group,
     pub(super) host_warnings: Vec<String>,
+    pub(super) stamp: Option<u64>,
 }
 
 /// Fork and exec the module, confined (landlock and rlimits, entered by the
@@ -199,6 +203,7 @@ pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spa
         .map(str::to_owned)
         .into_iter()
         .collect();
+    let stamp = confinement.stamp();
     let resolved_path = resolved_path.unwrap_or_else(|| {
         interpreter::path_needs_resolving(program, !spec.executables.is_empty())
     });
@@ -234,6 +239,7 @@ pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spa
         },
         guard,
         host_warnings,
+        stamp,
     })
 }
 
@@ -253,6 +259,7 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         child,
         guard,
         host_warnings,
+        stamp,
     } = spawned;
     let Streams {
         stdin,
@@ -291,7 +298,26 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         stderr,
         tail,
         host_warnings,
+        stamp,
     })
+}
+
+/// Whether `started`, a process started ahead for `spec`, is confined as a
+/// start now would be: the preparation gives the ruleset it entered (no
+/// granted or system path names another inode since, say) and refuses
+/// nothing. A landlock domain is fixed at the process's exec; this is what
+/// keeps a process started before a folder was moved away from reaching
+/// it.
+pub(super) fn confined_as_now(spec: &SpawnSpec, started: &Started) -> bool {
+    confine::prepare(
+        &spec.program,
+        &spec.grants,
+        &spec.executables,
+        &spec.module_writes,
+        spec.network,
+        spec.confinement,
+    )
+    .is_ok_and(|now| now.stamp() == started.stamp)
 }
 
 /// `fd`, one end of a pipe `spawn` made (no status flag set), made

@@ -17,7 +17,11 @@
 //!   call ends;
 //! - a warm process that died while waiting is discarded and the call
 //!   starts a cold one, so a module that exits early costs one spawn, never
-//!   a failed call.
+//!   a failed call;
+//! - a warm process serves a call only while the confinement a start would
+//!   prepare now is the one it entered: a granted or system folder replaced
+//!   (moved away, a new one in its place) since it started, or a refusal
+//!   now, and it is ended and the call starts cold.
 //!
 //! What may start ahead, and for how long, is bounded:
 //!
@@ -53,7 +57,7 @@ use std::time::Duration;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
-use super::process::{SpawnSpec, Started, attach, spawn_off_runtime};
+use super::process::{self, SpawnSpec, Started, attach, spawn_off_runtime};
 
 /// How many processes each spec keeps started: a client calling one tool in
 /// a tight loop comes back before one process could finish starting, and a
@@ -136,8 +140,9 @@ impl WarmPool {
     }
 
     /// The oldest process waiting for `spec`, if one is (or is still
-    /// starting: waiting for it is never slower than starting another) and
-    /// alive.
+    /// starting: waiting for it is never slower than starting another),
+    /// alive, and confined as a start now would be
+    /// ([`process::confined_as_now`]); one that is not is ended.
     pub async fn take(&self, spec: &SpawnSpec) -> Option<Started> {
         let starting = {
             let mut waiting = self.shared.lock_waiting();
@@ -148,7 +153,7 @@ impl WarmPool {
         // Cancellation-safe: dropping this future drops the handle, and the
         // process is killed when the start-up task drops its output.
         let mut started = starting.await.ok()??;
-        started.is_alive().then_some(started)
+        (started.is_alive() && process::confined_as_now(spec, &started)).then_some(started)
     }
 
     /// Start processes for `spec` in the background until [`DEPTH`] are

@@ -273,6 +273,36 @@ async fn a_waiting_process_found_dead_before_its_exit_was_noticed_is_replaced_by
     answered_by_a_new_process(made).await;
 }
 
+/// The attack on processes started ahead: the granted folder is moved
+/// away (where no grant reaches) and a new one made at its path while two
+/// processes wait. Each was confined at its start, its landlock domain
+/// bound to the moved folder; neither may serve a call, and the calls
+/// write into the new folder.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_granted_folder_replaced_while_processes_wait_is_not_reached_through_them() {
+    let made = one_call_made().await;
+    let granted = made.out.path().to_path_buf();
+    let moved = tempfile::tempdir().unwrap();
+    let moved = moved.path().join("moved");
+    std::fs::rename(&granted, &moved).unwrap();
+    std::fs::create_dir(&granted).unwrap();
+    for _ in 0..DEPTH {
+        let pid = pid_of_call(&made.module, &with_grants(&made.grants), &made.pool).await;
+        assert!(
+            pid != made.first && !made.warm.contains(&pid),
+            "a process confined before the move answered"
+        );
+        assert!(
+            granted.join(format!("started.{pid}")).exists(),
+            "the call did not reach the new folder"
+        );
+    }
+    for &pid in &made.warm {
+        assert!(is_dead(pid as i32, 100).await, "{pid} was left waiting");
+    }
+    made.pool.shutdown().await;
+}
+
 /// The next call of `made`'s spec, its waiting processes dead: answered by
 /// a process started for it, neither the first nor a waiting one.
 async fn answered_by_a_new_process(made: OneCallMade) {
