@@ -254,10 +254,13 @@ impl MountTable {
         })
     }
 
-    /// The type (`ext4`) and device (`major:minor`) of the mount that holds
-    /// the canonical `path`, as the table says.
-    pub(crate) fn filesystem(&self, path: &Path) -> Option<(&str, &str)> {
-        self.innermost(path)
+    /// The type (`ext4`) and device (`major:minor`) of mount `id` (what
+    /// `statx` reports as `stx_mnt_id` for a path on it): exact, where a
+    /// name may have two mounts at its point, one hidden by a mount above.
+    pub(crate) fn filesystem_of_mount(&self, id: u64) -> Option<(&str, &str)> {
+        self.mounts
+            .iter()
+            .find(|m| m.id == id)
             .map(|m| (m.fstype.as_str(), m.device.as_str()))
     }
 

@@ -247,10 +247,22 @@ fn watch_local_folder(inotify: &OwnedFd, folder: &Path, mounts: &MountTable) -> 
         let magic = fs.f_type as i64;
         LOCAL_MAGIC.contains(&magic)
     });
-    let mounted = mounts.filesystem(folder).is_some_and(|(kind, device)| {
-        LOCAL_TYPES.contains(&kind) && device.split(':').next() != Some(LOOP_MAJOR)
-    });
+    let mounted = mount_of(folder)
+        .and_then(|id| mounts.filesystem_of_mount(id))
+        .is_some_and(|(kind, device)| {
+            LOCAL_TYPES.contains(&kind) && device.split(':').next() != Some(LOOP_MAJOR)
+        });
     magic && mounted && inotify::add_watch(inotify, folder, watch_flags()).is_ok()
+}
+
+/// The id of the mount `folder` is on, as the kernel resolves it now (a
+/// name can have two mounts at its point in the table, one hidden).
+fn mount_of(folder: &Path) -> Option<u64> {
+    use rustix::fs::{AtFlags, CWD, StatxFlags};
+    let stx = rustix::fs::statx(CWD, folder, AtFlags::SYMLINK_NOFOLLOW, StatxFlags::MNT_ID).ok()?;
+    StatxFlags::from_bits_retain(stx.stx_mask)
+        .contains(StatxFlags::MNT_ID)
+        .then_some(stx.stx_mnt_id)
 }
 
 #[cfg(test)]
@@ -351,6 +363,33 @@ mod tests {
         let before = watch.settle(mount_table::current());
         let _mounted = crate::test_mounts::bind(&source, &target);
         assert_ne!(watch.settle(mount_table::current()).epoch(), before.epoch());
+    }
+
+    /// The attack on the filesystem check: a mount hidden under a mount of
+    /// its parent leaves two mounts at one point in the table, neither on
+    /// the other. The folder's filesystem is the one the kernel resolves
+    /// it to (here the third tmpfs), never the hidden one the table lists
+    /// first, which a loop-mounted image on top would pass for.
+    #[test]
+    fn a_hidden_mount_at_the_same_point_is_not_taken_for_the_one_seen() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let dir = std::fs::canonicalize(dir.path()).unwrap();
+        let (parent, point) = (dir.join("parent"), dir.join("parent/point"));
+        std::fs::create_dir_all(&point).unwrap();
+        let _hidden = crate::test_mounts::tmpfs(&point);
+        let hidden_device = std::fs::metadata(&point).unwrap().dev();
+        let _above = crate::test_mounts::tmpfs(&parent);
+        std::fs::create_dir(&point).unwrap();
+        let _seen = crate::test_mounts::tmpfs(&point);
+        let seen_device = std::fs::metadata(&point).unwrap().dev();
+        assert_ne!(seen_device, hidden_device);
+        let mounts = mount_table::current();
+        let (_, device) = mount_of(&point)
+            .and_then(|id| mounts.filesystem_of_mount(id))
+            .expect("the folder's mount is in the table");
+        let (major, minor) = (libc::major(seen_device), libc::minor(seen_device));
+        assert_eq!(device, format!("{major}:{minor}"));
     }
 
     /// `proc` is never covered: its names are not the VFS's to report.
