@@ -360,6 +360,15 @@ mod tests {
     use super::*;
     use crate::mount_table;
 
+    /// What the kernel supports; these tests need landlock.
+    fn landlock_support() -> ConfinementSupport {
+        let support = super::super::probe();
+        if support.abi.is_none() {
+            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
+        }
+        support
+    }
+
     /// A watch over no path: every path is checked by `statx`.
     fn unwatched() -> PathWatch {
         PathWatch::over(Vec::new())
@@ -388,10 +397,7 @@ mod tests {
     /// a ruleset naming what the path names now, never the kept one.
     #[test]
     fn a_watched_path_replaced_between_calls_gets_a_new_ruleset() {
-        let support = super::super::probe();
-        if support.abi.is_none() {
-            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
-        }
+        let support = landlock_support();
         let dir = tempfile::tempdir().unwrap();
         let dir = std::fs::canonicalize(dir.path()).unwrap();
         for name in ["first/etc", "second/etc"] {
@@ -436,10 +442,7 @@ mod tests {
     /// call gets a ruleset naming the new folder, for both rules.
     #[test]
     fn a_replaced_path_that_carries_two_rules_gets_a_new_ruleset() {
-        let support = super::super::probe();
-        if support.abi.is_none() {
-            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
-        }
+        let support = landlock_support();
         let dir = tempfile::tempdir().unwrap();
         let granted = dir.path().join("granted");
         std::fs::create_dir(&granted).unwrap();
@@ -482,10 +485,7 @@ mod tests {
     /// refused, and nothing is cached for it.
     #[test]
     fn a_link_swapped_into_a_granted_path_is_refused() {
-        let support = super::super::probe();
-        if support.abi.is_none() {
-            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
-        }
+        let support = landlock_support();
         let dir = tempfile::tempdir().unwrap();
         let dir = std::fs::canonicalize(dir.path()).unwrap();
         let (granted, protected) = (dir.join("granted"), dir.join("protected"));
@@ -530,10 +530,7 @@ mod tests {
     /// gets a ruleset bound to the new target, never the kept one.
     #[test]
     fn a_granted_symlink_swapped_between_calls_gets_a_new_ruleset() {
-        let support = super::super::probe();
-        if support.abi.is_none() {
-            panic!("needs landlock: run on a kernel with landlock enabled (lsm=...,landlock)");
-        }
+        let support = landlock_support();
         let dir = tempfile::tempdir().unwrap();
         let (first, second) = (dir.path().join("first"), dir.path().join("second"));
         std::fs::create_dir(&first).unwrap();
