@@ -41,6 +41,7 @@ use std::collections::HashSet;
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
@@ -73,6 +74,10 @@ fn watch_flags() -> WatchFlags {
         | WatchFlags::DONT_FOLLOW
 }
 
+/// The next epoch of any watch: unique across watches, so that a ruleset
+/// verified under one watch is never trusted under another's epoch.
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
+
 /// A fixed set of absolute paths, watched.
 pub(super) struct PathWatch {
     paths: Vec<PathBuf>,
@@ -84,6 +89,7 @@ struct State {
     inotify: Option<OwnedFd>,
     /// The mount table the watches were armed under.
     mounts: Option<Arc<MountTable>>,
+    /// 0 before the first arming (no ruleset is verified in it).
     epoch: u64,
     covered: Arc<HashSet<PathBuf>>,
 }
@@ -142,7 +148,7 @@ impl PathWatch {
             state.inotify = inotify;
             state.covered = Arc::new(covered);
             state.mounts = Some(mounts);
-            state.epoch += 1;
+            state.epoch = EPOCHS.fetch_add(1, Ordering::Relaxed);
         }
         Quiet {
             epoch: state.epoch,
