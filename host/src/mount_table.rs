@@ -24,8 +24,10 @@
 //! mounted twice), a place has one name and the names alone answer. Of a
 //! stack of mounts at one point, the one seen is the one no other there
 //! sits on (by parent id: a mount moved onto another keeps its earlier
-//! place in the table). A kernel filesystem is known at a path by `statfs`,
-//! whatever the table says.
+//! place in the table). A mount hidden under a mount of a folder above its
+//! point (mounted on `/x/h`, then another on `/x`) is no name's place,
+//! though the table still lists its point. A kernel filesystem is known at
+//! a path by `statfs`, whatever the table says.
 //!
 //! Only root can mount, and no module can (seccomp refuses `mount`); what
 //! the table can miss is root rearranging mounts at the same moment: a
@@ -135,6 +137,9 @@ pub(crate) struct MountTable {
     /// The mounts whose mount point could move without a mount event
     /// (`still_placed`), by index.
     movable: Vec<usize>,
+    /// By index: whether the mount is hidden under a mount of a folder
+    /// above its point ([`Self::hidden_mounts`]).
+    hidden: Vec<bool>,
 }
 
 impl MountTable {
@@ -166,10 +171,48 @@ impl MountTable {
             mounts,
             aliased: Vec::new(),
             movable: Vec::new(),
+            hidden: Vec::new(),
         };
+        table.hidden = table.hidden_mounts();
         table.aliased = table.aliased_devices();
         table.movable = table.movable_mounts();
         table
+    }
+
+    /// By index, the mounts no path reaches: a mount is hidden when a
+    /// mount of the same parent sits on a folder above its point (mounted
+    /// on `/x` after one on `/x/h`: `/x/h` now names a folder of the upper
+    /// mount, or a mount on it), or when its parent is hidden. The table
+    /// still lists a hidden mount with its point, and names alone would
+    /// take it for the one a path reaches.
+    fn hidden_mounts(&self) -> Vec<bool> {
+        let above = |mount: &Mount| {
+            self.mounts.iter().any(|other| {
+                other.parent == mount.parent
+                    && other.mount_point != mount.mount_point
+                    && mount.mount_point.starts_with(&other.mount_point)
+            })
+        };
+        let mut hidden: Vec<bool> = self.mounts.iter().map(above).collect();
+        // A parent's state reaches its children: at most one pass per
+        // level of nesting.
+        loop {
+            let mut changed = false;
+            for (i, mount) in self.mounts.iter().enumerate() {
+                let parent_hidden = self
+                    .mounts
+                    .iter()
+                    .position(|m| m.id == mount.parent && m.id != mount.id)
+                    .is_some_and(|p| hidden[p]);
+                if parent_hidden && !hidden[i] {
+                    hidden[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return hidden;
+            }
+        }
     }
 
     fn aliased_devices(&self) -> Vec<String> {
@@ -184,7 +227,7 @@ impl MountTable {
     }
 
     /// The mounts whose mount point could be renamed away without a mount
-    /// event: not covered by a later mount on the same point, and whose
+    /// event: neither hidden nor covered by a later mount on the same point, and whose
     /// parent folder is neither `/`, nor a mount point (which cannot be
     /// renamed), nor a folder of `proc` or `sysfs` (whose folders cannot be).
     fn movable_mounts(&self) -> Vec<usize> {
@@ -200,7 +243,9 @@ impl MountTable {
                 let pinned = mount.mount_point.parent().is_none_or(|parent| {
                     parent == Path::new("/") || is_mount_point(parent) || unrenamable(parent)
                 });
-                !covered && !pinned
+                // A hidden mount is no name's place: its point resolves
+                // into the mount above, and it would never be found there.
+                !covered && !pinned && !self.hidden[i]
             })
             .collect()
     }
@@ -215,12 +260,14 @@ impl MountTable {
     }
 
     /// The innermost mount holding the canonical `path` (the last of equals,
-    /// which covers the others).
+    /// which covers the others), of those not hidden.
     fn innermost(&self, path: &Path) -> Option<&Mount> {
         let holding = || {
             self.mounts
                 .iter()
-                .filter(|m| path.starts_with(&m.mount_point))
+                .zip(&self.hidden)
+                .filter(|(m, hidden)| !**hidden && path.starts_with(&m.mount_point))
+                .map(|(m, _)| m)
         };
         let depth = holding()
             .map(|m| m.mount_point.components().count())
@@ -461,6 +508,42 @@ mod tests {
 41 27 0:30 / /mnt rw - tmpfs tmpfs rw
 42 41 8:1 /data /mnt rw - ext4 /dev/sda1 rw
 ";
+
+    /// The attack on names: a tmpfs on `/x/h`, then one on `/x` (hiding
+    /// the first), then one on the new `/x/h`. Two mounts at `/x/h` sit on
+    /// no other there; the path reaches the third, never the hidden first.
+    /// Without the third, `/x/h` is a folder of the tmpfs on `/x`.
+    #[test]
+    fn a_mount_hidden_under_a_mount_above_its_point_is_no_place() {
+        let layout = b"\
+27 1 8:1 / / rw - ext4 /dev/sda1 rw
+50 27 0:40 / /x/h rw - tmpfs hidden rw
+51 27 0:41 / /x rw - tmpfs above rw
+52 51 0:42 / /x/h rw - tmpfs seen rw
+";
+        let table = MountTable::parse(layout);
+        let place = table.place(Path::new("/x/h/f")).unwrap();
+        assert_eq!(place.device, "0:42");
+        assert_eq!(place.inside, Path::new("/f"));
+        let without_the_third =
+            &layout[..layout.len() - "52 51 0:42 / /x/h rw - tmpfs seen rw\n".len()];
+        let table = MountTable::parse(without_the_third);
+        let place = table.place(Path::new("/x/h/f")).unwrap();
+        assert_eq!(place.device, "0:41");
+        assert_eq!(place.inside, Path::new("/h/f"));
+        // A mount inside a hidden one is hidden too.
+        let nested = b"\
+27 1 8:1 / / rw - ext4 /dev/sda1 rw
+50 27 0:40 / /x/h rw - tmpfs hidden rw
+53 50 0:43 / /x/h/deep rw - tmpfs below-hidden rw
+51 27 0:41 / /x rw - tmpfs above rw
+";
+        let table = MountTable::parse(nested);
+        assert_eq!(
+            table.place(Path::new("/x/h/deep/f")).unwrap().device,
+            "0:41"
+        );
+    }
 
     #[test]
     fn a_place_is_the_innermost_mount_and_the_path_inside_it() {
