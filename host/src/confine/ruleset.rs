@@ -369,9 +369,14 @@ mod tests {
         support
     }
 
-    /// A watch over no path: every path is checked by `statx`.
-    fn unwatched() -> PathWatch {
-        PathWatch::over(Vec::new())
+    /// [`build`] without network under a watch over no path (every path
+    /// checked by `statx`).
+    fn build_unwatched(
+        rules: &[PathRule],
+        support: &ConfinementSupport,
+    ) -> Result<Built, ConfineError> {
+        let unwatched = PathWatch::over(Vec::new());
+        build(rules, false, support, &unwatched, &mount_table::current())
     }
 
     fn cached_identities(
@@ -452,28 +457,14 @@ mod tests {
             opening: Opening::NoLinks,
         };
         let rules = [rule(PathAccess::Read), rule(PathAccess::ReadWrite)];
-        build(
-            &rules,
-            false,
-            &support,
-            &unwatched(),
-            &mount_table::current(),
-        )
-        .unwrap();
+        build_unwatched(&rules, &support).unwrap();
         let before = cached_identities(&rules, &support);
         assert_eq!(before[0], identity_at(&granted));
         assert_eq!(before[0], before[1]);
 
         std::fs::rename(&granted, dir.path().join("moved")).unwrap();
         std::fs::create_dir(&granted).unwrap();
-        build(
-            &rules,
-            false,
-            &support,
-            &unwatched(),
-            &mount_table::current(),
-        )
-        .unwrap();
+        build_unwatched(&rules, &support).unwrap();
         let after = cached_identities(&rules, &support);
         assert_ne!(after[0], before[0], "the old folder's ruleset was reused");
         assert_eq!(after, vec![identity_at(&granted); 2]);
@@ -497,14 +488,7 @@ mod tests {
                 access: PathAccess::ReadWrite,
                 opening: Opening::NoLinks,
             }];
-            let error = build(
-                &rules,
-                false,
-                &support,
-                &unwatched(),
-                &mount_table::current(),
-            )
-            .unwrap_err();
+            let error = build_unwatched(&rules, &support).unwrap_err();
             assert!(
                 error.to_string().contains("symbolic link"),
                 "{}: {error}",
@@ -542,14 +526,7 @@ mod tests {
             access: PathAccess::ReadWrite,
             opening: Opening::FollowingLinks,
         }];
-        build(
-            &rules,
-            false,
-            &support,
-            &unwatched(),
-            &mount_table::current(),
-        )
-        .unwrap();
+        build_unwatched(&rules, &support).unwrap();
         assert_eq!(
             cached_identities(&rules, &support),
             vec![identity_at(&first)]
@@ -558,14 +535,7 @@ mod tests {
         let swapped = dir.path().join("swapped");
         std::os::unix::fs::symlink(&second, &swapped).unwrap();
         std::fs::rename(&swapped, &granted).unwrap();
-        build(
-            &rules,
-            false,
-            &support,
-            &unwatched(),
-            &mount_table::current(),
-        )
-        .unwrap();
+        build_unwatched(&rules, &support).unwrap();
         let after = cached_identities(&rules, &support);
         assert_eq!(
             after,
