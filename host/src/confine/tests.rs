@@ -1017,54 +1017,34 @@ fn a_file_to_execute_reached_through_a_bind_mount_is_refused() {
     }
     tool_and_script(&workspace, &elsewhere);
     let _view = crate::test_mounts::bind(&workspace, &view);
+    // Why preparing `script` with `grants` and `module_writes` is refused.
+    let refusal = |script: &Path, grants: &[Grant], module_writes: &[PathBuf]| {
+        prepare(
+            script,
+            grants,
+            &[],
+            module_writes,
+            false,
+            ConfinementMode::BestEffort,
+        )
+        .unwrap_err()
+        .to_string()
+    };
     let tool = view.join("bin/tool");
     let script = script_run_by(&elsewhere.join("through_view"), &tool);
-    let module_writes = [workspace.clone()];
-    let err = prepare(
-        &script,
-        &[],
-        &[],
-        &module_writes,
-        false,
-        ConfinementMode::BestEffort,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("where modules write"), "{err}");
+    let err = refusal(&script, &[], std::slice::from_ref(&workspace));
+    assert!(err.contains("where modules write"), "{err}");
     let writable = [grant("workspace", &workspace, Access::ReadWrite)];
-    let err = prepare(
-        &script,
-        &writable,
-        &[],
-        &[],
-        false,
-        ConfinementMode::BestEffort,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("`workspace`"), "{err}");
+    let err = refusal(&script, &writable, &[]);
+    assert!(err.contains("`workspace`"), "{err}");
     // The workspace is the view; the tool is run by its real name.
     let real_tool = workspace.join("bin/tool");
     let script = script_run_by(&elsewhere.join("by_real_name"), &real_tool);
-    let err = prepare(
-        &script,
-        &[],
-        &[],
-        std::slice::from_ref(&view),
-        false,
-        ConfinementMode::BestEffort,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("where modules write"), "{err}");
+    let err = refusal(&script, &[], std::slice::from_ref(&view));
+    assert!(err.contains("where modules write"), "{err}");
     let writable = [grant("workspace", &view, Access::ReadWrite)];
-    let err = prepare(
-        &script,
-        &writable,
-        &[],
-        &[],
-        false,
-        ConfinementMode::BestEffort,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("`workspace`"), "{err}");
+    let err = refusal(&script, &writable, &[]);
+    assert!(err.contains("`workspace`"), "{err}");
     // A folder beside the view is not where modules write.
     prepare(
         &script,

@@ -44,6 +44,18 @@ impl SpawnSpec {
             confinement: call.limits.confinement,
         }
     }
+
+    /// The confinement a process started from this spec enters.
+    fn prepare_confinement(&self) -> Result<confine::Confinement, ConfineError> {
+        confine::prepare(
+            &self.program,
+            &self.grants,
+            &self.executables,
+            &self.module_writes,
+            self.network,
+            self.confinement,
+        )
+    }
 }
 
 /// A module process, started and waiting for its request on stdin.
@@ -184,15 +196,7 @@ pub(super) struct Spawned {
 /// the caller decided it already.
 pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spawned, RunError> {
     let program = &spec.program;
-    let confinement = confine::prepare(
-        program,
-        &spec.grants,
-        &spec.executables,
-        &spec.module_writes,
-        spec.network,
-        spec.confinement,
-    )
-    .map_err(|e| match e {
+    let confinement = spec.prepare_confinement().map_err(|e| match e {
         ConfineError::Unconfined { reason, remedy } => RunError::Unconfined { reason, remedy },
         other => RunError::Spawn {
             message: format!("{}: {other}", program.display()),
@@ -309,15 +313,8 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
 /// keeps a process started before a folder was moved away from reaching
 /// it.
 pub(super) fn confined_as_now(spec: &SpawnSpec, started: &Started) -> bool {
-    confine::prepare(
-        &spec.program,
-        &spec.grants,
-        &spec.executables,
-        &spec.module_writes,
-        spec.network,
-        spec.confinement,
-    )
-    .is_ok_and(|now| now.stamp() == started.stamp)
+    spec.prepare_confinement()
+        .is_ok_and(|now| now.stamp() == started.stamp)
 }
 
 /// `fd`, one end of a pipe `spawn` made (no status flag set), made
