@@ -345,9 +345,16 @@ fn executable_where_modules_write(
         .peekable();
     suspects.peek()?;
     let snapshot = approved_snapshot_root(program, grants);
-    let entry = std::fs::canonicalize(program).ok();
+    // Resolved only for a suspect outside the snapshot (a module run from
+    // `modules/<id>/`): one `readlink` per component of the program's path.
+    let entry = std::cell::OnceCell::new();
     for path in suspects {
-        if Some(path) == entry.as_ref() || snapshot.as_ref().is_some_and(|s| path.starts_with(s)) {
+        if snapshot.as_ref().is_some_and(|s| path.starts_with(s))
+            || entry
+                .get_or_init(|| std::fs::canonicalize(program).ok())
+                .as_ref()
+                == Some(path)
+        {
             continue;
         }
         let place = module_writes
