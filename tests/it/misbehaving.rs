@@ -72,21 +72,7 @@ fn a_module_that_hangs_times_out_and_is_killed() {
 fn a_waiting_module_does_not_outlive_a_host_killed_mid_call() {
     let home = home_with(Fixture::Hang, "hang");
     home.run(&["pin", "hang"]).expect_code(0);
-    let mut host = std::process::Command::new(&crate::support::binaries().modhost);
-    host.arg("--home")
-        .arg(home.path())
-        .arg("--workspace")
-        .arg(home.workspace())
-        .args(["invoke", "hang", "hang.run", "--deadline-ms", "60000"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("MODHOST_") {
-            host.env_remove(key);
-        }
-    }
-    let mut host = host.spawn().expect("modhost starts");
+    let mut host = invoking_hang(&home, 60_000);
     let started = std::time::Instant::now();
     while home.live_module_processes().is_empty() {
         assert!(
@@ -98,6 +84,102 @@ fn a_waiting_module_does_not_outlive_a_host_killed_mid_call() {
     host.kill().expect("kill -9 the host");
     host.wait().expect("reap the host");
     home.assert_no_module_processes();
+}
+
+/// `modhost invoke hang hang.run`, started in the background: the module
+/// waits for ever, and the host kills it at `deadline_ms`.
+fn invoking_hang(home: &Home, deadline_ms: u64) -> std::process::Child {
+    let mut host = std::process::Command::new(&crate::support::binaries().modhost);
+    host.arg("--home")
+        .arg(home.path())
+        .arg("--workspace")
+        .arg(home.workspace())
+        .args(["invoke", "hang", "hang.run", "--deadline-ms"])
+        .arg(deadline_ms.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("MODHOST_") {
+            host.env_remove(key);
+        }
+    }
+    host.spawn().expect("modhost starts")
+}
+
+/// A root host's modules run in a pids cgroup of the host's own,
+/// `modhost-<host pid>` beside the host's cgroup (the bound on their
+/// processes). Running modhost as root leaves none of them behind: the
+/// host removes its cgroup as it ends.
+#[test]
+fn an_ended_host_leaves_no_cgroup_behind() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")),
+        "this test is for a root host (the pids cgroup is root's)"
+    );
+    let home = home_with(Fixture::Hang, "hang");
+    home.run(&["pin", "hang"]).expect_code(0);
+    let mut host = invoking_hang(&home, 2_000);
+    let cgroup = own_pids_cgroup().join(format!("modhost-{}", host.id()));
+    let mut seen = false;
+    let status = loop {
+        seen |= cgroup.is_dir();
+        if let Some(status) = host.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(1), "the call times out");
+    assert!(seen, "the module never ran in {}", cgroup.display());
+    assert!(
+        !cgroup.exists(),
+        "{} is left behind by a host that has ended",
+        cgroup.display()
+    );
+}
+
+/// This process's cgroup in the hierarchy with the pids controller (a v1
+/// `pids` mount, else the v2 one), where its children's cgroups go.
+fn own_pids_cgroup() -> std::path::PathBuf {
+    let memberships = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    // `<id>:<controllers>:<path>`: a v1 line naming `pids`, or v2's `0::`.
+    let (version_1, path) = memberships
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            Some((
+                controllers.split(',').any(|c| c == "pids"),
+                controllers,
+                path,
+            ))
+        })
+        .filter(|&(pids, controllers, _)| pids || controllers.is_empty())
+        .max_by_key(|&(pids, _, _)| pids)
+        .map(|(pids, _, path)| (pids, path.to_owned()))
+        .expect("this process is in a cgroup");
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let (root, mount_point) = mountinfo
+        .lines()
+        .find_map(|line| {
+            let (before, after) = line.split_once(" - ")?;
+            let mut fields = before.split(' ').skip(3);
+            let (root, mount_point) = (fields.next()?, fields.next()?);
+            let mut after = after.split(' ');
+            let (fstype, options) = (after.next()?, after.nth(1).unwrap_or(""));
+            let wanted = if version_1 {
+                fstype == "cgroup" && options.split(',').any(|o| o == "pids")
+            } else {
+                fstype == "cgroup2"
+            };
+            wanted.then(|| (root.to_owned(), mount_point.to_owned()))
+        })
+        .expect("the pids hierarchy is mounted");
+    let relative = path.strip_prefix(&root).unwrap_or(&path);
+    std::path::Path::new(&mount_point).join(relative.trim_start_matches('/'))
 }
 
 #[test]

@@ -158,6 +158,10 @@ pub fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(run(cli));
     runtime_end::end(runtime);
+    // Every module process was killed and reaped with its call (or the
+    // server's processes started ahead, at its shutdown).
+    #[cfg(target_os = "linux")]
+    crate::confine::pids::remove_host_cgroup();
     match outcome {
         Ok(code) => code,
         Err(e) => {

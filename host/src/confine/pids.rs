@@ -25,17 +25,27 @@
 //!   host's cgroup delegates the controller, which a process inside that
 //!   cgroup cannot arrange (no internal processes); then there is no bound
 //!   and the call's warning says so.
-//! - **Stale cgroups are swept.** A host that died leaves its empty
-//!   `modhost-<pid>`; the next host removes those whose pid is gone.
+//! - **Removed at the end, swept if not.** The command line removes its
+//!   cgroup as it exits ([`remove_host_cgroup`]); a host that died, or
+//!   whose cgroup still held a killed helper not yet reaped, leaves its
+//!   empty `modhost-<pid>`, and the next host removes those whose pid is
+//!   gone.
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// The host's modules' cgroup once the first confined call asked for it:
+/// the cgroup, or why there is none.
+static CGROUP: OnceLock<Result<PidsCgroup, String>> = OnceLock::new();
+
 /// The cgroup a root host's modules join.
 #[derive(Debug)]
 pub struct PidsCgroup {
-    #[expect(dead_code, reason = "where the cgroup is, shown by Debug")]
+    #[cfg_attr(
+        not(feature = "cli"),
+        expect(dead_code, reason = "where the cgroup is, shown by Debug")
+    )]
     path: PathBuf,
     /// `cgroup.procs`, opened for writing, close-on-exec.
     procs: OwnedFd,
@@ -76,11 +86,21 @@ pub(super) fn process_bound() -> Option<&'static PidsCgroup> {
 
 /// The host's modules' cgroup, created once; `Err` says why there is none.
 pub fn host_cgroup(max: u64) -> Result<&'static PidsCgroup, &'static str> {
-    static CGROUP: OnceLock<Result<PidsCgroup, String>> = OnceLock::new();
     CGROUP
         .get_or_init(|| create(max))
         .as_ref()
         .map_err(String::as_str)
+}
+
+/// Remove the host's cgroup, if it made one: only as the host ends, once
+/// its modules' processes are gone (a module started afterwards could not
+/// join it). One that still holds a process (a killed helper init has not
+/// reaped yet) is left for the next host's sweep.
+#[cfg(feature = "cli")]
+pub fn remove_host_cgroup() {
+    if let Some(Ok(cgroup)) = CGROUP.get() {
+        let _ = std::fs::remove_dir(&cgroup.path);
+    }
 }
 
 fn create(max: u64) -> Result<PidsCgroup, String> {
