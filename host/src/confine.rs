@@ -568,10 +568,7 @@ pub fn prepare(
         None => None,
     };
     #[cfg(target_os = "linux")]
-    let (ruleset, stamp) = match built {
-        Some(built) => (Some(built.ruleset), Some(built.stamp)),
-        None => (None, None),
-    };
+    let (ruleset, stamp) = built.map(|built| (built.ruleset, built.stamp)).unzip();
     #[cfg(not(target_os = "linux"))]
     let stamp = {
         let _ = (program, grants, executables);

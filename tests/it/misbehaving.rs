@@ -145,22 +145,24 @@ fn an_ended_host_leaves_no_cgroup_behind() {
 /// `pids` mount, else the v2 one), where its children's cgroups go.
 fn own_pids_cgroup() -> std::path::PathBuf {
     let memberships = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    // `<id>:<controllers>:<path>`: a v1 line naming `pids`, or v2's `0::`.
-    let (version_1, path) = memberships
+    // `<id>:<controllers>:<path>`: a v1 line naming `pids`, else v2's `0::`.
+    let lines: Vec<(&str, &str)> = memberships
         .lines()
         .filter_map(|line| {
-            let mut parts = line.splitn(3, ':');
-            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-            Some((
-                controllers.split(',').any(|c| c == "pids"),
-                controllers,
-                path,
-            ))
+            let mut parts = line.splitn(3, ':').skip(1);
+            Some((parts.next()?, parts.next()?))
         })
-        .filter(|&(pids, controllers, _)| pids || controllers.is_empty())
-        .max_by_key(|&(pids, _, _)| pids)
-        .map(|(pids, _, path)| (pids, path.to_owned()))
-        .expect("this process is in a cgroup");
+        .collect();
+    let (version_1, path) = match lines
+        .iter()
+        .find(|(controllers, _)| controllers.split(',').any(|c| c == "pids"))
+    {
+        Some(&(_, path)) => (true, path),
+        None => {
+            let v2 = lines.iter().find(|(controllers, _)| controllers.is_empty());
+            (false, v2.expect("this process is in a cgroup").1)
+        }
+    };
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let (root, mount_point) = mountinfo
         .lines()
@@ -178,7 +180,7 @@ fn own_pids_cgroup() -> std::path::PathBuf {
             wanted.then(|| (root.to_owned(), mount_point.to_owned()))
         })
         .expect("the pids hierarchy is mounted");
-    let relative = path.strip_prefix(&root).unwrap_or(&path);
+    let relative = path.strip_prefix(root.as_str()).unwrap_or(path);
     std::path::Path::new(&mount_point).join(relative.trim_start_matches('/'))
 }
 
