@@ -4,14 +4,18 @@
 //!    against a bare spawn of the same executable with the same request line,
 //!    measured in the same run (target: p50 ratio <= 1.5): unconfined,
 //!    confined (the default), and confined with the processes started ahead
-//!    as a long-running host does.
+//!    as a long-running host does. Back to back, then confined with a pause
+//!    before each pair, as an agent's calls or one-shot `modhost invoke`s
+//!    come: the kernel makes some operations wait for an RCU grace period
+//!    (moving a process between cgroups, for one) unless another did moments
+//!    before, which calls back to back never show.
 //! 2. `discover` with 100 installed, describe-cached modules (target: p50 <= 20 ms).
 //!
 //! The module is a tiny `/bin/sh` script written into a temp home, so the
 //! benchmark depends on no other crate's binaries.
 //!
 //! `cargo bench -p modhost --bench host -- <parts>` runs only the parts
-//! named (`off`, `default`, `warm`, `discover`): to profile one part alone
+//! named (`off`, `default`, `warm`, `paused`, `discover`): to profile one part alone
 //! (`perf record -g`).
 
 use std::io::{BufRead, BufReader, Write};
@@ -24,6 +28,9 @@ use modhost::{Host, HostOptions, InvokeRequest};
 use serde_json::json;
 
 const INVOKE_RUNS: usize = 300;
+/// Runs of the paused part, and the pause before each pair.
+const PAUSED_RUNS: usize = 60;
+const PAUSE: Duration = Duration::from_millis(50);
 const DISCOVER_RUNS: usize = 50;
 const MODULES: usize = 100;
 
@@ -75,15 +82,30 @@ fn bare_spawn(path: &Path, line: &str) -> Duration {
     started.elapsed()
 }
 
+/// How one part calls.
+struct Part {
+    /// Written as the home's config.toml.
+    config: &'static str,
+    /// Open the host as `modhost mcp` does, starting processes ahead.
+    warm: bool,
+    /// Sleep this long before each pair of measurements.
+    pause: Option<Duration>,
+    runs: usize,
+}
+
 /// p50 of (invoke through the host, bare spawn), interleaved so both see
-/// the same machine load. `config` is written as the home's config.toml;
-/// `warm` opens the host as `modhost mcp` does, starting processes ahead.
+/// the same machine load.
 fn measure_invoke(
     runtime: &tokio::runtime::Runtime,
     dir: &Path,
-    config: &str,
-    warm: bool,
+    part: &Part,
 ) -> (Duration, Duration) {
+    let &Part {
+        config,
+        warm,
+        pause,
+        runs,
+    } = part;
     let home = dir.join("home");
     let module = install(&home, "trivial");
     std::fs::write(home.join("config.toml"), config).unwrap();
@@ -108,8 +130,8 @@ fn measure_invoke(
             request
         }
     };
-    let mut host_samples = Vec::with_capacity(INVOKE_RUNS);
-    let mut bare_samples = Vec::with_capacity(INVOKE_RUNS);
+    let mut host_samples = Vec::with_capacity(runs);
+    let mut bare_samples = Vec::with_capacity(runs);
     runtime.block_on(async {
         host.discover().await; // warm the describe cache
         host.pin("trivial").await.unwrap(); // pins are enforced by default
@@ -122,11 +144,17 @@ fn measure_invoke(
             host.invoke(request()).await.unwrap();
             bare_spawn(&module, &line);
         }
-        for _ in 0..INVOKE_RUNS {
+        for _ in 0..runs {
+            if let Some(pause) = pause {
+                std::thread::sleep(pause);
+            }
             let started = Instant::now();
             let outcome = host.invoke(request()).await.unwrap();
             host_samples.push(started.elapsed());
             assert_eq!(outcome.result.output, json!({"pong": true}));
+            if let Some(pause) = pause {
+                std::thread::sleep(pause);
+            }
             bare_samples.push(bare_spawn(&module, &line));
         }
         host.shutdown().await;
@@ -162,34 +190,40 @@ fn main() {
 
     // 1. Invoke latency: the host's own overhead (confinement off), and with
     //    the default confinement (landlock + rlimits applied before exec).
-    let parts: [(&str, &str, &str, &str, bool); 3] = [
+    let back_to_back = |config, warm| Part {
+        config,
+        warm,
+        pause: None,
+        runs: INVOKE_RUNS,
+    };
+    let parts = [
         (
             "off",
             "confinement off",
-            "invoke-unconfined",
-            "confinement = \"off\"\n",
-            false,
+            back_to_back("confinement = \"off\"\n", false),
         ),
-        (
-            "default",
-            "confinement default",
-            "invoke-default",
-            "",
-            false,
-        ),
+        ("default", "confinement default", back_to_back("", false)),
         // A long-running host (`modhost mcp`) starts each call's process ahead.
         (
             "warm",
             "confinement default, warm processes",
-            "invoke-warm",
-            "",
-            true,
+            back_to_back("", true),
+        ),
+        (
+            "paused",
+            "confinement default, 50 ms pause before each",
+            Part {
+                config: "",
+                warm: false,
+                pause: Some(PAUSE),
+                runs: PAUSED_RUNS,
+            },
         ),
     ];
-    for (name, label, dir, config, warm) in parts {
+    for (name, label, part) in parts {
         if selected(name) {
-            let dir = temp.path().join(dir);
-            report_invoke(label, measure_invoke(&runtime, &dir, config, warm));
+            let dir = temp.path().join(format!("invoke-{name}"));
+            report_invoke(label, measure_invoke(&runtime, &dir, &part));
         }
     }
 

@@ -126,7 +126,9 @@ fn an_ended_host_leaves_no_cgroup_behind() {
     let cgroup = own_pids_cgroup().join(format!("modhost-{}", host.id()));
     let mut seen = false;
     let status = loop {
-        seen |= cgroup.is_dir();
+        // Only the module's processes are in it: the host's are not.
+        seen |= std::fs::read_to_string(cgroup.join("cgroup.procs"))
+            .is_ok_and(|procs| !procs.trim().is_empty());
         if let Some(status) = host.try_wait().unwrap() {
             break status;
         }

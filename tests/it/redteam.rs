@@ -84,17 +84,24 @@ fn send_signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -{signal} {pid}");
 }
 
-/// The pids cgroup holds: the module can neither see the cgroup tree nor
-/// move itself to the root cgroup.
+/// The pids cgroup holds: the module can neither see the cgroup tree, move
+/// itself to a root cgroup (by process or, under v1, by thread), nor raise
+/// its bound.
 #[test]
 fn the_module_cannot_leave_its_cgroup() {
     let home = installed();
     let report = attack(&home, "cgroup", &json!({}));
-    assert_refused(
-        &report["to_root"],
-        &[EACCES, EPERM],
-        "write to cgroup.procs",
-    );
+    for (probe, what) in [
+        ("to_root", "a write to the v2 root's cgroup.procs"),
+        ("to_pids_root", "a write to the v1 pids root's cgroup.procs"),
+        (
+            "to_pids_root_by_thread",
+            "a write to the v1 pids root's tasks",
+        ),
+        ("pids_max_raise", "a write to its own pids.max"),
+    ] {
+        assert_refused(&report[probe], &[EACCES, EPERM], what);
+    }
     assert_refused(&report["list_root"], &[EACCES], "list /sys/fs/cgroup");
 }
 

@@ -37,7 +37,7 @@
 //!   non-blocking `read` of the descriptor (nothing to read: quiet) and the
 //!   mount table's `poll`; the folders are few (about fifteen here).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::path::{Component, Path, PathBuf};
@@ -162,10 +162,13 @@ impl PathWatch {
         let Ok(inotify) = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) else {
             return (None, HashSet::new());
         };
+        // The paths share most of their folders (`/`, `/usr`, `/etc`):
+        // each is looked at and watched once per arming.
+        let mut folders = HashMap::new();
         let covered = self
             .paths
             .iter()
-            .filter(|path| watch_resolution(&inotify, path, mounts))
+            .filter(|path| watch_resolution(&inotify, path, mounts, &mut folders))
             .cloned()
             .collect();
         (Some(inotify), covered)
@@ -186,8 +189,14 @@ fn nothing_reported(inotify: &OwnedFd) -> bool {
 /// folder before looking a name up in it. Whether every such folder is
 /// watched and local (the path is covered). A path that ends early (a
 /// missing name, a file where a folder was wanted) is covered: what would
-/// change that is an entry of a watched folder.
-fn watch_resolution(inotify: &OwnedFd, path: &Path, mounts: &MountTable) -> bool {
+/// change that is an entry of a watched folder. `folders`: the folders
+/// this arming looked at already, and whether each is watched and local.
+fn watch_resolution(
+    inotify: &OwnedFd,
+    path: &Path,
+    mounts: &MountTable,
+    folders: &mut HashMap<PathBuf, bool>,
+) -> bool {
     if !path.is_absolute() {
         return false;
     }
@@ -200,7 +209,15 @@ fn watch_resolution(inotify: &OwnedFd, path: &Path, mounts: &MountTable) -> bool
             folder.pop();
             continue;
         }
-        if !watch_local_folder(inotify, &folder, mounts) {
+        let watched = match folders.get(&folder) {
+            Some(&watched) => watched,
+            None => {
+                let watched = watch_local_folder(inotify, &folder, mounts);
+                folders.insert(folder.clone(), watched);
+                watched
+            }
+        };
+        if !watched {
             return false;
         }
         let next = folder.join(&name);

@@ -14,12 +14,30 @@
 //! - **One cgroup per host, not per call.** `modhost-<host pid>` beside the
 //!   host's own pids cgroup, created at the first confined call and joined by
 //!   each module's child before it drops its capabilities (one `write` of
-//!   `0` to a `cgroup.procs` descriptor opened once). A per-call cgroup would
+//!   `0` to a membership file opened once). A per-call cgroup would
 //!   bound each call alone but costs a `mkdir` and an `rmdir` per call, and
 //!   the `rmdir` fails until init has reaped every killed helper. The
 //!   consequence: the limit is shared by the calls a host runs at once
 //!   (and its warm processes); a fork bomb in one call can make another's
 //!   spawn fail until its group is killed at the end of the call.
+//! - **Joined by thread under v1.** A write to `cgroup.procs` moves a whole
+//!   thread group, so the kernel takes its global lock against forks and
+//!   exits for writing (`cgroup_threadgroup_rwsem`), which waits for an RCU
+//!   grace period unless another move did so moments before. Measured on
+//!   Linux 6.18 (cgroup v1), a fork whose child moves itself: 0.04 ms back
+//!   to back, but 7 to 18 ms for every move 100 ms apart and for most 20 ms
+//!   apart (every one-shot `modhost invoke`, every call after a pause: the
+//!   host bench's `paused` part went from 6x a bare spawn to 1.4x). A
+//!   write of `0` to v1's `tasks` moves only the calling thread, which the
+//!   kernel does without that lock: 0.04 to 0.09 ms at any spacing. The
+//!   child is a single thread
+//!   between its clone and its exec, so moving it is moving its process,
+//!   and whatever it starts afterwards is born inside. A v2 domain cgroup
+//!   takes processes only (`cgroup.threads` is for threaded subtrees), so
+//!   there the child still writes `cgroup.procs` and may wait. What would
+//!   spare v2 the move is a child born inside (`clone3` with
+//!   `CLONE_INTO_CGROUP`), which `runner::native::spawn`'s `clone` on a
+//!   stack of its own does not do yet.
 //! - **cgroup v1 or a delegated v2.** A v1 `pids` hierarchy takes a child
 //!   cgroup anywhere. Under v2 a child cgroup only has `pids.max` when the
 //!   host's cgroup delegates the controller, which a process inside that
@@ -47,20 +65,22 @@ pub struct PidsCgroup {
         expect(dead_code, reason = "where the cgroup is, shown by Debug")
     )]
     path: PathBuf,
-    /// `cgroup.procs`, opened for writing, close-on-exec.
-    procs: OwnedFd,
+    /// The file a write of `0` to moves the writer in (`tasks` under v1,
+    /// `cgroup.procs` under v2), opened for writing, close-on-exec.
+    membership: OwnedFd,
 }
 
 impl PidsCgroup {
-    /// Move the calling process into the cgroup. Runs in the child between
-    /// `clone` and `exec`: one `write` on a descriptor opened in the parent.
+    /// Move the calling process, a single thread, into the cgroup. Runs in
+    /// the child between `clone` and `exec`: one `write` on a descriptor
+    /// opened in the parent.
     #[allow(unsafe_code)]
     pub fn join(&self) -> Result<(), libc::c_int> {
         const SELF: &[u8] = b"0";
         // SAFETY: write of a static byte string to an open descriptor.
         let written = unsafe {
             libc::write(
-                self.procs.as_raw_fd(),
+                self.membership.as_raw_fd(),
                 SELF.as_ptr().cast::<libc::c_void>(),
                 SELF.len(),
             )
@@ -104,7 +124,7 @@ pub fn remove_host_cgroup() {
 }
 
 fn create(max: u64) -> Result<PidsCgroup, String> {
-    let parent = own_pids_cgroup().ok_or_else(|| {
+    let (parent, hierarchy) = own_pids_cgroup().ok_or_else(|| {
         "no pids cgroup controller is mounted where the host can use it".to_string()
     })?;
     sweep_stale(&parent);
@@ -124,19 +144,38 @@ fn create(max: u64) -> Result<PidsCgroup, String> {
     }
     std::fs::write(&limit, max.to_string())
         .map_err(|e| format!("writing {}: {e}", limit.display()))?;
-    let procs = std::fs::OpenOptions::new()
+    let membership = path.join(hierarchy.membership_file());
+    let membership = std::fs::OpenOptions::new()
         .write(true)
-        .open(path.join("cgroup.procs"))
-        .map_err(|e| format!("opening {}/cgroup.procs: {e}", path.display()))?;
+        .open(&membership)
+        .map_err(|e| format!("opening {}: {e}", membership.display()))?;
     Ok(PidsCgroup {
         path,
-        procs: procs.into(),
+        membership: membership.into(),
     })
+}
+
+/// Which cgroup hierarchy holds the pids controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hierarchy {
+    V1,
+    V2,
+}
+
+impl Hierarchy {
+    /// The file a process moves itself in by: see the module documentation
+    /// (joined by thread under v1).
+    fn membership_file(self) -> &'static str {
+        match self {
+            Hierarchy::V1 => "tasks",
+            Hierarchy::V2 => "cgroup.procs",
+        }
+    }
 }
 
 /// The host's own cgroup in the hierarchy that has the pids controller: a
 /// v1 `pids` mount, else the v2 mount.
-fn own_pids_cgroup() -> Option<PathBuf> {
+fn own_pids_cgroup() -> Option<(PathBuf, Hierarchy)> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let memberships = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     // mountinfo: id parent dev root mountpoint options ... - fstype source super
@@ -156,7 +195,7 @@ fn own_pids_cgroup() -> Option<PathBuf> {
     let v1 = mounts.iter().find(|(_, _, fstype, options)| {
         *fstype == "cgroup" && options.split(',').any(|o| o == "pids")
     });
-    let (root, mount_point, own) = match v1 {
+    let (root, mount_point, own, hierarchy) = match v1 {
         Some(&(root, mount_point, _, _)) => {
             let own = memberships.lines().find_map(|line| {
                 let mut parts = line.splitn(3, ':');
@@ -165,7 +204,7 @@ fn own_pids_cgroup() -> Option<PathBuf> {
                 let path = parts.next()?;
                 controllers.split(',').any(|c| c == "pids").then_some(path)
             })?;
-            (root, mount_point, own)
+            (root, mount_point, own, Hierarchy::V1)
         }
         None => {
             let &(root, mount_point, _, _) = mounts
@@ -174,11 +213,14 @@ fn own_pids_cgroup() -> Option<PathBuf> {
             let own = memberships
                 .lines()
                 .find_map(|line| line.strip_prefix("0::"))?;
-            (root, mount_point, own)
+            (root, mount_point, own, Hierarchy::V2)
         }
     };
     let relative = own.strip_prefix(root).unwrap_or(own);
-    Some(Path::new(mount_point).join(relative.trim_start_matches('/')))
+    Some((
+        Path::new(mount_point).join(relative.trim_start_matches('/')),
+        hierarchy,
+    ))
 }
 
 /// Remove `modhost-<pid>` cgroups whose host is gone (empty by then: their
