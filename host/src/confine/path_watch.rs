@@ -38,12 +38,11 @@
 //!   for by whoever closes it, the process's exit included: measured on
 //!   Linux 6.18, a fork that exits at once took 0.9 to 19 ms from fork to
 //!   reaped with one watch, 0.34 to 0.45 ms without. A host that makes a
-//!   single call (a one-shot
-//!   `modhost invoke`) would pay that at its end and gain nothing, so the
-//!   first [`PathWatch::settle`] covers no path (that call checks each by
-//!   `statx`, as without inotify) and the watch is armed at the second. A
-//!   re-arm closes the old descriptor too; it comes only after a change in
-//!   a watched system folder, which is rare.
+//!   single call (a one-shot `modhost invoke`) would pay that at its end
+//!   and gain nothing, so the first [`PathWatch::settle`] covers no path
+//!   (that call checks each by `statx`, as without inotify) and the watch
+//!   is armed at the second. A re-arm closes the old descriptor too; it
+//!   comes only after a change in a watched system folder, which is rare.
 //! - **One descriptor, one read per call.** A call's check is a
 //!   non-blocking `read` of the descriptor (nothing to read: quiet) and the
 //!   mount table's `poll`; the folders are few (about fifteen here).
