@@ -109,8 +109,9 @@ fn invoking_hang(home: &Home, deadline_ms: u64) -> std::process::Child {
 
 /// A root host's modules run in a pids cgroup of the host's own,
 /// `modhost-<host pid>` beside the host's cgroup (the bound on their
-/// processes). Running modhost as root leaves none of them behind: the
-/// host removes its cgroup as it ends.
+/// processes): every thread of the module, read from the host's side while
+/// it runs. Running modhost as root leaves none of them behind: the host
+/// removes its cgroup as it ends.
 #[test]
 fn an_ended_host_leaves_no_cgroup_behind() {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -124,18 +125,26 @@ fn an_ended_host_leaves_no_cgroup_behind() {
     home.run(&["pin", "hang"]).expect_code(0);
     let mut host = invoking_hang(&home, 2_000);
     let cgroup = own_pids_cgroup().join(format!("modhost-{}", host.id()));
-    let mut seen = false;
+    let inside = format!("/modhost-{}", host.id());
+    let mut tasks_seen = 0;
     let status = loop {
-        // Only the module's processes are in it: the host's are not.
-        seen |= std::fs::read_to_string(cgroup.join("cgroup.procs"))
-            .is_ok_and(|procs| !procs.trim().is_empty());
+        for module in home.live_module_processes() {
+            for (task, membership) in pids_memberships(module.pid) {
+                assert!(
+                    membership.ends_with(&inside),
+                    "task {task} of the module runs in the pids cgroup {membership}, not in {}",
+                    cgroup.display()
+                );
+                tasks_seen += 1;
+            }
+        }
         if let Some(status) = host.try_wait().unwrap() {
             break status;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     };
     assert_eq!(status.code(), Some(1), "the call times out");
-    assert!(seen, "the module never ran in {}", cgroup.display());
+    assert!(tasks_seen > 0, "the module was never seen running");
     assert!(
         !cgroup.exists(),
         "{} is left behind by a host that has ended",
@@ -143,11 +152,29 @@ fn an_ended_host_leaves_no_cgroup_behind() {
     );
 }
 
-/// This process's cgroup in the hierarchy with the pids controller (a v1
-/// `pids` mount, else the v2 one), where its children's cgroups go.
-fn own_pids_cgroup() -> std::path::PathBuf {
-    let memberships = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    // `<id>:<controllers>:<path>`: a v1 line naming `pids`, else v2's `0::`.
+/// Each thread of process `pid` with its path in the hierarchy with the
+/// pids controller; threads gone meanwhile are left out.
+fn pids_memberships(pid: u32) -> Vec<(String, String)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| {
+            let memberships = std::fs::read_to_string(task.path().join("cgroup")).ok()?;
+            let (_, path) = pids_membership(&memberships)?;
+            Some((
+                task.file_name().to_string_lossy().into_owned(),
+                path.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// From a `/proc/<pid>/cgroup` (`<id>:<controllers>:<path>` lines), the
+/// path in the hierarchy with the pids controller, and whether that is v1
+/// (a line naming `pids`) rather than v2 (the `0::` line).
+fn pids_membership(memberships: &str) -> Option<(bool, &str)> {
     let lines: Vec<(&str, &str)> = memberships
         .lines()
         .filter_map(|line| {
@@ -155,16 +182,23 @@ fn own_pids_cgroup() -> std::path::PathBuf {
             Some((parts.next()?, parts.next()?))
         })
         .collect();
-    let (version_1, path) = match lines
+    let version_1 = lines
         .iter()
-        .find(|(controllers, _)| controllers.split(',').any(|c| c == "pids"))
-    {
-        Some(&(_, path)) => (true, path),
-        None => {
-            let v2 = lines.iter().find(|(controllers, _)| controllers.is_empty());
-            (false, v2.expect("this process is in a cgroup").1)
-        }
-    };
+        .find(|(controllers, _)| controllers.split(',').any(|c| c == "pids"));
+    match version_1 {
+        Some(&(_, path)) => Some((true, path)),
+        None => lines
+            .iter()
+            .find(|(controllers, _)| controllers.is_empty())
+            .map(|&(_, path)| (false, path)),
+    }
+}
+
+/// This process's cgroup in the hierarchy with the pids controller (a v1
+/// `pids` mount, else the v2 one), where its children's cgroups go.
+fn own_pids_cgroup() -> std::path::PathBuf {
+    let memberships = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let (version_1, path) = pids_membership(&memberships).expect("this process is in a cgroup");
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let (root, mount_point) = mountinfo
         .lines()

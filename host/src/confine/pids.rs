@@ -25,20 +25,20 @@
 //!   exits for writing (`cgroup_threadgroup_rwsem`), which waits for an RCU
 //!   grace period unless another move did so moments before. Measured on
 //!   Linux 6.18 (cgroup v1), a fork whose child moves itself: 0.04 ms back
-//!   to back, but 7 to 18 ms for every move 100 ms apart and for half of
-//!   those 20 ms apart (every one-shot `modhost invoke`, every call after a
-//!   pause: the host bench's `paused` part went from 6x a bare spawn to
-//!   1.4x). A write of `0` to v1's `tasks` moves only the calling thread,
-//!   which the kernel does without that lock: 0.04 to 0.09 ms at any
-//!   spacing (a kernel older than that shortcut takes the lock for both
-//!   files, so `tasks` is never the slower). The child is a single thread
-//!   between its clone and its exec, so moving it is moving its process,
-//!   and whatever it starts afterwards is born inside. A v2 domain cgroup
-//!   takes processes only (`cgroup.threads` is for threaded subtrees), so
-//!   there the child still writes `cgroup.procs` and may wait. What would
-//!   spare v2 the move is a child born inside (`clone3` with
-//!   `CLONE_INTO_CGROUP`), which `runner::native::spawn`'s `clone` on a
-//!   stack of its own does not do yet.
+//!   to back, but 7 to 18 ms for every move 100 ms apart and 9 to 21 ms
+//!   for half of those 20 ms apart (every one-shot `modhost invoke`, every
+//!   call after a pause: the host bench's `paused` part went from 6x a
+//!   bare spawn to 1.4x). A write of `0` to v1's `tasks` moves only the
+//!   calling thread, which the kernel does without that lock: 0.04 to 0.09
+//!   ms at any spacing (a kernel older than that shortcut takes the lock
+//!   for both files, so `tasks` is never the slower). The child is a single
+//!   thread between its clone and its exec, so moving it is moving its
+//!   process, and whatever it starts afterwards is born inside. A v2
+//!   domain cgroup takes processes only (`cgroup.threads` is for threaded
+//!   subtrees), so there the child still writes `cgroup.procs` and may
+//!   wait. What would spare v2 the move is a child born inside (`clone3`
+//!   with `CLONE_INTO_CGROUP`), which `runner::native::spawn`'s `clone` on
+//!   a stack of its own does not do yet.
 //! - **cgroup v1 or a delegated v2.** A v1 `pids` hierarchy takes a child
 //!   cgroup anywhere. Under v2 a child cgroup only has `pids.max` when the
 //!   host's cgroup delegates the controller, which a process inside that
