@@ -114,9 +114,9 @@ fn invoking_hang(home: &Home, deadline_ms: u64) -> std::process::Child {
 /// removes its cgroup as it ends.
 #[test]
 fn an_ended_host_leaves_no_cgroup_behind() {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let own_status = std::fs::read_to_string("/proc/self/status").unwrap();
     assert!(
-        status
+        own_status
             .lines()
             .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")),
         "this test is for a root host (the pids cgroup is root's)"
