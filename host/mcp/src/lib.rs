@@ -1,0 +1,221 @@
+//! `modhost mcp`: the tools as an MCP server, dual-era: the stateless
+//! revision 2026-07-28 and the handshake revisions 2025-11-25, 2025-06-18,
+//! 2025-03-26 and 2024-11-05, each in its own shapes (`revision.rs`).
+//!
+//! Design decisions:
+//!
+//! - **Transport-agnostic.** [`serve`] reads newline-delimited JSON-RPC from
+//!   any `AsyncBufRead` and writes to any `AsyncWrite`; `modhost mcp` hands it
+//!   stdin and stdout (the MCP stdio transport), the tests hand it in-memory
+//!   pipes. What the tools are and how they run is behind [`Backend`].
+//! - **Calls run concurrently.** Each `tools/call` is its own task, so the
+//!   reader keeps reading while a call runs: a `notifications/cancelled` is
+//!   seen at once and aborts that task. Aborting drops the invocation future,
+//!   and the native runner kills the module's process group on drop; the
+//!   cancelled request gets no response, as the spec asks.
+//! - **Bounded everywhere.** A client line is at most 4 MiB
+//!   (`line::MAX_LINE_BYTES`) and a longer one is skipped without being
+//!   held; invalid UTF-8 is one bad line (-32700); at most
+//!   `MAX_CONCURRENT_CALLS` calls run at once (beyond, a call is refused
+//!   with an `isError` result); the outbox and each call's progress channel
+//!   have fixed capacities. Blocking work (a native module's cold start, a
+//!   component's execution) runs off the runtime threads in the runner, so
+//!   `ping` and `notifications/cancelled` are answered while calls run.
+//! - **The client's workspace.** When the client declares the `roots`
+//!   capability, the server asks `roots/list` once the handshake is done and
+//!   again on `notifications/roots/list_changed`; the first `file://` root
+//!   that is a directory is the workspace of every call from then on (several
+//!   roots: the first, and a log line says so). Until it answers, and for a
+//!   client without roots or that lists none, the host's workspace applies
+//!   (`--workspace`, else `MODHOST_WORKSPACE`, else the current directory
+//!   unless that is `/` or the home). A client whose roots are all refused
+//!   (`roots.rs`) gets no workspace at all for the calls of its
+//!   connection, never the host's: they would otherwise act on a folder it
+//!   did not name. (A stateless request carries no roots and gets the
+//!   host's, as a client without roots does, unless its connection's roots
+//!   were all refused: it gets none either.) A root is checked again at
+//!   each call as it resolves then (`host::never_a_workspace`).
+//! - **EOF ends everything.** When stdin closes, every running call is
+//!   aborted and awaited before [`serve`] returns, so no module process
+//!   outlives the server. [`serve_stdio`] ends the same way on SIGTERM (the
+//!   MCP stdio shutdown's second step), SIGINT and SIGHUP.
+//! - **Policy stays the host's.** Denied tools are never listed and cannot be
+//!   called. Tools whose verdict is `ask` are listed (the same predicate,
+//!   `ToolDef::is_offered`, decides `modhost tools`), and each call asks the
+//!   user through the client first (`elicitation.rs`): it runs only after a
+//!   yes, with the approval record `by: "user"`; a client that cannot be
+//!   asked gets an `isError` result saying how to allow the tool. With
+//!   `--delegate-approval` nobody is asked and every call carries the
+//!   record `by: "client"`.
+//! - **Live tool lists.** When the backend has a change watch
+//!   ([`Backend::tool_list_changes`]), handshake clients are told
+//!   `listChanged: true` and sent `notifications/tools/list_changed`;
+//!   stateless clients hear of changes on a `subscriptions/listen` stream
+//!   (`list_changes.rs`).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use modhost::CallWorkspace;
+use modhost::tools::{
+    ApprovedBy, CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, Verdict, mcp_tool,
+};
+
+mod backend;
+mod host_server;
+pub(crate) mod elicitation;
+pub(crate) mod line;
+mod list_changes;
+pub(crate) mod protocol;
+pub(crate) mod revision;
+pub(crate) mod roots;
+mod server;
+#[cfg(test)]
+mod test_client;
+#[cfg(test)]
+mod tests_attacks;
+#[cfg(test)]
+mod tests_eras;
+
+pub use backend::Backend;
+pub use host_server::{HostServer, ServeOptions};
+pub use server::{serve, serve_until};
+
+/// The host's tools as an MCP backend.
+#[derive(Debug)]
+pub struct ToolboxBackend<I> {
+    pub toolbox: Toolbox<I>,
+    /// `--delegate-approval`: `ask` tools are offered and the client answers for them.
+    pub delegate_approval: bool,
+}
+
+impl<I: Invoker> Backend for ToolboxBackend<I> {
+    fn list_tools(&self) -> Vec<Value> {
+        self.toolbox
+            .tools()
+            .iter()
+            .filter(|t| t.is_offered())
+            .map(mcp_tool)
+            .collect()
+    }
+
+    async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutcome, CallError> {
+        self.call_tool_in(name, arguments, progress, &CallWorkspace::Host)
+            .await
+    }
+
+    async fn call_tool_in(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: &CallWorkspace,
+    ) -> Result<ToolOutcome, CallError> {
+        // Without delegation an `ask` is refused by the gate itself (no
+        // approver): the server asks the user first (`call_tool_approved`).
+        let approver = self.delegate_approval.then_some(ApprovedBy::Client);
+        self.toolbox
+            .call_in(name, arguments, approver, progress, workspace)
+            .await
+    }
+
+    fn protected_dirs(&self) -> Vec<std::path::PathBuf> {
+        vec![self.toolbox.home().root().to_path_buf()]
+    }
+
+    fn approval_rule(&self, name: &str) -> Option<String> {
+        let approval = self.toolbox.approval_of(name)?;
+        (approval.verdict == Verdict::Ask && !self.delegate_approval).then_some(approval.rule)
+    }
+
+    async fn call_tool_approved(
+        &self,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: &CallWorkspace,
+    ) -> Result<ToolOutcome, CallError> {
+        self.toolbox
+            .call_in(name, arguments, Some(ApprovedBy::User), progress, workspace)
+            .await
+    }
+
+    fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.toolbox.changes()
+    }
+}
+
+/// Serve `backend` on this process's stdin and stdout until stdin closes.
+///
+/// When both are pipes (how every MCP client starts a stdio server), they
+/// are polled directly by the runtime; tokio's `stdin()`/`stdout()` would
+/// hand every read and write to a blocking-pool thread and back, two thread
+/// switches per line that showed up in `tools/call` latency on small
+/// machines. Anything else (a terminal, a file) falls back to those.
+pub async fn serve_stdio<B: Backend>(backend: Arc<B>) -> std::io::Result<()> {
+    let stop = termination();
+    #[cfg(unix)]
+    if let Some((reader, writer)) = stdio_pipes() {
+        return serve_until(tokio::io::BufReader::new(reader), writer, backend, stop).await;
+    }
+    let stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    serve_until(stdin, tokio::io::stdout(), backend, stop).await
+}
+
+/// Completes on SIGTERM, SIGINT or SIGHUP: how a client (the MCP stdio
+/// transport's shutdown: close stdin, then SIGTERM), a terminal or a
+/// service manager ends a server. The server then ends as at EOF, its
+/// calls' process groups killed, rather than dying with them still
+/// running. A signal that cannot be watched is never awaited.
+async fn termination() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let watch = |kind| async move {
+        match signal(kind) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = watch(SignalKind::terminate()) => {}
+        () = watch(SignalKind::interrupt()) => {}
+        () = watch(SignalKind::hangup()) => {}
+    }
+    tracing::info!("a termination signal: ending every call, then the server");
+}
+
+/// Stdin and stdout as non-blocking pipe ends, when both are pipes.
+///
+/// Duplicates of fds 0 and 1 are used, so the standard descriptors stay
+/// open; the duplicates share the open file description, which becomes
+/// non-blocking — harmless here, since nothing else in `modhost mcp` reads
+/// stdin or writes stdout.
+#[cfg(unix)]
+fn stdio_pipes() -> Option<(
+    tokio::net::unix::pipe::Receiver,
+    tokio::net::unix::pipe::Sender,
+)> {
+    use std::os::fd::AsFd;
+    use tokio::net::unix::pipe;
+    let stdin = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let stdout = std::io::stdout().as_fd().try_clone_to_owned().ok()?;
+    // Both checks before either end is made non-blocking.
+    let is_fifo = |fd: &std::os::fd::OwnedFd| {
+        rustix::fs::fstat(fd).is_ok_and(|st| {
+            rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Fifo
+        })
+    };
+    if !is_fifo(&stdin) || !is_fifo(&stdout) {
+        return None;
+    }
+    let reader = pipe::Receiver::from_owned_fd(stdin).ok()?;
+    let writer = pipe::Sender::from_owned_fd(stdout).ok()?;
+    Some((reader, writer))
+}

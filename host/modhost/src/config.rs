@@ -1,0 +1,314 @@
+//! `config.toml`: what the operator decides.
+//!
+//! ```toml
+//! pins = "enforce"                 # "enforce" | "warn" | "off"
+//! confinement = "best-effort"      # "required" | "best-effort" | "off" (see crate::confine)
+//! warm_processes = true            # `modhost mcp` readies each tool's next process or instance ahead
+//!
+//! [source_roots]                   # name = absolute path, granted read-only
+//! transcripts = "/home/me/.sessions"
+//!
+//! [binaries]                       # name = absolute path of a program a module may run
+//! git = "/usr/bin/git"
+//!
+//! [limits]
+//! deadline_ms = 30000
+//! max_output_bytes = 1048576
+//! describe_timeout_ms = 10000
+//! describe_concurrency = 4
+//! memory_limit_bytes = 268435456   # per component call (wasm linear memory)
+//!
+//! [approval]                       # see crate::approval
+//! [capabilities."files.files.search"]  # see crate::overrides
+//! ```
+//!
+//! Design decisions: a missing file is an empty configuration (a fresh home
+//! works), but anything present is read strictly. An unknown key is an error
+//! naming the key and the file, because a typo such as `[source_root]` would
+//! otherwise silently grant nothing and the operator would never learn why.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::approval::ApprovalConfig;
+use modhost_sandbox::ConfinementMode;
+use crate::overrides::CapabilityOverride;
+pub use crate::pins::PinsMode;
+use modhost_runner::CallLimits;
+
+/// The parsed `config.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// How integrity pins are applied (see [`crate::pins`]).
+    #[serde(default)]
+    pub pins: PinsMode,
+    /// How native calls are confined (landlock, resource limits).
+    #[serde(default)]
+    pub confinement: ConfinementMode,
+    /// Whether a long-running host (`modhost mcp`) starts the next native
+    /// process of each tool ahead of its call (see
+    /// [`modhost_runner::native::warm`]). Off for modules that act before
+    /// reading their request, which the protocol asks them not to.
+    #[serde(default = "default_warm_processes")]
+    pub warm_processes: bool,
+    /// Operator-supplied source roots by name.
+    #[serde(default)]
+    pub source_roots: BTreeMap<String, PathBuf>,
+    /// Programs modules may ask for, by name.
+    #[serde(default)]
+    pub binaries: BTreeMap<String, PathBuf>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub approval: ApprovalConfig,
+    /// Per-capability overrides, keyed by tool name or `module.capability`.
+    #[serde(default)]
+    pub capabilities: BTreeMap<String, CapabilityOverride>,
+}
+
+fn default_warm_processes() -> bool {
+    true
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pins: PinsMode::default(),
+            confinement: ConfinementMode::default(),
+            warm_processes: default_warm_processes(),
+            source_roots: BTreeMap::new(),
+            binaries: BTreeMap::new(),
+            limits: Limits::default(),
+            approval: ApprovalConfig::default(),
+            capabilities: BTreeMap::new(),
+        }
+    }
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Wall-clock budget of one invoke.
+    pub deadline_ms: u64,
+    /// The most stdout bytes read from one call.
+    pub max_output_bytes: u64,
+    /// Budget of one `describe` during discovery.
+    pub describe_timeout_ms: u64,
+    /// How many modules are described at once.
+    pub describe_concurrency: usize,
+    /// The cap on one component call's linear memory.
+    pub memory_limit_bytes: u64,
+    /// Copied from the top-level `confinement` key so every call built from
+    /// these limits (invoke and describe alike) carries it.
+    #[serde(skip)]
+    pub confinement: ConfinementMode,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        let call = CallLimits::default();
+        Limits {
+            deadline_ms: call.deadline.as_millis() as u64,
+            max_output_bytes: call.max_output_bytes,
+            describe_timeout_ms: 10_000,
+            describe_concurrency: 4,
+            memory_limit_bytes: modhost_runner::DEFAULT_MEMORY_LIMIT_BYTES,
+            confinement: call.confinement,
+        }
+    }
+}
+
+impl Limits {
+    /// The bounds of one invoke.
+    pub fn invoke(&self) -> CallLimits {
+        CallLimits {
+            deadline: Duration::from_millis(self.deadline_ms),
+            max_output_bytes: self.max_output_bytes,
+            confinement: self.confinement,
+        }
+    }
+
+    /// The bounds of one describe.
+    pub fn describe(&self) -> CallLimits {
+        CallLimits {
+            deadline: Duration::from_millis(self.describe_timeout_ms),
+            max_output_bytes: self.max_output_bytes,
+            confinement: self.confinement,
+        }
+    }
+}
+
+/// Why `config.toml` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("could not read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Malformed TOML or an unknown key; the message carries line and column.
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl Config {
+    /// Read `path`; a file that does not exist is the default configuration.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Parse the text of a config file; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        config.limits.confinement = config.confinement;
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        for (section, map) in [
+            ("source_roots", &config.source_roots),
+            ("binaries", &config.binaries),
+        ] {
+            for (name, value) in map {
+                if !is_root_name(name) {
+                    return Err(invalid(format!(
+                        "[{section}] {name:?}: a name is letters, digits, '-' and '_'"
+                    )));
+                }
+                if !value.is_absolute() {
+                    return Err(invalid(format!(
+                        "[{section}] {name} = {:?}: the path must be absolute",
+                        value.display().to_string()
+                    )));
+                }
+            }
+        }
+        if config.limits.describe_concurrency == 0 {
+            return Err(invalid(
+                "[limits] describe_concurrency must be at least 1".into(),
+            ));
+        }
+        Ok(config)
+    }
+}
+
+/// Whether `name` can name a root or binary: the same shape rule applies to
+/// the config file and to `--source-root NAME=PATH`.
+pub fn is_root_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/h/config.toml"))
+    }
+
+    #[test]
+    fn empty_config_is_default() {
+        let config = parse("").unwrap();
+        assert_eq!(config.pins, PinsMode::Enforce);
+        assert_eq!(config.limits, Limits::default());
+        assert!(config.source_roots.is_empty());
+        assert!(
+            config.warm_processes,
+            "on unless the operator says otherwise"
+        );
+        assert!(Config::default().warm_processes);
+    }
+
+    #[test]
+    fn full_config_parses() {
+        let config = parse(
+            r#"
+pins = "warn"
+warm_processes = false
+[source_roots]
+transcripts = "/var/sessions"
+[binaries]
+git = "/usr/bin/git"
+[limits]
+deadline_ms = 5000
+describe_concurrency = 2
+[approval]
+[capabilities."files.search"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.pins, PinsMode::Warn);
+        assert!(!config.warm_processes);
+        assert_eq!(
+            config.source_roots["transcripts"],
+            Path::new("/var/sessions")
+        );
+        assert_eq!(config.binaries["git"], Path::new("/usr/bin/git"));
+        assert_eq!(config.limits.deadline_ms, 5000);
+        assert_eq!(config.limits.describe_concurrency, 2);
+        assert_eq!(config.limits.max_output_bytes, 1024 * 1024);
+        assert!(config.capabilities.contains_key("files.search"));
+    }
+
+    #[test]
+    fn unknown_top_level_key_names_key_and_file() {
+        let err = parse("[source_root]\nx = \"/a\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/h/config.toml"), "{err}");
+        assert!(err.contains("source_root"), "{err}");
+    }
+
+    #[test]
+    fn unknown_limit_key_is_refused() {
+        let err = parse("[limits]\ndeadline = 5\n").unwrap_err().to_string();
+        assert!(err.contains("deadline"), "{err}");
+    }
+
+    #[test]
+    fn malformed_config_names_file_and_line() {
+        let err = parse("pins = \"warn\"\n[limits\n").unwrap_err().to_string();
+        assert!(err.contains("/h/config.toml"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn bad_pins_value_is_refused() {
+        assert!(parse("pins = \"sometimes\"").is_err());
+    }
+
+    #[test]
+    fn relative_source_root_is_refused() {
+        let err = parse("[source_roots]\ndata = \"rel/path\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("absolute"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_default() {
+        let config = Config::load(Path::new("/nonexistent/modhost/config.toml")).unwrap();
+        assert!(config.source_roots.is_empty());
+    }
+}

@@ -1,0 +1,136 @@
+//! modhost: a plugin host for AI agents.
+//!
+//! See `ARCHITECTURE.md` at the repository root for the map.
+//!
+//! # Library API
+//!
+//! Everything starts from [`Host`]: open a home, [`Host::discover`] the
+//! installed modules (each one's standing, and with
+//! [`InstalledModule::summary`] why), [`Host::invoke`] a capability; for an
+//! agent, [`tools::open_toolbox`] turns the enabled capabilities into tools
+//! and [`tools::export`] writes them in a provider's shape. The MCP server
+//! ([`mcp::serve_stdio`]) is a client of the same API. Every other module of
+//! this crate is private, so that changing the host's insides never breaks a
+//! library user, and no public item reaches a type a user cannot name
+//! (`#![deny(unnameable_types)]` below).
+//!
+//! This example writes a one-capability module (a shell script speaking the
+//! protocol) into a fresh home and drives it as a library user would:
+//!
+//! ```
+//! # #[cfg(unix)]
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::os::unix::fs::PermissionsExt;
+//! use modhost::{Host, HostOptions, InvokeRequest, ModuleStatus, tools};
+//!
+//! let home = tempfile::tempdir()?;
+//! let describe = r#"{"jsonrpc":"2.0","id":1,"result":{"id":"hello","version":"1.0.0","capabilities":[{"id":"hello.greet","description":"Say hello.","input_schema":{"type":"object"},"output_schema":{"type":"object"}}]}}"#;
+//! let greet = r#"{"jsonrpc":"2.0","id":1,"result":{"output":{"greeting":"hello"}}}"#;
+//! let script = format!(
+//!     "#!/bin/sh\nread line\ncase \"$line\" in\n  *'\"method\":\"describe\"'*) printf '%s\\n' '{describe}' ;;\n  *) printf '%s\\n' '{greet}' ;;\nesac\n"
+//! );
+//! let entry = home.path().join("modules/hello/hello");
+//! std::fs::create_dir_all(entry.parent().unwrap())?;
+//! std::fs::write(&entry, script)?;
+//! std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755))?;
+//!
+//! let runtime = tokio::runtime::Runtime::new()?;
+//! runtime.block_on(async {
+//!     let host = Host::open(HostOptions { home: Some(home.path().into()), workspace: None })?;
+//!     // The operator approves these bytes (pins are enforced by default).
+//!     host.pin("hello").await?;
+//!     let modules = host.discover().await; // broken ones included, with the reason
+//!     assert_eq!(modules.len(), 1);
+//!     assert!(matches!(modules[0].status, ModuleStatus::Enabled), "{:?}", modules[0].error);
+//!     assert_eq!(modules[0].summary().pin, "pinned"); // the standing's parts, and why
+//!
+//!     let mut request = InvokeRequest::new("hello", "hello.greet", serde_json::json!({}));
+//!     request.deadline = Some(std::time::Duration::from_secs(10));
+//!     match host.invoke(request).await {
+//!         Ok(outcome) => assert_eq!(outcome.result.output["greeting"], "hello"),
+//!         Err(e) => panic!("{}: {e} ({})", e.kind(), e.remedy()),
+//!     }
+//!
+//!     let toolbox = tools::open_toolbox(&host).await?;
+//!     let listed = toolbox.tools();
+//!     let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
+//!     assert_eq!(names, ["hello__hello_greet"]); // module, then capability
+//!     assert_eq!(listed[0].verdict(), tools::Verdict::Allow); // the operator's policy
+//!
+//!     // Ready to paste into a provider's request; what the policy denies left out.
+//!     let offered = listed.iter().filter(|t| t.is_offered());
+//!     let export = tools::export(offered, tools::Format::Anthropic, false);
+//!     assert_eq!(export.tools[0]["name"], "hello__hello_greet");
+//!     assert!(export.left_out.is_empty());
+//!     Ok(())
+//! })
+//! # }
+//! # #[cfg(not(unix))]
+//! # fn main() {}
+//! ```
+//!
+//! # Why the command line is a feature of this crate
+//!
+//! The `modhost` binary is `modhost::cli::main`, behind the default `cli` feature,
+//! and `src/main.rs` only calls it. A library user who turns default
+//! features off (`default-features = false, features = ["wasm"]`) builds no
+//! clap, clap_complete, anyhow or tracing-subscriber. A separate binary crate
+//! would do the same, but the CLI uses the host's internals (confinement
+//! reports, the conformance caller, the policy gate), which it would need
+//! public; inside the crate they stay private, and `cargo build -p modhost`
+//! still builds `./target/debug/modhost`.
+//!
+//! Features: `wasm` (default) runs WebAssembly components; `cli` (default)
+//! the command; `internals` is **not API**: a hidden module for the benches
+//! and fuzz targets, which any release may change.
+
+// The public API is exactly what is re-exported below (and `tools`, `mcp`):
+// a public field, signature or trait impl that reaches a type a user
+// cannot name is a compile error, so an internal type never leaks into the
+// API unlisted (it is either made private or named here on purpose).
+#![deny(unnameable_types)]
+
+pub(crate) mod approval;
+pub(crate) mod artifacts;
+pub(crate) mod call_workspace;
+pub(crate) mod config;
+pub mod conformance_caller;
+pub(crate) mod contract;
+pub(crate) mod describe_cache;
+pub(crate) mod discovery;
+pub(crate) mod discovery_memo;
+pub(crate) mod error;
+pub(crate) mod grants;
+pub(crate) mod home;
+pub(crate) mod home_lock;
+pub(crate) mod host;
+pub(crate) mod install;
+pub(crate) mod invoke;
+pub(crate) mod knowledge;
+pub(crate) mod manage;
+pub(crate) mod module_error;
+pub(crate) mod module_tree;
+pub(crate) mod overrides;
+pub(crate) mod pins;
+pub(crate) mod request;
+pub(crate) mod snapshot;
+pub mod tools;
+pub(crate) mod user_home;
+pub(crate) mod validate;
+
+pub use artifacts::CheckedArtifact;
+pub use call_workspace::CallWorkspace;
+pub use config::ConfigError;
+pub use contract::ContractReport;
+pub use discovery::{InstalledModule, ModuleError, ModuleStatus, ModuleSummary};
+pub use grants::UndeclaredSourceRoot;
+pub use home::{HomeLayout, NoHome};
+pub use home_lock::HomeLockError;
+pub use host::{Host, HostError, HostOptions, default_workspace, never_a_workspace};
+pub use user_home::user_homes;
+pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
+pub use manage::{InstallReport, InstallRequest, RemoveReport, ReplacedModule};
+pub use overrides::OverrideError;
+pub use pins::{PinCovers, PinOutcome, PinRecord, PinsError};
+pub use modhost_runner::RunError;
+pub use modhost_runner::{NotificationSink, Transport};

@@ -1,0 +1,171 @@
+//! The tool adapter: every enabled capability becomes one agent tool.
+//!
+//! Design decisions:
+//!
+//! - **One tool per capability**, not per module: the agent picks by what it
+//!   wants done, and each capability carries its own schema and effects, which
+//!   is what makes per-capability approval possible.
+//! - **The name is [`modconform::tool_name`]**, the one function the
+//!   conformance kit also checks, so `modhost invoke`, `modhost tools` and
+//!   `modhost mcp` agree byte for byte. Names that still collide after
+//!   mangling are refused at registration, both of them, with a problem
+//!   naming both: a name that depended on which module was registered first
+//!   would not be stable.
+//! - **Parameters are the module's input schema, unchanged**: the module owns
+//!   its domain; a host translation would be a second source of truth.
+//! - **Policy is decided here, applied at the surface.** Every tool carries its
+//!   approval `Decision`; `modhost tools` and `modhost mcp` leave out what is
+//!   denied, `modhost invoke` refuses it naming the rule.
+//! - Nothing here knows about a CLI, a terminal or MCP; the surfaces
+//!   (`cli::tools`, `cli::mcp`, [`crate::mcp`]) adapt [`ToolDef`]s and
+//!   [`ToolOutcome`]s to their shapes.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::CallWorkspace;
+use crate::home::HomeLayout;
+
+mod call_error;
+pub(crate) mod description;
+pub(crate) mod execute;
+// The provider formats: part of the library API (`export`), the MCP
+// server's `tools/list` and `modhost tools --format`.
+pub(crate) mod export;
+pub(crate) mod host_invoker;
+pub(crate) mod knowledge_tool;
+pub(crate) mod live;
+mod loaded;
+mod registry;
+pub(crate) mod spill;
+pub(crate) mod target;
+mod tool_def;
+mod withdrawn;
+
+pub use crate::approval::{ApprovedBy, Decision, Refusal, Verdict};
+pub use call_error::CallError;
+pub use execute::{
+    InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
+    ToolOutcome,
+};
+pub use export::{Export, Format, Omission, export, mcp_tool};
+pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox};
+pub use knowledge_tool::KNOWLEDGE_TOOL;
+pub(crate) use loaded::Loaded;
+pub(crate) use registry::gate;
+pub(crate) use tool_def::ModuleEntry;
+pub use tool_def::{Hints, ToolDef};
+
+/// Registered tools plus what executing them needs: a fixed set
+/// (`Toolbox::new`, in tests), or the host's, following the operator's changes while
+/// it runs ([`open_live_toolbox`], see `live`).
+#[derive(Debug)]
+pub struct Toolbox<I> {
+    live: Arc<live::Live<I>>,
+}
+
+/// The tools of a toolbox at one moment (a reload does not change a list
+/// already taken).
+#[derive(Debug)]
+pub struct Tools<I>(Arc<Loaded<I>>);
+
+impl<I> std::ops::Deref for Tools<I> {
+    type Target = [ToolDef];
+    fn deref(&self) -> &[ToolDef] {
+        &self.0.registry.tools
+    }
+}
+
+impl<I: Invoker> Toolbox<I> {
+    /// A toolbox of exactly these modules, never reloaded.
+    #[cfg(test)]
+    pub(crate) fn new(
+        modules: Vec<ModuleEntry>,
+        approval: &crate::approval::ApprovalConfig,
+        overrides: &std::collections::BTreeMap<String, crate::overrides::CapabilityOverride>,
+        invoker: I,
+        home: HomeLayout,
+        workspace: Option<std::path::PathBuf>,
+    ) -> Self {
+        let loaded = Loaded::new(modules, approval, overrides, invoker, home, workspace);
+        Toolbox {
+            live: Arc::new(live::Live::fixed(loaded)),
+        }
+    }
+
+    /// Every registered tool, whatever its approval verdict.
+    pub fn tools(&self) -> Tools<I> {
+        Tools(self.live.current())
+    }
+
+    /// Tools left out at registration, one line each.
+    pub fn problems(&self) -> Vec<String> {
+        self.live.current().registry.problems.clone()
+    }
+
+    /// The home whose modules these tools run (no reload changes it).
+    pub fn home(&self) -> HomeLayout {
+        self.live.last_loaded().home.clone()
+    }
+
+    /// Tool `name` as last loaded. It never waits for a reload, so an async
+    /// caller (the MCP server deciding whether to ask the user) never runs
+    /// discovery on its own thread; the call that follows reloads on the
+    /// blocking pool and its gate decides with the policy then current.
+    pub fn get(&self, name: &str) -> Option<ToolDef> {
+        self.live.last_loaded().get(name).cloned()
+    }
+
+    /// The approval verdict of tool `name` as last loaded: what
+    /// [`Toolbox::get`] says of it, without copying the tool (its schemas
+    /// and descriptions) on every call.
+    pub fn approval_of(&self, name: &str) -> Option<crate::approval::Decision> {
+        self.live
+            .last_loaded()
+            .get(name)
+            .map(|tool| tool.approval.clone())
+    }
+
+    /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
+    pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.live.changes()
+    }
+
+    /// Run tool `name`. `approver` is who can answer an `ask` for this call,
+    /// if anyone; a deny is refused whoever asks.
+    pub async fn call(
+        &self,
+        name: &str,
+        input: Value,
+        approver: Option<ApprovedBy>,
+        progress: Option<ProgressSink>,
+    ) -> Result<ToolOutcome, CallError> {
+        self.call_in(name, input, approver, progress, &CallWorkspace::Host)
+            .await
+    }
+
+    /// [`Toolbox::call`] in `workspace` (an MCP client's root, or none when
+    /// its roots may not be granted) rather than always the host's.
+    pub async fn call_in(
+        &self,
+        name: &str,
+        input: Value,
+        approver: Option<ApprovedBy>,
+        progress: Option<ProgressSink>,
+        workspace: &CallWorkspace,
+    ) -> Result<ToolOutcome, CallError> {
+        let (loaded, glance) = match live::Live::current_for_call(&self.live).await {
+            Ok(current) => current,
+            Err(unreadable) => return Ok(ToolOutcome::failure(unreadable)),
+        };
+        loaded
+            .call_in(name, input, approver, progress, workspace, glance)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod test_support;
+#[cfg(test)]
+pub(crate) mod tests;

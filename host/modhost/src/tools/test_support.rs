@@ -1,0 +1,69 @@
+//! Fixtures the toolbox's tests share: a module from capability JSON, and
+//! an invoker that records its calls.
+
+use std::sync::Arc;
+
+use modproto::Descriptor;
+use serde_json::{Value, json};
+
+use super::{InvokeCall, InvokeFailure, Invoker, ModuleEntry};
+use crate::discovery::{InstalledModule, ModuleStatus};
+use modhost_runner::Transport;
+
+pub(crate) fn module(id: &str, caps: &Value) -> ModuleEntry {
+    let d: Descriptor = serde_json::from_value(json!({
+        "id": id, "version": "1.0.0",
+        "roots": [{"name": "workspace", "kind": "workspace"}, {"name": "artifacts", "kind": "artifacts"}],
+        "capabilities": caps
+    }))
+    .unwrap();
+    ModuleEntry {
+        descriptor: Arc::new(d),
+        dir: None,
+    }
+}
+
+/// A module as discovery finds it: enabled, native, described with
+/// `capabilities` (ids), installed at `/m/<id>`.
+pub(crate) fn installed(id: &str, capabilities: &[&str]) -> InstalledModule {
+    let caps: Vec<_> = capabilities
+        .iter()
+        .map(|c| json!({"id": c, "description": "d", "input_schema": {"type": "object"}}))
+        .collect();
+    let descriptor: modproto::Descriptor =
+        serde_json::from_value(json!({"id": id, "version": "1.0.0", "capabilities": caps}))
+            .unwrap();
+    InstalledModule {
+        id: id.to_owned(),
+        version: Some("1.0.0".into()),
+        path: format!("/m/{id}").into(),
+        program: format!("/m/{id}").into(),
+        folder: None,
+        transport: Transport::Native,
+        status: ModuleStatus::Enabled,
+        disabled: false,
+        descriptor: Some(Arc::new(descriptor)),
+        digest: None,
+        tree: None,
+        program_identity: None,
+        warnings: Vec::new(),
+        host_warnings: Vec::new(),
+        error: None,
+        contract: crate::contract::ContractStanding::Unevaluated,
+        pin: None,
+    }
+}
+
+/// Records each call it is given and answers with the input.
+#[derive(Debug, Default)]
+pub(crate) struct RecordingInvoker {
+    pub(crate) calls: std::sync::Mutex<Vec<InvokeCall>>,
+}
+
+impl Invoker for RecordingInvoker {
+    async fn invoke(&self, call: InvokeCall) -> Result<modproto::InvokeResult, InvokeFailure> {
+        let output = call.input.clone();
+        self.calls.lock().unwrap().push(call);
+        Ok(modproto::InvokeResult::new(output))
+    }
+}

@@ -1,0 +1,583 @@
+//! What this machine can enforce on a native call, part by part.
+//!
+//! A call's confinement is not one thing: it is a list of [`Part`]s
+//! (filesystem, TCP, UDP and raw sockets, UNIX sockets, ...), each held by
+//! some kernel mechanism (landlock at some ABI, the seccomp filter, dropped
+//! capabilities, resource limits, closed descriptors) that this machine may
+//! or may not have. [`ConfinementSupport::parts`] says, for every part,
+//! whether it is enforced here and why; `doctor` prints exactly that, and
+//! [`ConfinementSupport::unenforced`] is what `confinement = "required"`
+//! refuses on and `best-effort` warns about.
+//!
+//! Design decisions:
+//!
+//! - **Per part, not per ABI.** "Landlock ABI 7" says nothing to an operator
+//!   about UDP. Each part names the mechanism that holds it, so a missing one
+//!   is named as what a module can do ("UDP and raw sockets are not
+//!   refused"), not as a version number.
+//! - **Two mechanisms may hold one part.** TCP is held by landlock (ABI 4+)
+//!   and by the seccomp filter (which refuses network sockets to a capability
+//!   without `network`); a part is enforced when either holds it.
+//! - **What a call implies depends on its effects.** A capability that
+//!   declares `network` is not refused because TCP cannot be denied: it is
+//!   allowed TCP anyway. Every other part applies to every call.
+//! - **Probed once.** The landlock ABI, seccomp availability and the host's
+//!   uid do not change while the host runs.
+
+use serde::Serialize;
+
+/// One part of a native call's confinement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// Reads, writes and execution outside the grants.
+    Filesystem,
+    /// TCP bind and connect (without `network`).
+    Tcp,
+    /// UDP, raw IP, packet and netlink sockets.
+    UdpAndRawSockets,
+    /// Connecting to pathname UNIX sockets outside the grants.
+    UnixSockets,
+    /// Abstract UNIX sockets of processes outside the call.
+    AbstractSockets,
+    /// Creating device nodes.
+    Devices,
+    /// Creating or entering namespaces, `chroot`, `mount`.
+    Namespaces,
+    /// Leaving the process group the host kills at the end of the call.
+    ProcessGroup,
+    /// Linux capabilities (what root keeps).
+    Capabilities,
+    /// Processes, file size and core dumps.
+    ResourceLimits,
+    /// Descriptors the host inherited, other than stdin, stdout and stderr.
+    InheritedDescriptors,
+}
+
+impl Part {
+    /// Every part, in the order `doctor` lists them.
+    pub const ALL: [Part; 11] = [
+        Part::Filesystem,
+        Part::Tcp,
+        Part::UdpAndRawSockets,
+        Part::UnixSockets,
+        Part::AbstractSockets,
+        Part::Devices,
+        Part::Namespaces,
+        Part::ProcessGroup,
+        Part::Capabilities,
+        Part::ResourceLimits,
+        Part::InheritedDescriptors,
+    ];
+
+    /// How a person calls this part.
+    pub fn label(self) -> &'static str {
+        match self {
+            Part::Filesystem => "filesystem",
+            Part::Tcp => "TCP",
+            Part::UdpAndRawSockets => "UDP and raw sockets",
+            Part::UnixSockets => "UNIX sockets",
+            Part::AbstractSockets => "abstract sockets",
+            Part::Devices => "devices",
+            Part::Namespaces => "namespaces",
+            Part::ProcessGroup => "process group",
+            Part::Capabilities => "capabilities",
+            Part::ResourceLimits => "resource limits",
+            Part::InheritedDescriptors => "inherited descriptors",
+        }
+    }
+
+    /// The parts a call implies: all of them, but TCP only when the
+    /// capability did not declare `network` (a network capability is allowed
+    /// TCP and UDP; raw, packet and netlink sockets stay refused).
+    pub fn implied_by(network: bool) -> impl Iterator<Item = Part> {
+        Part::ALL
+            .into_iter()
+            .filter(move |part| !(network && *part == Part::Tcp))
+    }
+}
+
+/// Whether one part is enforced on this machine, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartSupport {
+    pub part: Part,
+    /// [`Part::label`], for people.
+    pub label: &'static str,
+    pub enforced: bool,
+    /// What holds it, or what is missing.
+    pub why: String,
+    /// What the operator can do when it is not enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<&'static str>,
+}
+
+/// Filesystem confinement, by landlock ABI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Enforcement {
+    Full,
+    Partial,
+    None,
+}
+
+/// The landlock ABI at which filesystem confinement counts as full.
+pub const FULL_FS_ABI: u32 = 5;
+
+const LANDLOCK_REMEDY: &str =
+    "run on Linux 6.10 or newer with landlock in the lsm= boot list (landlock ABI 5+)";
+const SECCOMP_REMEDY: &str =
+    "run on x86_64 or aarch64, with a kernel built with seccomp filtering (CONFIG_SECCOMP_FILTER)";
+
+const PIDS_REMEDY: &str = "run the host as an unprivileged user, or where it can create a pids cgroup (cgroup v1 pids, or a cgroup v2 tree with pids delegated)";
+
+/// What this machine can enforce on a native call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ConfinementSupport {
+    /// The kernel's landlock ABI version, `None` when landlock is unavailable.
+    pub abi: Option<u32>,
+    /// Whether the seccomp filter is applied: this architecture has one
+    /// (x86_64, aarch64) and the kernel filters.
+    pub seccomp: bool,
+    /// Why there is no seccomp filter, when there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seccomp_missing: Option<&'static str>,
+    /// Whether the host runs as root (uid 0).
+    pub host_is_root: bool,
+    /// Why a root host's modules have no pids cgroup (`RLIMIT_NPROC` does
+    /// not bind uid 0, so without it their process count is unbounded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub process_bound_missing: Option<&'static str>,
+}
+
+impl ConfinementSupport {
+    /// What a machine with landlock ABI `abi` and (or without) a seccomp
+    /// filter enforces, the host running as root or not.
+    pub fn new(abi: Option<u32>, seccomp: Result<(), &'static str>, host_is_root: bool) -> Self {
+        ConfinementSupport {
+            abi,
+            seccomp: seccomp.is_ok(),
+            seccomp_missing: seccomp.err(),
+            host_is_root,
+            process_bound_missing: None,
+        }
+    }
+
+    /// The same machine, where a root host could not set up the pids
+    /// cgroup its modules join, for `reason`.
+    pub fn without_process_bound(self, reason: &'static str) -> Self {
+        ConfinementSupport {
+            process_bound_missing: Some(reason),
+            ..self
+        }
+    }
+
+    fn at_least(&self, version: u32) -> bool {
+        self.abi.is_some_and(|a| a >= version)
+    }
+
+    /// Filesystem rules: full from ABI 5 (read, write, execute, rename across
+    /// folders, truncate, device ioctl), partial on ABI 1 to 4.
+    pub fn fs(&self) -> Enforcement {
+        match self.abi {
+            None => Enforcement::None,
+            Some(a) if a >= FULL_FS_ABI => Enforcement::Full,
+            Some(_) => Enforcement::Partial,
+        }
+    }
+
+    /// TCP bind and connect can be denied by landlock (ABI 4).
+    pub fn landlock_tcp(&self) -> bool {
+        self.at_least(4)
+    }
+
+    /// Signals and abstract UNIX sockets are scoped to the domain (ABI 6).
+    pub fn landlock_scopes(&self) -> bool {
+        self.at_least(6)
+    }
+
+    /// Connecting to pathname UNIX sockets is confined by landlock (ABI 9).
+    pub fn landlock_unix_sockets(&self) -> bool {
+        self.at_least(9)
+    }
+
+    fn landlock_name(&self) -> String {
+        match self.abi {
+            Some(abi) => format!("landlock ABI {abi}"),
+            None => "landlock (unavailable)".into(),
+        }
+    }
+
+    fn seccomp_missing(&self) -> &'static str {
+        self.seccomp_missing.unwrap_or("no seccomp filter")
+    }
+
+    /// Whether `part` is enforced here, and why.
+    pub fn part(&self, part: Part) -> PartSupport {
+        let landlock = self.landlock_name();
+        let seccomp_missing = self.seccomp_missing();
+        let linux = cfg!(target_os = "linux");
+        let held = |why: String| (true, why, None);
+        let (enforced, why, remedy): (bool, String, Option<&'static str>) = match part {
+            Part::Filesystem => match (self.abi, self.fs()) {
+                (Some(abi), Enforcement::Full) => held(format!(
+                    "landlock ABI {abi}: reading, writing and executing outside the grants is denied"
+                )),
+                (Some(abi), _) => (
+                    false,
+                    format!(
+                        "landlock ABI {abi} does not confine {} granted files (ABI {FULL_FS_ABI} does)",
+                        if abi < 3 {
+                            "truncation and device ioctl of"
+                        } else {
+                            "device ioctl of"
+                        }
+                    ),
+                    Some(LANDLOCK_REMEDY),
+                ),
+                (None, _) => (
+                    false,
+                    "landlock is not available in this kernel: a module has the host's filesystem access".into(),
+                    Some(LANDLOCK_REMEDY),
+                ),
+            },
+            Part::Tcp => match (self.landlock_tcp(), self.seccomp) {
+                (true, _) => held(format!("{landlock} denies TCP bind and connect")),
+                (false, true) => held(
+                    "the seccomp filter refuses AF_INET and AF_INET6 sockets".into(),
+                ),
+                (false, false) => (
+                    false,
+                    format!("{landlock} cannot deny TCP (ABI 4 can) and {seccomp_missing}"),
+                    Some(LANDLOCK_REMEDY),
+                ),
+            },
+            Part::UdpAndRawSockets => if self.seccomp {
+                held("the seccomp filter refuses AF_INET and AF_INET6 sockets (datagram and raw), AF_PACKET and AF_NETLINK; a capability that declares network gets stream and datagram sockets only".into())
+            } else {
+                (
+                    false,
+                    format!("{landlock} confines TCP only and {seccomp_missing}"),
+                    Some(SECCOMP_REMEDY),
+                )
+            },
+            Part::UnixSockets => match (self.landlock_unix_sockets(), self.seccomp) {
+                (true, _) => held(format!(
+                    "{landlock} denies connecting to UNIX sockets outside the grants"
+                )),
+                (false, true) => held(
+                    "the seccomp filter refuses AF_UNIX sockets (socketpair stays allowed)".into(),
+                ),
+                (false, false) => (
+                    false,
+                    format!(
+                        "{landlock} does not confine pathname UNIX sockets (ABI 9 does) and {seccomp_missing}"
+                    ),
+                    Some(SECCOMP_REMEDY),
+                ),
+            },
+            Part::AbstractSockets => match (self.landlock_scopes(), self.seccomp) {
+                (true, _) => held(format!(
+                    "{landlock} scopes abstract sockets and signals to the call"
+                )),
+                (false, true) => held("the seccomp filter refuses AF_UNIX sockets".into()),
+                (false, false) => (
+                    false,
+                    format!("{landlock} does not scope abstract sockets (ABI 6 does) and {seccomp_missing}"),
+                    Some(LANDLOCK_REMEDY),
+                ),
+            },
+            Part::Devices => match (self.abi.is_some(), self.seccomp) {
+                (true, true) => held(format!(
+                    "{landlock} grants no right to make character or block devices, and the seccomp filter refuses mknod of devices"
+                )),
+                (true, false) => held(format!(
+                    "{landlock} grants no right to make character or block devices"
+                )),
+                (false, true) => held("the seccomp filter refuses mknod of devices".into()),
+                (false, false) => (
+                    false,
+                    format!("landlock is not available and {seccomp_missing}"),
+                    Some(LANDLOCK_REMEDY),
+                ),
+            },
+            Part::Namespaces => if self.seccomp {
+                held("the seccomp filter refuses unshare, setns, clone with namespace flags, chroot, pivot_root and mount".into())
+            } else {
+                (false, seccomp_missing.into(), Some(SECCOMP_REMEDY))
+            },
+            Part::ProcessGroup => if self.seccomp {
+                held("the seccomp filter refuses setsid and setpgid".into())
+            } else {
+                (false, seccomp_missing.into(), Some(SECCOMP_REMEDY))
+            },
+            Part::Capabilities if !linux => (false, "not Linux".into(), None),
+            Part::Capabilities => held(if self.host_is_root {
+                "the host runs as root: the module drops every capability (effective, permitted, inheritable, ambient and bounding) before exec, with no_new_privs and the securebits locked".into()
+            } else {
+                "the host does not run as root; the module drops every capability before exec".into()
+            }),
+            Part::ResourceLimits if !linux => (false, "not Linux".into(), None),
+            Part::ResourceLimits => match (self.host_is_root, self.process_bound_missing) {
+                (true, Some(reason)) => (
+                    false,
+                    format!(
+                        "RLIMIT_NPROC does not bind uid 0 and no pids cgroup could be set up for the host's modules: {reason}"
+                    ),
+                    Some(PIDS_REMEDY),
+                ),
+                (true, None) => held(format!(
+                    "a pids cgroup of the host's own (pids.max {0}; RLIMIT_NPROC does not bind uid 0), RLIMIT_FSIZE ({1} bytes), no core dumps",
+                    super::limits::PROCESS_MARGIN,
+                    super::limits::MAX_FILE_SIZE,
+                )),
+                (false, _) => held(format!(
+                    "RLIMIT_NPROC (the user's count + {}), RLIMIT_FSIZE ({} bytes), no core dumps",
+                    super::limits::PROCESS_MARGIN,
+                    super::limits::MAX_FILE_SIZE,
+                )),
+            },
+            Part::InheritedDescriptors if !linux => (false, "not Linux".into(), None),
+            Part::InheritedDescriptors => held(
+                "every descriptor but stdin, stdout and stderr is closed before exec".into(),
+            ),
+        };
+        PartSupport {
+            part,
+            label: part.label(),
+            enforced,
+            why,
+            remedy,
+        }
+    }
+
+    /// Every part, enforced or not.
+    pub fn parts(&self) -> Vec<PartSupport> {
+        Part::ALL.into_iter().map(|p| self.part(p)).collect()
+    }
+
+    /// The parts a call with (or without) `network` implies that this
+    /// machine cannot enforce; empty when the call is fully confined.
+    pub fn unenforced(&self, network: bool) -> Vec<PartSupport> {
+        Part::implied_by(network)
+            .map(|p| self.part(p))
+            .filter(|p| !p.enforced)
+            .collect()
+    }
+
+    /// One line for `doctor`.
+    pub fn summary(&self) -> String {
+        let parts = self.parts();
+        let (enforced, not): (Vec<_>, Vec<_>) = parts.iter().partition(|p| p.enforced);
+        let names = |ps: &[&PartSupport]| {
+            ps.iter()
+                .map(|p| p.part.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mechanisms = format!(
+            "{}, {}",
+            self.landlock_name(),
+            if self.seccomp {
+                "seccomp filter"
+            } else {
+                "no seccomp filter"
+            }
+        );
+        if not.is_empty() {
+            format!("{mechanisms}: every part enforced ({})", names(&enforced))
+        } else {
+            format!(
+                "{mechanisms}: enforced: {}; NOT enforced: {}",
+                names(&enforced),
+                names(&not)
+            )
+        }
+    }
+}
+
+/// A call's unenforced parts as one sentence (the reason of a refusal, or
+/// the warning a best-effort call carries).
+pub fn describe_unenforced(parts: &[PartSupport]) -> String {
+    let list: Vec<String> = parts
+        .iter()
+        .map(|p| format!("{} ({})", p.part.label(), p.why))
+        .collect();
+    format!(
+        "this machine cannot confine every part of this call: not enforced: {}",
+        list.join("; ")
+    )
+}
+
+/// What the operator can do about `parts` not being enforced.
+pub fn remedy_for(parts: &[PartSupport]) -> String {
+    let mut remedies: Vec<&str> = Vec::new();
+    for remedy in parts.iter().filter_map(|p| p.remedy) {
+        if !remedies.contains(&remedy) {
+            remedies.push(remedy);
+        }
+    }
+    remedies.push(
+        "or set confinement = \"best-effort\" in config.toml to run such calls with a warning",
+    );
+    remedies.join("; ")
+}
+
+/// Ask the kernel (once per process) what it supports.
+pub fn probe() -> ConfinementSupport {
+    static SUPPORT: std::sync::OnceLock<ConfinementSupport> = std::sync::OnceLock::new();
+    *SUPPORT.get_or_init(|| {
+        let root = host_is_root();
+        let support = ConfinementSupport::new(kernel_abi(), seccomp_available(), root);
+        match process_bound_missing(root) {
+            Some(reason) => support.without_process_bound(reason),
+            None => support,
+        }
+    })
+}
+
+/// Why a root host's modules cannot join a pids cgroup; `None` for an
+/// unprivileged host (RLIMIT_NPROC binds it) or when the cgroup is there.
+#[cfg(target_os = "linux")]
+fn process_bound_missing(root: bool) -> Option<&'static str> {
+    if !root {
+        return None;
+    }
+    super::pids::host_cgroup(super::limits::PROCESS_MARGIN).err()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn process_bound_missing(_root: bool) -> Option<&'static str> {
+    None
+}
+
+fn host_is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[cfg(target_os = "linux")]
+fn kernel_abi() -> Option<u32> {
+    const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+    // SAFETY: landlock_create_ruleset with a null attribute, size 0 and the
+    // VERSION flag only returns the ABI number (or -1 with errno); it reads
+    // no memory and creates no descriptor.
+    #[allow(unsafe_code)]
+    let version = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(version).ok().filter(|v| *v > 0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kernel_abi() -> Option<u32> {
+    None
+}
+
+/// Whether the seccomp filter can be applied: built for this architecture,
+/// and the kernel filters (`PR_GET_SECCOMP` fails with `EINVAL` on a kernel
+/// without seccomp).
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+fn seccomp_available() -> Result<(), &'static str> {
+    // SAFETY: PR_GET_SECCOMP takes no pointer and only returns the mode.
+    #[allow(unsafe_code)]
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    if mode < 0 {
+        Err("this kernel has no seccomp filtering")
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(not(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+)))]
+fn seccomp_available() -> Result<(), &'static str> {
+    Err("the host has no seccomp filter for this architecture (only x86_64 and aarch64)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ROOT: bool = true;
+
+    #[test]
+    fn this_machine_enforces_every_part() {
+        // CI and the development machines have landlock and seccomp; a
+        // machine without them must fail here, not pass quietly.
+        let support = probe();
+        assert!(support.abi.is_some(), "landlock is not available");
+        assert!(support.seccomp, "{:?}", support.seccomp_missing);
+        assert_eq!(support.unenforced(false), vec![]);
+        assert!(support.summary().contains("every part enforced"));
+    }
+
+    #[test]
+    fn landlock_7_without_seccomp_leaves_udp_namespaces_and_groups_open() {
+        let support = ConfinementSupport::new(Some(7), Err("no seccomp here"), ROOT);
+        let missing: Vec<Part> = support.unenforced(false).iter().map(|p| p.part).collect();
+        assert_eq!(
+            missing,
+            [
+                Part::UdpAndRawSockets,
+                Part::UnixSockets,
+                Part::Namespaces,
+                Part::ProcessGroup
+            ]
+        );
+        let why = describe_unenforced(&support.unenforced(false));
+        assert!(
+            why.contains(
+                "UDP and raw sockets (landlock ABI 7 confines TCP only and no seccomp here)"
+            ),
+            "{why}"
+        );
+        let remedy = remedy_for(&support.unenforced(false));
+        assert!(
+            remedy.contains("seccomp") && remedy.contains("best-effort"),
+            "{remedy}"
+        );
+    }
+
+    #[test]
+    fn network_capabilities_do_not_need_tcp_denied() {
+        let support = ConfinementSupport::new(Some(3), Ok(()), ROOT);
+        assert!(support.part(Part::Tcp).enforced, "seccomp holds TCP");
+        let old = ConfinementSupport::new(Some(3), Err("none"), ROOT);
+        let without: Vec<Part> = old.unenforced(false).iter().map(|p| p.part).collect();
+        let with: Vec<Part> = old.unenforced(true).iter().map(|p| p.part).collect();
+        assert!(without.contains(&Part::Tcp) && !with.contains(&Part::Tcp));
+        assert!(with.contains(&Part::Filesystem), "ABI 3 is partial");
+    }
+
+    #[test]
+    fn no_landlock_leaves_the_filesystem_open() {
+        let support = ConfinementSupport::new(None, Ok(()), !ROOT);
+        let fs = support.part(Part::Filesystem);
+        assert!(!fs.enforced && fs.why.contains("not available"));
+        assert!(
+            support.part(Part::Devices).enforced,
+            "seccomp refuses mknod"
+        );
+        assert!(support.summary().contains("NOT enforced: filesystem"));
+    }
+
+    #[test]
+    fn doctor_says_the_host_runs_as_root() {
+        let root = ConfinementSupport::new(Some(7), Ok(()), ROOT);
+        let caps = root.part(Part::Capabilities);
+        assert!(
+            caps.enforced
+                && caps.why.contains("runs as root")
+                && caps.why.contains("drops every capability")
+        );
+    }
+}
