@@ -91,15 +91,10 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
         Ok(target) => target,
         Err(error) => return report_error(&error, args.json),
     };
-    let mut request = InvokeRequest {
-        module: target.module.id.clone(),
-        capability: target.capability.to_owned(),
-        args: input,
-        source_roots: args.source_roots.map(),
-        deadline: args.deadline_ms.map(Duration::from_millis),
-        max_output_bytes: args.max_output_bytes,
-        ..InvokeRequest::default()
-    };
+    let mut request = InvokeRequest::new(&target.module.id, target.capability, input);
+    request.source_roots = args.source_roots.map();
+    request.deadline = args.deadline_ms.map(Duration::from_millis);
+    request.max_output_bytes = args.max_output_bytes;
     // The gate applies to what can run; a disabled, broken or unknown
     // capability goes on to the pipeline, which says why it cannot.
     if target.module.is_invocable()

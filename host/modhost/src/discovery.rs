@@ -140,10 +140,10 @@ pub struct InstalledModule {
     pub host_warnings: Vec<String>,
     pub error: Option<ModuleError>,
     /// Which contract governs it (`unevaluated` without a descriptor).
-    pub(crate) contract: ContractStanding,
+    pub contract: ContractStanding,
     /// How it stands against `pins.json`; `None` when pins are off (or not
     /// yet consulted: see `apply_pins`).
-    pub(crate) pin: Option<PinStanding>,
+    pub pin: Option<PinStanding>,
 }
 
 /// What was found, after discovery, to still digest to an approved digest:
@@ -331,7 +331,7 @@ impl InstalledModule {
     /// Where its knowledge documents are read from: the folder of the
     /// snapshot it runs from (the approved documents), else its own folder;
     /// `None` for a bare executable, which has no folder of its own.
-    pub(crate) fn knowledge_dir(&self) -> Option<&Path> {
+    pub fn knowledge_dir(&self) -> Option<&Path> {
         let folder = self.folder.as_deref()?;
         if self.program_identity.is_some() {
             self.program.parent()
@@ -366,7 +366,7 @@ impl InstalledModule {
     }
 
     /// `pinned`, `unpinned`, `changed` or `off`.
-    pub(crate) fn pin_label(&self) -> &'static str {
+    pub fn pin_label(&self) -> &'static str {
         self.pin.as_ref().map_or("off", PinStanding::label)
     }
 

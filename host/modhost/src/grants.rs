@@ -356,7 +356,7 @@ fn outside_the_home(path: PathBuf, home: &Path) -> Result<PathBuf, String> {
 /// under another name overlaps too: a bind mount of the home's parent, of a
 /// folder inside the home, a mount below `path` showing part of it, or a
 /// home that is itself a bind mount of a folder inside `path`.
-pub(crate) fn overlaps_the_home(path: &Path, home: &Path) -> bool {
+pub fn overlaps_the_home(path: &Path, home: &Path) -> bool {
     modhost_sandbox::mount_table::current().overlap(path, home)
 }
 

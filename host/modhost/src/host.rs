@@ -214,7 +214,8 @@ impl Host {
         self.workspace.as_deref()
     }
 
-    pub(crate) fn config(&self) -> &Config {
+    /// The configuration this host runs with (`config.toml`).
+    pub fn config(&self) -> &Config {
         &self.config
     }
 
@@ -386,7 +387,7 @@ impl Host {
     ///
     /// A module that did not describe itself gets nothing. (`modhost
     /// describe` previews them; calls plan theirs in `invoke`.)
-    pub(crate) fn grants(
+    pub fn grants(
         &self,
         module: &InstalledModule,
         capability: &modproto::Capability,

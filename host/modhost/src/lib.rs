@@ -90,28 +90,28 @@
 // API unlisted (it is either made private or named here on purpose).
 #![deny(unnameable_types)]
 
-pub(crate) mod approval;
+pub mod approval;
 pub(crate) mod artifacts;
 pub(crate) mod call_workspace;
-pub(crate) mod config;
+pub mod config;
 pub mod conformance_caller;
-pub(crate) mod contract;
+pub mod contract;
 pub(crate) mod describe_cache;
-pub(crate) mod discovery;
+pub mod discovery;
 pub(crate) mod discovery_memo;
 pub(crate) mod error;
-pub(crate) mod grants;
-pub(crate) mod home;
-pub(crate) mod home_lock;
-pub(crate) mod host;
+pub mod grants;
+pub mod home;
+pub mod home_lock;
+pub mod host;
 pub(crate) mod install;
 pub(crate) mod invoke;
-pub(crate) mod knowledge;
+pub mod knowledge;
 pub(crate) mod manage;
 pub(crate) mod module_error;
 pub(crate) mod module_tree;
-pub(crate) mod overrides;
-pub(crate) mod pins;
+pub mod overrides;
+pub mod pins;
 pub(crate) mod request;
 pub(crate) mod snapshot;
 pub mod tools;

@@ -32,14 +32,14 @@ pub(crate) mod description;
 pub(crate) mod execute;
 // The provider formats: part of the library API (`export`), the MCP
 // server's `tools/list` and `modhost tools --format`.
-pub(crate) mod export;
+pub mod export;
 pub(crate) mod host_invoker;
 pub(crate) mod knowledge_tool;
 pub(crate) mod live;
 mod loaded;
 mod registry;
 pub(crate) mod spill;
-pub(crate) mod target;
+pub mod target;
 mod tool_def;
 mod withdrawn;
 
@@ -53,7 +53,7 @@ pub use export::{Export, Format, Omission, export, mcp_tool};
 pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox};
 pub use knowledge_tool::KNOWLEDGE_TOOL;
 pub(crate) use loaded::Loaded;
-pub(crate) use registry::gate;
+pub use registry::gate;
 pub(crate) use tool_def::ModuleEntry;
 pub use tool_def::{Hints, ToolDef};
 
