@@ -552,7 +552,7 @@ mod tests {
     #[cfg(feature = "wasm")]
     #[tokio::test]
     async fn a_component_no_longer_found_is_forgotten_by_the_next_look() {
-        use modhost_runner::wasm::tests::{digest_of, guest, keeps};
+        use modhost_test_support::guests::guest;
         let dir = tempfile::tempdir().unwrap();
         for name in ["echo", "remember"] {
             let program = dir.path().join(format!("modules/{name}/{name}.wasm"));
@@ -569,14 +569,14 @@ mod tests {
         let remember = host.module("remember").await.unwrap();
         let kept = engine.load_async(&echo.program).await.unwrap();
         engine.load_async(&remember.program).await.unwrap();
-        let forgotten = digest_of(engine, &remember.program).expect("loaded");
+        let forgotten = engine.digest_of(&remember.program).expect("loaded");
 
         host.discover().await;
-        assert!(keeps(engine, &forgotten).0, "both are still found");
+        assert!(engine.keeps(&forgotten).0, "both are still found");
 
         std::fs::remove_dir_all(dir.path().join("modules/remember")).unwrap();
         host.discover().await;
-        assert!(!keeps(engine, &forgotten).0, "remember was removed");
+        assert!(!engine.keeps(&forgotten).0, "remember was removed");
         assert!(
             std::sync::Arc::ptr_eq(&engine.load(&echo.program).unwrap(), &kept),
             "echo is kept as loaded"

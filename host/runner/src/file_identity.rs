@@ -91,7 +91,6 @@ impl Glance {
     }
 
     /// A glance at `paths` now, one `stat` each (what `tools::live` takes).
-    #[cfg(test)]
     pub fn taken(paths: Arc<[PathBuf]>) -> Glance {
         let identities = paths
             .iter()

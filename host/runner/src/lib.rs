@@ -520,7 +520,7 @@ mod tests {
                     .unwrap();
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            let took = super::wasm::tests::took_ahead(engines.wasm().unwrap());
+            let took = engines.wasm().unwrap().took_ahead();
             assert_eq!(took > 0, keep_warm, "keep_warm {keep_warm}: {took} taken");
             engines.shutdown().await;
         }

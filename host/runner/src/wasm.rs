@@ -211,8 +211,7 @@ struct EngineInner {
     /// Calls with roots run their guests on threads of their own
     /// (`on_thread.rs`), this many at once.
     guest_threads: GuestThreads,
-    /// How many calls took an instance made ahead (what the tests check).
-    #[cfg(test)]
+    /// How many calls took an instance made ahead ([`WasmEngine::took_ahead`]).
     took_ahead: std::sync::atomic::AtomicUsize,
     /// Also logged when the engine starts; kept for `modhost doctor`.
     warnings: Vec<String>,
@@ -282,7 +281,6 @@ impl WasmEngine {
                 slots: CallSlots::new(),
                 ahead: InstancesAhead::default(),
                 guest_threads: GuestThreads::default(),
-                #[cfg(test)]
                 took_ahead: std::sync::atomic::AtomicUsize::new(0),
                 warnings,
                 _ticker: ticker,
@@ -428,7 +426,6 @@ impl WasmEngine {
 
     /// [`WasmEngine::load`] on a blocking thread, so compiling does not stall
     /// the async workers (the calls go through `load_async_announcing`).
-    #[cfg(test)]
     pub async fn load_async(&self, path: &Path) -> Result<Arc<LoadedComponent>, WasmError> {
         self.load_async_announcing(path, None).await
     }
@@ -548,7 +545,6 @@ impl WasmEngine {
             .flatten();
         let (mut held, made) = match made {
             Some(MadeAhead { held, command }) => {
-                #[cfg(test)]
                 self.inner.took_ahead.fetch_add(1, Ordering::Relaxed);
                 (held, Some(command))
             }
@@ -1204,6 +1200,36 @@ impl Drop for EpochTicker {
     }
 }
 
+/// What an engine holds, for the tests of the crates above and for
+/// diagnostics: read-only looks that change nothing.
+impl WasmEngine {
+    /// Whether it holds an instance made ahead of the component at
+    /// `program`; `None` while that component is not loaded.
+    pub fn holds_ahead_of(&self, program: &Path) -> Option<bool> {
+        let loaded = self.loaded_unchanged(program)?;
+        Some(self.inner.ahead.holds(&loaded.digest))
+    }
+
+    /// The digest it knows `program` by, when it loaded it.
+    pub fn digest_of(&self, program: &Path) -> Option<blake3::Hash> {
+        self.loaded_unchanged(program).map(|loaded| loaded.digest)
+    }
+
+    /// What it keeps of the component with `digest`: (its compiled code, an
+    /// instance made ahead).
+    pub fn keeps(&self, digest: &blake3::Hash) -> (bool, bool) {
+        (
+            self.lock_loaded().contains_key(digest),
+            self.inner.ahead.holds(digest),
+        )
+    }
+
+    /// How many calls were served by an instance made ahead.
+    pub fn took_ahead(&self) -> usize {
+        self.inner.took_ahead.load(Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     //! The hostile guests of `tests/guests`, one call each. The guests are
@@ -1220,77 +1246,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::{CallLimits, Grant};
-
-    pub(crate) fn target_dir() -> PathBuf {
-        if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-            return PathBuf::from(dir);
-        }
-        // <target>/debug/deps/<test binary>
-        let exe = std::env::current_exe().expect("the test binary's path");
-        exe.ancestors()
-            .nth(3)
-            .expect("the test binary lives in <target>/debug/deps")
-            .to_owned()
-    }
-
-    /// Where the guests land: the `wasm-test` profile of the root Cargo.toml.
-    fn guests_dir() -> &'static Path {
-        static DIR: OnceLock<PathBuf> = OnceLock::new();
-        DIR.get_or_init(|| {
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            // The folder cargo names when it runs the test, not the one it
-            // was compiled in (a shared target directory may hold another
-            // checkout's build of the same sources).
-            let host =
-                PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo names host/"));
-            let workspace = host.parent().expect("host/ lives in the workspace root");
-            let args = [
-                "build",
-                "--quiet",
-                "--target",
-                "wasm32-wasip2",
-                "--profile",
-                "wasm-test",
-                // The same packages as the end-to-end tests build: another
-                // set could unify dependency features differently and
-                // overwrite the guests with different bytes mid-run.
-                "-p",
-                "files",
-                "-p",
-                "modhost-guests",
-                "--bins",
-            ];
-            let output = Command::new(&cargo)
-                .current_dir(workspace)
-                .args(args)
-                .env("CARGO_TARGET_DIR", target_dir())
-                .stdin(Stdio::null())
-                .output()
-                .unwrap_or_else(|e| panic!("could not run {cargo:?} to build the guests: {e}"));
-            assert!(
-                output.status.success(),
-                "building the guest components failed ({}): `cargo {}`
-                 If the wasm32-wasip2 target is missing, install it with
-                   rustup target add wasm32-wasip2
-                 cargo said:
-{}",
-                output.status,
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr)
-            );
-            target_dir().join("wasm32-wasip2/wasm-test")
-        })
-    }
-
-    pub(crate) fn guest(name: &str) -> PathBuf {
-        let path = guests_dir().join(format!("{name}.wasm"));
-        assert!(
-            path.is_file(),
-            "cargo built the guests, but {} is not there",
-            path.display()
-        );
-        path
-    }
+    pub(crate) use modhost_test_support::guests::{guest, target_dir};
 
     pub(crate) const TEST_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
 
@@ -1790,26 +1746,8 @@ pub(crate) mod tests {
         .expect("an instance is made ahead after a call");
     }
 
-    /// Whether `engine` holds an instance made ahead of the component at
-    /// `program`; `None` while that component is not loaded.
-    pub(crate) fn holds_ahead_of(engine: &WasmEngine, program: &Path) -> Option<bool> {
-        let loaded = engine.loaded_unchanged(program)?;
-        Some(engine.inner.ahead.holds(&loaded.digest))
-    }
 
-    /// The digest `engine` knows `program` by, when it loaded it.
-    pub(crate) fn digest_of(engine: &WasmEngine, program: &Path) -> Option<blake3::Hash> {
-        engine.loaded_unchanged(program).map(|loaded| loaded.digest)
-    }
 
-    /// What `engine` keeps of the component with `digest`: (its compiled
-    /// code, an instance made ahead).
-    pub(crate) fn keeps(engine: &WasmEngine, digest: &blake3::Hash) -> (bool, bool) {
-        (
-            engine.lock_loaded().contains_key(digest),
-            engine.inner.ahead.holds(digest),
-        )
-    }
 
     /// A reload forgets what it no longer serves: a server whose operator
     /// replaces a module again and again would otherwise keep every
@@ -1832,10 +1770,10 @@ pub(crate) mod tests {
         let kept = engine.load_async(&echo).await.unwrap();
         let dropped = engine.load_async(&remember).await.unwrap();
         engine.keep_loaded_only_for([echo.as_path()].into_iter());
-        assert!(keeps(&engine, &kept.digest).0, "echo is still served");
+        assert!(engine.keeps(&kept.digest).0, "echo is still served");
         assert!(Arc::ptr_eq(&engine.load(&echo).unwrap(), &kept));
-        assert!(!keeps(&engine, &dropped.digest).0, "remember was kept");
-        assert!(digest_of(&engine, &remember).is_none());
+        assert!(!engine.keeps(&dropped.digest).0, "remember was kept");
+        assert!(engine.digest_of(&remember).is_none());
         let exchange = call_on(&engine, &dropped, json!({"token": "t"}), &[], LONG)
             .await
             .unwrap();
@@ -1844,9 +1782,6 @@ pub(crate) mod tests {
         assert!(!Arc::ptr_eq(&again, &dropped), "loaded anew");
     }
 
-    pub(crate) fn took_ahead(engine: &WasmEngine) -> usize {
-        engine.inner.took_ahead.load(Ordering::Relaxed)
-    }
 
     #[tokio::test]
     async fn an_instance_made_ahead_holds_nothing_of_the_last_call_and_only_its_own_grants() {
@@ -1863,11 +1798,11 @@ pub(crate) mod tests {
         // Made while the last call's grant was still fresh: this call, with
         // no grant, must see neither it nor anything else.
         wait_made_ahead(&engine, &echo).await;
-        let taken = took_ahead(&engine);
+        let taken = engine.took_ahead();
         let bare = call_on(&engine, &echo, inspect.clone(), &[], LONG)
             .await
             .unwrap();
-        assert_eq!(took_ahead(&engine), taken + 1, "made ahead, then taken");
+        assert_eq!(engine.took_ahead(), taken + 1, "made ahead, then taken");
         let seen = bare.response.outcome.unwrap()["output"].clone();
         assert_eq!(seen["env"], json!([]), "no environment leaks in");
         for elsewhere in ["data", "roots", "slash", "tmp", "cwd"] {
@@ -1879,7 +1814,7 @@ pub(crate) mod tests {
             .await
             .unwrap();
         assert_eq!(regranted.response.outcome.unwrap()["output"]["data"], true);
-        assert_eq!(took_ahead(&engine), taken + 2);
+        assert_eq!(engine.took_ahead(), taken + 2);
 
         // Nothing a call leaves in memory or in a static reaches the next
         // call's instance, made ahead in the slot the last one left.
@@ -1903,7 +1838,7 @@ pub(crate) mod tests {
                 "call {round} saw state from an earlier call"
             );
         }
-        assert_eq!(took_ahead(&engine), taken + 4);
+        assert_eq!(engine.took_ahead(), taken + 4);
     }
 
     #[tokio::test]
@@ -1920,12 +1855,12 @@ pub(crate) mod tests {
                 .await
                 .unwrap_err();
             wait_made_ahead(&engine, &component).await;
-            let taken = took_ahead(&engine);
+            let taken = engine.took_ahead();
             let started = Instant::now();
             let err = call_on(&engine, &component, json!({}), &[], SHORT)
                 .await
                 .unwrap_err();
-            assert_eq!(took_ahead(&engine), taken + 1, "{name}: made ahead");
+            assert_eq!(engine.took_ahead(), taken + 1, "{name}: made ahead");
             assert_eq!(err.kind(), kind, "{name}: {err}");
             assert!(
                 started.elapsed() < SHORT + Duration::from_secs(2),
@@ -2119,7 +2054,7 @@ pub(crate) mod tests {
                 "{name}: slots stay taken"
             );
         }
-        assert_eq!(took_ahead(&engine), 0, "nothing was made ahead");
+        assert_eq!(engine.took_ahead(), 0, "nothing was made ahead");
         let echo = engine.load_async(&guest("echo")).await.unwrap();
         let exchange = call_on(&engine, &echo, json!({"n": 1}), &[], Duration::from_secs(5)).await;
         assert!(exchange.is_ok(), "{:?}", exchange.err());
@@ -2145,7 +2080,7 @@ pub(crate) mod tests {
             .unwrap();
         wait_made_ahead(&engine, &echo).await;
         engine.run(&echo, &call, None).await.unwrap();
-        assert_eq!(took_ahead(&engine), 0, "taken by a call not allowed to");
+        assert_eq!(engine.took_ahead(), 0, "taken by a call not allowed to");
         assert!(engine.inner.ahead.holds(&echo.digest));
     }
 

@@ -4,5 +4,6 @@
 //! crate's own unit tests can use it without building a second copy of that
 //! crate (a dev-dependency that depended back on it would).
 
+pub mod guests;
 pub mod modules;
 pub mod mounts;

@@ -362,7 +362,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
         std::fs::write(home.join("config.toml"), "pins = \"off\"\n").unwrap();
-        test_modules::install(home, "alpha", false);
+        modhost_test_support::modules::install(home, "alpha", false);
         let host = Host::open_at(home);
         let toolbox = open_live_toolbox(&host).await.unwrap();
         let mut changes = toolbox.changes().expect("a live toolbox signals");
@@ -384,7 +384,7 @@ mod tests {
             refused.text
         );
 
-        test_modules::install(home, "beta", false);
+        modhost_test_support::modules::install(home, "beta", false);
         assert!(names(&toolbox).contains(&"beta__beta_run".to_owned()));
         assert!(changes.has_changed().unwrap(), "an install is signalled");
         changes.mark_unchanged();
@@ -420,7 +420,7 @@ mod tests {
     #[tokio::test]
     async fn a_server_makes_a_components_first_instance_at_load_only_where_its_call_may_start_ahead()
      {
-        use modhost_runner::wasm::tests::{digest_of, guest, holds_ahead_of, keeps, took_ahead};
+        use modhost_test_support::guests::guest;
         let dir = tempfile::tempdir().unwrap();
         let home = dir.path();
         let program = home.join("modules/echo/echo.wasm");
@@ -440,7 +440,7 @@ mod tests {
         let toolbox = open_live_toolbox(&host).await.unwrap();
         let engine = host.engines().wasm().unwrap();
         let loaded = async {
-            while holds_ahead_of(engine, &program).is_none() {
+            while engine.holds_ahead_of(&program).is_none() {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         };
@@ -449,7 +449,7 @@ mod tests {
             .expect("the component is loaded ahead of its first call");
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         assert_eq!(
-            holds_ahead_of(engine, &program),
+            engine.holds_ahead_of(&program),
             Some(false),
             "made ahead for a tool that asks"
         );
@@ -462,7 +462,7 @@ mod tests {
             .map(|t| t.name.clone())
             .expect("the echo tool");
         let made = async {
-            while holds_ahead_of(engine, &program) != Some(true) {
+            while engine.holds_ahead_of(&program) != Some(true) {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         };
@@ -474,21 +474,21 @@ mod tests {
             .await
             .unwrap();
         assert!(!ran.is_error, "{}", ran.text);
-        assert_eq!(took_ahead(engine), 1, "the first call takes it");
+        assert_eq!(engine.took_ahead(), 1, "the first call takes it");
 
         // The next one, made after that call, goes with the module.
         tokio::time::timeout(std::time::Duration::from_secs(10), async {
-            while holds_ahead_of(engine, &program) != Some(true) {
+            while engine.holds_ahead_of(&program) != Some(true) {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
         })
         .await
         .expect("an instance is made ahead after the call");
-        let digest = digest_of(engine, &program).expect("loaded");
+        let digest = engine.digest_of(&program).expect("loaded");
         std::fs::write(home.join("modules/echo/.disabled"), "").unwrap();
         assert!(toolbox.tools().iter().all(|t| t.module != "echo"));
         assert_eq!(
-            keeps(engine, &digest),
+            engine.keeps(&digest),
             (false, false),
             "(compiled code, instance made ahead) kept for a disabled module"
         );

@@ -205,7 +205,6 @@ impl<T> InstancesAhead<T> {
         drop(unwanted);
     }
 
-    #[cfg(test)]
     pub(super) fn holds(&self, digest: &blake3::Hash) -> bool {
         self.lock()
             .ready
