@@ -170,7 +170,16 @@ fn no_error_kind_is_spelled_outside_its_enum() {
         .to_owned();
     let mut found = Vec::new();
     let mut files = 0;
-    for crate_src in ["host/src", "sdk/src", "conformance/src", "modproto/src"] {
+    for crate_src in [
+        "host/sandbox/src",
+        "host/runner/src",
+        "host/modhost/src",
+        "host/mcp/src",
+        "host/cli/src",
+        "sdk/src",
+        "conformance/src",
+        "modproto/src",
+    ] {
         let mut stack = vec![repository.join(crate_src)];
         while let Some(dir) = stack.pop() {
             for entry in std::fs::read_dir(&dir).expect("read a source folder") {

@@ -100,7 +100,7 @@ fn build_binaries() -> Binaries {
     let mut command = Command::new(&cargo);
     command
         .current_dir(&workspace_root)
-        .args(["build", "--quiet", "-p", "modhost", "-p", "files", "--bins"])
+        .args(["build", "--quiet", "-p", "modhost-cli", "-p", "files", "--bins"])
         .env("CARGO_TARGET_DIR", &target_dir)
         .stdin(Stdio::null());
     if profile_dir.file_name() == Some(OsStr::new("release")) {
@@ -111,7 +111,7 @@ fn build_binaries() -> Binaries {
         .unwrap_or_else(|e| panic!("could not run {:?} to build modhost and files: {e}", cargo));
     assert!(
         output.status.success(),
-        "`cargo build -p modhost -p files --bins` in {} failed ({}):\n{}",
+        "`cargo build -p modhost-cli -p files --bins` in {} failed ({}):\n{}",
         workspace_root.display(),
         output.status,
         String::from_utf8_lossy(&output.stderr)

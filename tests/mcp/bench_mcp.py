@@ -40,7 +40,7 @@ nothing fails on them.
 
 Build first (release, like a deployment), with CARGO_TARGET_DIR set:
 
-    cargo build --release -p modhost
+    cargo build --release -p modhost-cli
     cargo build --release -p modsdk --example echo
     cargo build --release -p modsdk --example echo --target wasm32-wasip2
     rustup target add x86_64-unknown-linux-musl

@@ -65,7 +65,7 @@ use modhost::tools::{
 mod backend;
 mod host_server;
 pub(crate) mod elicitation;
-pub(crate) mod line;
+pub mod line;
 mod list_changes;
 pub(crate) mod protocol;
 pub(crate) mod revision;

@@ -24,7 +24,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use modhost::{Host, HostOptions, InvokeRequest};
+use modhost::{Host, HostOptions};
 use serde_json::json;
 
 const INVOKE_RUNS: usize = 300;
@@ -120,16 +120,11 @@ fn measure_invoke(
         "input": {}, "roots": {}, "binaries": {}, "deadline_ms": 30000, "max_output_bytes": 1048576
     }}))
     .unwrap();
-    // The ping reads and writes nothing, so the default policy allows it:
-    // `modhost mcp` would let it start ahead, as it may only for an `allow`.
-    let request = || {
-        let request = InvokeRequest::new("trivial", "trivial.ping", json!({}));
-        if warm {
-            modhost::internals::started_ahead(request)
-        } else {
-            request
-        }
-    };
+    // Calls go through the tool layer, as `modhost mcp` makes them: the
+    // ping reads and writes nothing, so the default policy allows it, and a
+    // host kept warm serves it from a process started ahead (which it may
+    // only for an `allow`).
+    let tool = "trivial__trivial_ping";
     let mut host_samples = Vec::with_capacity(runs);
     let mut bare_samples = Vec::with_capacity(runs);
     runtime.block_on(async {
@@ -140,8 +135,9 @@ fn measure_invoke(
         // call discovers the home again. A deployed home was pinned longer
         // ago than that: wait it out instead of measuring the first second.
         std::thread::sleep(Duration::from_millis(1200));
+        let toolbox = modhost::tools::open_toolbox(&host).await.unwrap();
         for _ in 0..10 {
-            host.invoke(request()).await.unwrap();
+            toolbox.call(tool, json!({}), None, None).await.unwrap();
             bare_spawn(&module, &line);
         }
         for _ in 0..runs {
@@ -149,9 +145,9 @@ fn measure_invoke(
                 std::thread::sleep(pause);
             }
             let started = Instant::now();
-            let outcome = host.invoke(request()).await.unwrap();
+            let outcome = toolbox.call(tool, json!({}), None, None).await.unwrap();
             host_samples.push(started.elapsed());
-            assert_eq!(outcome.result.output, json!({"pong": true}));
+            assert_eq!(outcome.structured, Some(json!({"pong": true})));
             if let Some(pause) = pause {
                 std::thread::sleep(pause);
             }

@@ -7,15 +7,15 @@
 //!    engine, load, one call (target: <= 5 ms).
 //!
 //! Builds the `echo` guest itself (profile `wasm-test`, like the tests).
-//! Run: `cargo bench -p modhost --bench wasm`
+//! Run: `cargo bench -p modhost-runner --bench wasm`
 //! (`--profile dev` for a quick look; figures are then pessimistic).
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use modhost::internals::WasmEngine;
-use modhost::internals::{Call, CallLimits};
+use modhost_runner::wasm::WasmEngine;
+use modhost_runner::{Call, CallLimits};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::p2::bindings::CommandPre;
@@ -202,7 +202,7 @@ fn main() {
         load_only.push(loading.elapsed());
         assert_eq!(
             component.origin(),
-            modhost::internals::LoadOrigin::DiskCache
+            modhost_runner::wasm::LoadOrigin::DiskCache
         );
         runtime
             .block_on(engine.run(&component, &call, None))

@@ -1239,7 +1239,6 @@ pub(crate) mod tests {
     //! skips it.
 
     use std::os::unix::fs::PermissionsExt;
-    use std::process::{Command, Stdio};
     use std::sync::OnceLock;
 
     use serde_json::{Value, json};

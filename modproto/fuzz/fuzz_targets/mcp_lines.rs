@@ -1,5 +1,5 @@
 //! What an MCP client writes to `modhost mcp`, framed and decoded the way the
-//! server does it (`modhost::mcp::line`, the very functions, not a copy).
+//! server does it (`modhost_mcp::line`, the very functions, not a copy).
 //!
 //! The input's first byte picks the chunk size the bytes arrive in (1 to 64)
 //! and its second a small line cap (1 to 256 bytes), so oversized lines and
@@ -16,7 +16,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use modhost::internals::line::{Decoded, Framed, LineFramer, decode};
+use modhost_mcp::line::{Decoded, Framed, LineFramer, decode};
 use modproto::Id;
 
 fuzz_target!(|data: &[u8]| {

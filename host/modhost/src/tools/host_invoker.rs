@@ -347,7 +347,6 @@ impl live::ToolSource<HostInvoker> for HostSource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use modhost_test_support::modules;
     use serde_json::json;
 
     fn names(toolbox: &Toolbox<HostInvoker>) -> Vec<String> {

@@ -68,13 +68,6 @@ pub const DEPTH: usize = 2;
 pub const MAX_SPECS: usize = 16;
 
 /// The most processes a pool keeps waiting (or starting) at once.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the documented bound; the tests hold the pool to it"
-    )
-)]
 pub const MAX_WAITING: usize = DEPTH * MAX_SPECS;
 
 /// How long a spec's processes wait for its next call before they are
