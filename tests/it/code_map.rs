@@ -3,10 +3,11 @@
 //!
 //! How the document is read (names are what it writes between backticks):
 //! - The code map is the text from `## Code map` to the next `## ` heading.
-//!   Each `### ` heading names a repository folder (`host/`); the sections
-//!   of the library crates and the bundled modules are checked against the
-//!   `.rs` files beneath their `src` folders (`modules/*/src` for
-//!   `modules/`).
+//!   Each `### ` heading names a repository folder (`host/runner/`); the
+//!   sections of the crates and the bundled modules are checked against the
+//!   `.rs` files beneath their `src` and `benches` folders
+//!   (`modules/*/src` for `modules/`). Every crate under `host/` has a
+//!   checked section.
 //! - A file is named when a name in its section ending in `.rs` is its path,
 //!   or the end of its path at a `/` (`native/process.rs`, `lib.rs`); a `*`
 //!   stands for any part of a file name (`*_tests.rs`).
@@ -19,8 +20,19 @@
 
 use std::path::Path;
 
-/// The sections checked, by their heading's folder.
-const CHECKED_SECTIONS: &[&str] = &["modproto/", "sdk/", "conformance/", "host/", "modules/"];
+/// The sections checked, by their heading's folder, in the document's order.
+const CHECKED_SECTIONS: &[&str] = &[
+    "modproto/",
+    "sdk/",
+    "conformance/",
+    "host/sandbox/",
+    "host/runner/",
+    "host/modhost/",
+    "host/mcp/",
+    "host/cli/",
+    "host/test-support/",
+    "modules/",
+];
 
 #[test]
 fn the_code_map_names_every_source_file_and_only_files_that_exist() {
@@ -37,9 +49,20 @@ fn the_code_map_names_every_source_file_and_only_files_that_exist() {
     rust_files(root, root, &mut every_file);
     every_file.sort();
     assert!(
-        every_file.iter().any(|f| f == "host/src/lib.rs"),
+        every_file.iter().any(|f| f == "host/modhost/src/lib.rs"),
         "the walk found the sources"
     );
+    // A crate added under `host/` gets its section too.
+    for entry in std::fs::read_dir(root.join("host")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().join("Cargo.toml").is_file() {
+            let folder = format!("host/{}/", entry.file_name().to_string_lossy());
+            assert!(
+                CHECKED_SECTIONS.contains(&folder.as_str()),
+                "the crate in `{folder}` has no checked code-map section"
+            );
+        }
+    }
 
     let mut problems = Vec::new();
     for name in backticked(&document).filter(|n| n.ends_with(".rs")) {
@@ -65,6 +88,7 @@ fn the_code_map_names_every_source_file_and_only_files_that_exist() {
             .filter(|f| {
                 f.strip_prefix(folder).is_some_and(|rest| {
                     rest.starts_with("src/")
+                        || rest.starts_with("benches/")
                         || (folder == "modules/" && rest.split('/').nth(1) == Some("src"))
                 })
             })

@@ -77,6 +77,8 @@ mod test_client;
 mod tests_attacks;
 #[cfg(test)]
 mod tests_eras;
+#[cfg(test)]
+mod tests_policy;
 
 pub use backend::Backend;
 pub use host_server::{HostServer, ServeOptions};

@@ -9,10 +9,12 @@
 //! [`InstalledModule::summary`] why), [`Host::invoke`] a capability; for an
 //! agent, [`tools::open_toolbox`] turns the enabled capabilities into tools
 //! and [`tools::export`] writes them in a provider's shape. The MCP server
-//! ([`mcp::serve_stdio`]) is a client of the same API. Every other module of
-//! this crate is private, so that changing the host's insides never breaks a
-//! library user, and no public item reaches a type a user cannot name
-//! (`#![deny(unnameable_types)]` below).
+//! (the `modhost-mcp` crate) is a client of the same API, and so is the
+//! command line (`modhost-cli`), which also reads the operator's
+//! configuration, plans grants and checks knowledge through the public
+//! modules below (`approval`, `config`, `discovery`, `grants`, `home`,
+//! `knowledge`, `overrides`, `pins`, ...). No public item reaches a type a
+//! user cannot name (`#![deny(unnameable_types)]` below).
 //!
 //! This example writes a one-capability module (a shell script speaking the
 //! protocol) into a fresh home and drives it as a library user would:
@@ -69,20 +71,16 @@
 //! # fn main() {}
 //! ```
 //!
-//! # Why the command line is a feature of this crate
+//! # The crates around this one
 //!
-//! The `modhost` binary is `modhost::cli::main`, behind the default `cli` feature,
-//! and `src/main.rs` only calls it. A library user who turns default
-//! features off (`default-features = false, features = ["wasm"]`) builds no
-//! clap, clap_complete, anyhow or tracing-subscriber. A separate binary crate
-//! would do the same, but the CLI uses the host's internals (confinement
-//! reports, the conformance caller, the policy gate), which it would need
-//! public; inside the crate they stay private, and `cargo build -p modhost`
-//! still builds `./target/debug/modhost`.
+//! Below it, `modhost-sandbox` (the Linux confinement of a native call) and
+//! `modhost-runner` (one call of a native process or a component). Above
+//! it, `modhost-mcp` (the MCP server, built from a [`Host`] as `modhost mcp`
+//! builds it) and `modhost-cli` (the `modhost` binary, a client of the
+//! public APIs only). This crate has no clap, anyhow or MCP code.
 //!
-//! Features: `wasm` (default) runs WebAssembly components; `cli` (default)
-//! the command; `internals` is **not API**: a hidden module for the benches
-//! and fuzz targets, which any release may change.
+//! Features: `wasm` (default) runs WebAssembly components; without it the
+//! host is native-only and refuses a component with a clear error.
 
 // The public API is exactly what is re-exported below (and `tools`, `mcp`):
 // a public field, signature or trait impl that reaches a type a user

@@ -54,7 +54,7 @@ pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox};
 pub use knowledge_tool::KNOWLEDGE_TOOL;
 pub(crate) use loaded::Loaded;
 pub use registry::gate;
-pub(crate) use tool_def::ModuleEntry;
+pub use tool_def::ModuleEntry;
 pub use tool_def::{Hints, ToolDef};
 
 /// Registered tools plus what executing them needs: a fixed set
@@ -78,9 +78,9 @@ impl<I> std::ops::Deref for Tools<I> {
 }
 
 impl<I: Invoker> Toolbox<I> {
-    /// A toolbox of exactly these modules, never reloaded.
-    #[cfg(test)]
-    pub(crate) fn new(
+    /// A toolbox of exactly these modules, never reloaded, whose calls go
+    /// to `invoker` (a host's toolbox is [`open_toolbox`]'s).
+    pub fn new(
         modules: Vec<ModuleEntry>,
         approval: &crate::approval::ApprovalConfig,
         overrides: &std::collections::BTreeMap<String, crate::overrides::CapabilityOverride>,
