@@ -2,7 +2,7 @@
 //! its source and sha256, reserved ids, `remove`, and a recorded module whose
 //! files are gone. Archives are built with the system `tar`; a `.zip` goes
 //! through the same staging, and both readers have their hostile-archive unit
-//! tests in `host/src/install/archive`.
+//! tests in `host/modhost/src/install/archive`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

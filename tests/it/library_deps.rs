@@ -1,16 +1,21 @@
 //! The library builds without the command line's crates: a user of
-//! `modhost` with `default-features = false` gets no clap, clap_complete,
-//! anyhow or tracing-subscriber (`host/Cargo.toml`, feature `cli`). The
+//! `modhost` gets no clap, clap_complete, anyhow or tracing-subscriber
+//! (they are `modhost-cli`'s, `host/cli/Cargo.toml`). The
 //! attack is a regression: a library file that starts using anyhow, or a
 //! dependency made non-optional again, puts them back in every user's build.
 
 use std::process::Command;
 
-/// The CLI's own crates, which only the `cli` feature may bring in.
+/// The CLI's own crates, which only `modhost-cli` may bring in.
 const CLI_ONLY: &[&str] = &["clap", "clap_complete", "anyhow", "tracing-subscriber"];
 
 /// Every package `cargo tree` lists for `args`, by name.
 fn tree(args: &[&str]) -> Vec<String> {
+    tree_of("modhost", args)
+}
+
+/// Every package `cargo tree` lists for `package` with `args`, by name.
+fn tree_of(package: &str, args: &[&str]) -> Vec<String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let workspace = crate::support::tests_dir()
         .parent()
@@ -18,7 +23,7 @@ fn tree(args: &[&str]) -> Vec<String> {
         .to_path_buf();
     let output = Command::new(&cargo)
         .current_dir(workspace)
-        .args(["tree", "--offline", "-p", "modhost", "-e", "normal"])
+        .args(["tree", "--offline", "-p", package, "-e", "normal"])
         .args(["--prefix", "none", "--format", "{p}"])
         .args(args)
         .output()
@@ -48,7 +53,7 @@ fn the_library_alone_builds_none_of_the_cli_crates() {
         .collect();
     assert!(
         cli.is_empty(),
-        "modhost --no-default-features depends on {cli:?}, which only the `cli` feature may bring in"
+        "modhost --no-default-features depends on {cli:?}, which only modhost-cli may bring in"
     );
 }
 
@@ -78,18 +83,28 @@ fn the_library_with_wasm_names_no_cli_crate_itself() {
     );
     assert!(
         cli.is_empty(),
-        "modhost with only `wasm` depends on {cli:?}, which only the `cli` feature may bring in"
+        "modhost with only `wasm` depends on {cli:?}, which only modhost-cli may bring in"
     );
 }
 
 #[test]
-fn the_default_build_still_has_the_command_line() {
-    // The check above means something only if the feature really carries them.
-    let packages = tree(&[]);
-    for name in ["clap", "anyhow"] {
+fn the_command_line_crate_has_them() {
+    // The checks above mean something only if the command line really
+    // brings them in, and the library with its default features lacks them.
+    let cli = tree_of("modhost-cli", &[]);
+    for name in ["clap", "anyhow", "tracing-subscriber"] {
         assert!(
-            packages.iter().any(|p| p == name),
-            "default modhost lacks {name}: {packages:?}"
+            cli.iter().any(|p| p == name),
+            "modhost-cli lacks {name}: {cli:?}"
         );
     }
+    let library = tree(&["--depth", "1"]);
+    let cli_only: Vec<&String> = library
+        .iter()
+        .filter(|p| CLI_ONLY.contains(&p.as_str()) || *p == "wat")
+        .collect();
+    assert!(
+        cli_only.is_empty(),
+        "modhost with default features depends on {cli_only:?} itself"
+    );
 }

@@ -2,7 +2,7 @@
 //! through its roots never reaches the host's own files.
 //!
 //! The in-process attacks on approval, eras and robustness are in
-//! `host/src/mcp/tests_attacks.rs`; this one needs the real module and home.
+//! `host/mcp/src/tests_attacks.rs`; this one needs the real module and home.
 
 use std::path::Path;
 use std::process::Stdio;

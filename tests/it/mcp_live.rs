@@ -1,7 +1,7 @@
 //! A running `modhost mcp` follows the operator: `disable`, `enable`,
 //! `install` + `pin`, `unpin`, `remove` and `config.toml` edits, each done
 //! by another process, change what the very next request lists and runs,
-//! without a restart (`host/src/tools/live.rs`).
+//! without a restart (`host/modhost/src/tools/live.rs`).
 //!
 //! Each test is the misuse the guarantee prevents: an operator disables a
 //! misbehaving module (or denies a capability) while an agent's server

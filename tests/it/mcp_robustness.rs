@@ -21,7 +21,7 @@ use crate::support::{Fixture, Home, binaries, wait_until_empty, write_file};
 /// How long any one answer may take before the test calls the server hung.
 const ANSWER: Duration = Duration::from_secs(30);
 
-/// The server's cap on one client line (`modhost::mcp::line::MAX_LINE_BYTES`).
+/// The server's cap on one client line (`modhost_mcp::line::MAX_LINE_BYTES`).
 const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 /// `modhost --home H mcp` (no workspace flag) started in `cwd`, with no
@@ -205,7 +205,7 @@ fn pings_are_answered_at_once_while_calls_hang_and_calls_beyond_the_cap_are_refu
     let ws = home.workspace();
     let mut server = start_server(&home, &ws, &home.outside(), &[]);
     let tool = server.tool_named("hang", "run");
-    let cap = 16; // modhost::mcp::MAX_CONCURRENT_CALLS
+    let cap = 16; // modhost_mcp::MAX_CONCURRENT_CALLS
     let calls: Vec<u64> = (0..cap)
         .map(|_| server.send_request("tools/call", &json!({"name": tool, "arguments": {}})))
         .collect();

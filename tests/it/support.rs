@@ -100,7 +100,15 @@ fn build_binaries() -> Binaries {
     let mut command = Command::new(&cargo);
     command
         .current_dir(&workspace_root)
-        .args(["build", "--quiet", "-p", "modhost-cli", "-p", "files", "--bins"])
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "modhost-cli",
+            "-p",
+            "files",
+            "--bins",
+        ])
         .env("CARGO_TARGET_DIR", &target_dir)
         .stdin(Stdio::null());
     if profile_dir.file_name() == Some(OsStr::new("release")) {

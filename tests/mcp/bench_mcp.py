@@ -13,7 +13,7 @@ a rotated order, so all of them see the same machine load):
   WebAssembly component: one fresh instance per call, in the host's process;
 - `modhost mcp` serving the same module as a native executable: one confined
   process per call (landlock, seccomp, no capability; started ahead of its
-  call, see `host/src/runner/native/warm.rs`), no process serves two calls;
+  call, see `host/runner/src/native/warm.rs`), no process serves two calls;
   twice: built for the host's usual target (dynamically linked to glibc)
   and as a static musl executable. A process per call pays its C library's
   start-up on every call: glibc's probes the CPU (`cpuid`, which traps to
@@ -177,7 +177,7 @@ def servers(root: Path) -> list[Server]:
             continue
         found.append(Server(f"modhost ({name})", modhost_server(root, name, module_file), "echo__echo_echo"))
     # The host trusts a file's identity for its digest only once the file is
-    # older than its racy window (`RACY`, one second, host/src/file_identity.rs);
+    # older than its racy window (`RACY`, one second, host/runner/src/file_identity.rs);
     # until then each call reads and hashes the pinned files again. A
     # deployed home was pinned longer ago than that: wait it out instead of
     # measuring the first second after pinning.

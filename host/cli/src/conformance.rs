@@ -27,13 +27,13 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use modhost_sandbox::ConfinementMode;
+use anyhow::Context;
+use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
 use modhost::conformance_caller::{
     ConformanceRoots, NativeCaller, PlannedCaller, describe, unnamed_root_findings,
 };
 use modhost::{Host, Transport};
-use anyhow::Context;
-use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
+use modhost_sandbox::ConfinementMode;
 use modproto::Descriptor;
 use serde_json::json;
 

@@ -4,10 +4,10 @@
 
 use std::process::ExitCode;
 
-use modhost_sandbox::{self as confine, ConfinementMode};
 use modhost::discovery::ModuleStatus;
 use modhost::home::HomeLayout;
 use modhost::{Host, HostOptions};
+use modhost_sandbox::{self as confine, ConfinementMode};
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]

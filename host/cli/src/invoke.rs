@@ -23,9 +23,9 @@ use std::io::Read;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context;
 use modhost::approval::{ApprovedBy, Refusal};
 use modhost::{Host, InvokeError, InvokeRequest};
-use anyhow::Context;
 use serde_json::Value;
 
 use super::exit_code::{EXIT_FAILED, EXIT_REFUSED};

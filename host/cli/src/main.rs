@@ -17,8 +17,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use modhost::{Host, HostOptions};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use modhost::{Host, HostOptions};
 
 #[macro_use]
 mod stdout;
@@ -252,7 +252,7 @@ fn init_logging(verbose: u8, ansi: bool) {
     let default = match verbose {
         // Warnings, and the one progress note of long work: compiling a
         // component the first time.
-        0 => "warn,modhost::runner::wasm=info",
+        0 => "warn,modhost_runner::wasm=info",
         1 => "info",
         2 => "debug",
         _ => "trace",

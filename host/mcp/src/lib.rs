@@ -63,8 +63,8 @@ use modhost::tools::{
 };
 
 mod backend;
-mod host_server;
 pub(crate) mod elicitation;
+mod host_server;
 pub mod line;
 mod list_changes;
 pub(crate) mod protocol;

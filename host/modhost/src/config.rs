@@ -34,10 +34,10 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::approval::ApprovalConfig;
-use modhost_sandbox::ConfinementMode;
 use crate::overrides::CapabilityOverride;
 pub use crate::pins::PinsMode;
 use modhost_runner::CallLimits;
+use modhost_sandbox::ConfinementMode;
 
 /// The parsed `config.toml`.
 #[derive(Debug, Clone, Deserialize)]

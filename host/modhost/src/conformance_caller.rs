@@ -49,13 +49,13 @@ use std::time::{Duration, Instant};
 use modconform::{CallerError, Finding, Grants, ModuleCaller, RawCall};
 use modproto::{Access, Capability, Descriptor, Effects, RootKind};
 
-use modhost_sandbox::ConfinementMode;
 use crate::grants::{self, GrantContext};
 use crate::home::HomeLayout;
 use modhost_runner::native::{self, SpawnSpec, Spawned};
 #[cfg(feature = "wasm")]
 use modhost_runner::wasm::{LoadedComponent, WasmEngine, WasmError};
 use modhost_runner::{Grant, STDERR_TAIL_BYTES, Transport};
+use modhost_sandbox::ConfinementMode;
 
 /// The most stdout one conformance call may produce before the rest is
 /// discarded (the battery then sees a truncated answer).

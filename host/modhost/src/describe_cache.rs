@@ -38,10 +38,10 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use modhost_runner::atomic_file::write_bytes_atomically;
 use crate::home::HomeLayout;
 use crate::home_lock::HomeLock;
 use crate::module_tree::TreeState;
+use modhost_runner::atomic_file::write_bytes_atomically;
 
 const INDEX_FILE: &str = "index.json";
 

@@ -61,12 +61,12 @@ use serde_json::Value;
 use crate::config::{Limits, PinsMode};
 use crate::contract::{ContractReport, ContractStanding};
 use crate::describe_cache::{self, DescribeCache, DescribeKey};
-use modhost_runner::file_identity::{FileIdentity, Glance};
 use crate::home::HomeLayout;
 use crate::module_tree::{self, TreeError, TreeState};
 use crate::pins::{PinCovers, PinStanding, Pins, PinsError};
-use modhost_runner::{self as runner, Call, RunError, Transport};
 use crate::snapshot;
+use modhost_runner::file_identity::{FileIdentity, Glance};
+use modhost_runner::{self as runner, Call, RunError, Transport};
 
 pub use crate::home::DISABLED_MARKER;
 pub use crate::module_error::ModuleError;
@@ -1413,7 +1413,9 @@ mod discover_tests {
             ),
         );
         // Only a file older than the racy window is vouched for by its identity.
-        std::thread::sleep(modhost_runner::file_identity::RACY + std::time::Duration::from_millis(50));
+        std::thread::sleep(
+            modhost_runner::file_identity::RACY + std::time::Duration::from_millis(50),
+        );
         let limits = Limits {
             describe_timeout_ms: 200,
             ..limits()

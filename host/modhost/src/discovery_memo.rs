@@ -38,8 +38,8 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::discovery::{InstalledModule, ModuleStatus, watched_paths};
-use modhost_runner::file_identity::Fingerprint;
 use crate::home::HomeLayout;
+use modhost_runner::file_identity::Fingerprint;
 
 /// The last discovery worth reusing, if any.
 #[derive(Debug, Default)]

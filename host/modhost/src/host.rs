@@ -36,8 +36,8 @@ use crate::discovery::{self, InstalledModule};
 pub use crate::error::HostError;
 use crate::grants::{self, GrantContext, GrantPlan};
 use crate::home::HomeLayout;
-use modhost_runner::Engines;
 use crate::validate::Validators;
+use modhost_runner::Engines;
 
 /// How to open a host.
 #[derive(Debug, Clone, Default)]
@@ -563,7 +563,9 @@ mod tests {
         host.pin("echo").await.unwrap();
         host.pin("remember").await.unwrap();
         // Snapshots just made vouch for their digests once settled.
-        std::thread::sleep(modhost_runner::file_identity::RACY + std::time::Duration::from_millis(50));
+        std::thread::sleep(
+            modhost_runner::file_identity::RACY + std::time::Duration::from_millis(50),
+        );
         let engine = host.engines().wasm().unwrap();
         let echo = host.module("echo").await.unwrap();
         let remember = host.module("remember").await.unwrap();
@@ -674,7 +676,8 @@ mod snapshot_tests {
             started.elapsed() / ROUNDS
         };
         let before = digests();
-        let baseline = time(&|| modhost_runner::file_identity::FileIdentity::of_path(&entry).is_ok());
+        let baseline =
+            time(&|| modhost_runner::file_identity::FileIdentity::of_path(&entry).is_ok());
         let single = time(&|| holds(&one));
         let tree = time(&|| holds(&many));
         assert_eq!(digests(), before, "an unchanged tree is never read");
@@ -683,7 +686,9 @@ mod snapshot_tests {
         // digest, then stats again.
         let helper = dir.path().join("modules/many/lib/helper0.sh");
         write_executable(&helper, "echo helper\n");
-        std::thread::sleep(modhost_runner::file_identity::RACY + std::time::Duration::from_millis(50));
+        std::thread::sleep(
+            modhost_runner::file_identity::RACY + std::time::Duration::from_millis(50),
+        );
         let started = Instant::now();
         assert!(holds(&many));
         let rehash = started.elapsed();

@@ -36,12 +36,12 @@ use crate::artifacts::{CheckedArtifact, check_artifacts};
 use crate::call_workspace::CallWorkspace;
 use crate::contract::ContractStanding;
 use crate::discovery::{Drift, InstalledModule, ModuleStatus};
-use modhost_runner::file_identity::{FileIdentity, Glance};
 use crate::host::{Host, HostError};
 use crate::pins::PinsMode;
 use crate::request::{new_request_id, place_arguments};
-use modhost_runner::{self as runner, Call, CallLimits, NotificationSink, RunError};
 use crate::validate::SchemaFailure;
+use modhost_runner::file_identity::{FileIdentity, Glance};
+use modhost_runner::{self as runner, Call, CallLimits, NotificationSink, RunError};
 
 /// One call, as a caller asks for it.
 #[derive(Debug, Clone, Default)]
@@ -1375,9 +1375,9 @@ mod discovery_reuse_tests {
     use serde_json::json;
 
     use super::{InvokeError, InvokeRequest};
+    use crate::{Host, HostError};
     use modhost_runner::file_identity::RACY;
     use modhost_test_support::modules::{install, write_executable};
-    use crate::{Host, HostError};
 
     /// Let every change so far age past the racy window, as a home the
     /// operator last touched a moment ago would.

@@ -34,8 +34,8 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use modhost_runner::file_identity::{FileIdentity, Glance};
 use crate::home::DISABLED_MARKER;
+use modhost_runner::file_identity::{FileIdentity, Glance};
 
 /// Why a module's tree could not be digested.
 #[derive(Debug, thiserror::Error)]

@@ -39,9 +39,9 @@ use std::time::SystemTime;
 use modproto::{Capability, Descriptor};
 use serde::{Deserialize, Serialize};
 
+use crate::home_lock::{HomeLock, HomeLockError};
 use modhost_runner::atomic_file::write_bytes_atomically;
 use modhost_runner::file_identity::{FileIdentity, Glance};
-use crate::home_lock::{HomeLock, HomeLockError};
 
 /// The file name inside the host home.
 pub const PINS_FILE: &str = "pins.json";

@@ -433,8 +433,8 @@ pub(crate) mod tests {
         })
     }
 
-    pub(crate) fn write_grant(path: &Path) -> crate::Grant {
-        crate::Grant {
+    pub(crate) fn write_grant(path: &Path) -> modhost_sandbox::Grant {
+        modhost_sandbox::Grant {
             name: "out".into(),
             host: path.to_path_buf(),
             guest: path.display().to_string(),
@@ -792,7 +792,10 @@ sleep 30"#,
         // The threads of calls with network, which few tests use: the
         // others' starts do not queue behind these.
         for _ in 0..4 {
-            modhost_sandbox::spawner_pool::run(true, || std::thread::sleep(Duration::from_millis(1200))).unwrap();
+            modhost_sandbox::spawner_pool::run(true, || {
+                std::thread::sleep(Duration::from_millis(1200))
+            })
+            .unwrap();
         }
         let grants = [write_grant(out.path())];
         let mut call = call(REQ, 300, 1 << 20);
@@ -873,7 +876,6 @@ sleep 30",
         .unwrap_err();
         assert_eq!(err.kind(), "spawn_failed");
     }
-
 
     #[test]
     fn tail_keeps_the_end() {

@@ -1244,7 +1244,8 @@ pub(crate) mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::{CallLimits, Grant};
+    use crate::CallLimits;
+    use modhost_sandbox::Grant;
     pub(crate) use modhost_test_support::guests::{guest, target_dir};
 
     pub(crate) const TEST_MEMORY_LIMIT: u64 = 64 * 1024 * 1024;
@@ -1745,9 +1746,6 @@ pub(crate) mod tests {
         .expect("an instance is made ahead after a call");
     }
 
-
-
-
     /// A reload forgets what it no longer serves: a server whose operator
     /// replaces a module again and again would otherwise keep every
     /// version's machine code (and a descriptor for each) for its life. A
@@ -1780,7 +1778,6 @@ pub(crate) mod tests {
         let again = engine.load_async(&remember).await.unwrap();
         assert!(!Arc::ptr_eq(&again, &dropped), "loaded anew");
     }
-
 
     #[tokio::test]
     async fn an_instance_made_ahead_holds_nothing_of_the_last_call_and_only_its_own_grants() {

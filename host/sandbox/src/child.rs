@@ -17,11 +17,11 @@
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use super::capabilities::CapabilityDrop;
-use super::spawner::Carried;
 use super::errno::last_errno;
 use super::limits::ResourceLimits;
 use super::pids::PidsCgroup;
 use super::seccomp::{Layer, Programs};
+use super::spawner::Carried;
 
 /// Values the child needs, all prepared before the clone.
 #[derive(Debug)]

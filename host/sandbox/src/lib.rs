@@ -688,12 +688,6 @@ fn count_user_processes() -> u64 {
 #[cfg(target_os = "linux")]
 pub mod capabilities;
 #[cfg(target_os = "linux")]
-pub mod spawner;
-#[cfg(target_os = "linux")]
-pub mod spawner_pool;
-#[cfg(target_os = "linux")]
-pub mod spawn;
-#[cfg(target_os = "linux")]
 mod child;
 #[cfg(target_os = "linux")]
 mod errno;
@@ -705,6 +699,12 @@ pub mod pids;
 mod ruleset;
 #[cfg(target_os = "linux")]
 pub mod seccomp;
+#[cfg(target_os = "linux")]
+pub mod spawn;
+#[cfg(target_os = "linux")]
+pub mod spawner;
+#[cfg(target_os = "linux")]
+pub mod spawner_pool;
 
 #[cfg(test)]
 mod tests;

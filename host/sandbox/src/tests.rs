@@ -144,12 +144,7 @@ fn run_confined_from(
     (status.exit_status() == Some(0), text)
 }
 
-fn run_confined(
-    program: &str,
-    script: &str,
-    grants: &[Grant],
-    network: bool,
-) -> (bool, String) {
+fn run_confined(program: &str, script: &str, grants: &[Grant], network: bool) -> (bool, String) {
     // The tools the scripts run, granted as a capability's `spawns` would.
     let tools: Vec<std::path::PathBuf> = [
         "cat", "ls", "grep", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv", "mknod", "mkfifo",
@@ -202,8 +197,7 @@ fn reading_outside_the_grants_is_denied() {
         &format!("cat {}/ok.txt", granted.path().display()),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(
         ok && out.contains("granted-content"),
         "a granted read must work: {out}"
@@ -213,8 +207,7 @@ fn reading_outside_the_grants_is_denied() {
         &format!("cat {}/secret.txt", outside.path().display()),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(!ok, "reading outside the grants succeeded: {out}");
     assert!(!out.contains("secret-content"), "{out}");
     assert!(out.contains("Permission denied"), "{out}");
@@ -235,8 +228,7 @@ fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
         &format!("echo new > {}/created.txt", read_root.path().display()),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(!ok, "creating a file in a read grant succeeded: {out}");
     assert!(!read_root.path().join("created.txt").exists());
 
@@ -244,8 +236,7 @@ fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
         &format!("echo changed > {}/existing.txt", read_root.path().display()),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(!ok, "overwriting a file in a read grant succeeded: {out}");
     assert_eq!(
         std::fs::read_to_string(read_root.path().join("existing.txt")).unwrap(),
@@ -259,8 +250,7 @@ fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
         ),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(
         ok && out.contains("written"),
         "writing to a write grant must work: {out}"
@@ -287,8 +277,7 @@ fn a_symlink_in_a_grant_does_not_reach_outside() {
         &format!("cat {}/link", granted.path().display()),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(
         !ok && !out.contains("secret-content"),
         "the planted symlink was followed: {out}"
@@ -383,11 +372,12 @@ fn no_device_node_can_be_made_in_a_write_grant() {
     let grants = [grant("state", state.path(), Access::ReadWrite)];
     let dir = state.path().display();
     let (ok, out) = sh(
-        &format!("mknod {dir}/kmsg c 1 11 && echo made-char; mknod {dir}/disk b 8 0 && echo made-block; mkfifo {dir}/fifo && echo made-fifo"),
+        &format!(
+            "mknod {dir}/kmsg c 1 11 && echo made-char; mknod {dir}/disk b 8 0 && echo made-block; mkfifo {dir}/fifo && echo made-fifo"
+        ),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(ok, "{out}");
     assert!(
         !out.contains("made-char") && !out.contains("made-block"),
@@ -586,8 +576,7 @@ fn a_confined_module_holds_no_capability_and_no_inherited_descriptor() {
         "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status; ls /proc/self/fd",
         &proc,
         false,
-    )
-    ;
+    );
     drop(leaked);
     assert!(ok, "{out}");
     assert_no_privilege_and_filtered(&out);
@@ -671,8 +660,7 @@ fn device_nodes_namespaces_and_chroot_are_refused() {
         ),
         &grants,
         false,
-    )
-    ;
+    );
     assert!(ok && out.contains("done"), "{out}");
     for forbidden in ["made-char", "made-block", "unshared", "chrooted"] {
         assert!(!out.contains(forbidden), "{forbidden}: {out}");

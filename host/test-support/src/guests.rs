@@ -26,7 +26,8 @@ pub fn target_dir() -> PathBuf {
 /// a shared target directory may hold another checkout's build) whose
 /// `Cargo.toml` has a `[workspace]`.
 pub fn workspace_root() -> PathBuf {
-    let package = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo runs the test"));
+    let package =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo runs the test"));
     package
         .ancestors()
         .find(|dir| {

@@ -1,7 +1,7 @@
 //! Module stdout, decoded the way the host's native runner decodes it.
 //!
 //! The input is a chunk of stdout. It is split on `\n` and every line goes
-//! through the same steps as `classify_line` in `host/src/runner/native.rs`
+//! through the same steps as `classify_line` in `host/runner/src/native.rs`
 //! (that function is private to the host, so the steps are repeated here over
 //! the same modproto calls): strip one `\r`, require UTF-8, skip blank lines,
 //! `Message::parse`, then decode the params of `progress`/`log` and, for a

@@ -15,9 +15,9 @@ use super::tool_def::{ModuleEntry, ToolDef};
 use super::withdrawn::Withdrawn;
 use crate::CallWorkspace;
 use crate::approval::{self, ApprovalConfig, ApprovedBy};
-use modhost_runner::file_identity::Glance;
 use crate::home::HomeLayout;
 use crate::overrides::CapabilityOverride;
+use modhost_runner::file_identity::Glance;
 
 /// One load of a toolbox: the registry and what executing its tools needs.
 #[derive(Debug)]

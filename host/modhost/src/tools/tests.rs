@@ -330,4 +330,3 @@ async fn the_gate_refuses_deny_and_unapproved_ask_and_records_approval() {
         Err(CallError::UnknownTool(_))
     ));
 }
-

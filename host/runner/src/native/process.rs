@@ -13,9 +13,10 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::unix::pipe;
 
 use super::group::Group;
-use modhost_sandbox::{environment, spawn, spawner_pool};
+use crate::{Call, RunError, STDERR_TAIL_BYTES};
+use modhost_sandbox::Grant;
 use modhost_sandbox::{self as confine, ConfineError, ConfinementMode, interpreter};
-use crate::{Call, Grant, RunError, STDERR_TAIL_BYTES};
+use modhost_sandbox::{environment, spawn, spawner_pool};
 
 /// Delivers the exit status once the waiter task has reaped the child.
 pub(super) type ExitReceiver = tokio::sync::oneshot::Receiver<std::io::Result<ExitStatus>>;

@@ -8,7 +8,8 @@ use std::time::Duration;
 use super::warm::*;
 use crate::native::tests::{REQ, call, is_dead, script, write_grant};
 use crate::native::{SpawnSpec, run};
-use crate::{Call, Grant};
+use crate::Call;
+use modhost_sandbox::Grant;
 
 /// A module that, before reading its request, records its pid in
 /// `<out>/started.<pid>`, then answers with its pid.

@@ -46,8 +46,8 @@ use wasmtime::Engine;
 use wasmtime::component::Component;
 
 use super::sealed::{CHUNK, Sealed, SealedWriter};
-use crate::atomic_file::write_atomically;
 use crate::NotificationSink;
+use crate::atomic_file::write_atomically;
 
 /// Who shows a person that a component is being compiled: one per process
 /// (the terminal is the process's), set once by the CLI.
