@@ -1,4 +1,4 @@
-//! What a check says: one [`Finding`] per problem, gathered into a [`Verdict`]
+//! What a check says: one [`Finding`] per problem, gathered into a [`ConformanceReport`]
 //! per module.
 //!
 //! A finding is data, never an early return: every check in this crate
@@ -113,16 +113,16 @@ pub fn has_errors(findings: &[Finding]) -> bool {
 /// independent: one module failing says nothing about another, and a caller
 /// needs the whole list (to show it, to serialize it), not a boolean.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Verdict {
+pub struct ConformanceReport {
     /// The module id (or, when the module could not describe itself, the
     /// label the caller knows it by).
     pub module: String,
     pub findings: Vec<Finding>,
 }
 
-impl Verdict {
-    pub fn new(module: impl Into<String>, findings: Vec<Finding>) -> Verdict {
-        Verdict {
+impl ConformanceReport {
+    pub fn new(module: impl Into<String>, findings: Vec<Finding>) -> ConformanceReport {
+        ConformanceReport {
             module: module.into(),
             findings,
         }
@@ -200,7 +200,7 @@ impl Verdict {
     }
 }
 
-impl fmt::Display for Verdict {
+impl fmt::Display for ConformanceReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.render())
     }
@@ -214,8 +214,8 @@ fn plural<'a>(n: usize, one: &'a str, many: &'a str) -> &'a str {
 mod tests {
     use super::*;
 
-    fn sample() -> Verdict {
-        Verdict::new(
+    fn sample() -> ConformanceReport {
+        ConformanceReport::new(
             "files",
             vec![
                 Finding::error(
@@ -265,7 +265,7 @@ mod tests {
         assert!(refusal.contains("root.duplicate_name"));
         assert!(!refusal.contains("portability.remote_ref"));
 
-        let only_warnings = Verdict::new(
+        let only_warnings = ConformanceReport::new(
             "m",
             vec![Finding::warning("portability.x", "fragile", "fix")],
         );

@@ -31,7 +31,7 @@
 //!   [`Finding`] with a stable id, a severity, the capability it concerns, a
 //!   reason and a remedy. A validator that reports one problem at a time turns
 //!   one bad descriptor into as many rebuilds as it has defects.
-//! - **Per-module verdicts.** A [`Verdict`] is about one module and says
+//! - **Per-module verdicts.** A [`ConformanceReport`] is about one module and says
 //!   nothing about any other; the host refuses a module whose verdict has an
 //!   error and keeps every other one.
 
@@ -47,7 +47,7 @@ mod unknown_keys;
 pub use battery::{
     BatteryOptions, CallerError, Grants, ModuleCaller, RawCall, run_battery, run_battery_with,
 };
-pub use finding::{Finding, Severity, Verdict, has_errors};
+pub use finding::{ConformanceReport, Finding, Severity, has_errors};
 pub use no_weakening::{check_host_conformance, check_no_weakening};
 pub use static_checks::{
     ReadKnowledge, check_descriptor, check_descriptor_with, is_valid_module_id,
@@ -67,7 +67,7 @@ pub fn check_module(
     caller: &mut dyn ModuleCaller,
     descriptor: &Descriptor,
     module_dir: Option<&Path>,
-) -> Verdict {
+) -> ConformanceReport {
     check_module_with(caller, descriptor, module_dir, &BatteryOptions::default())
 }
 
@@ -77,10 +77,10 @@ pub fn check_module_with(
     descriptor: &Descriptor,
     module_dir: Option<&Path>,
     options: &BatteryOptions,
-) -> Verdict {
+) -> ConformanceReport {
     let mut findings = check_descriptor(descriptor, module_dir);
     findings.extend(run_battery_with(caller, descriptor, options));
-    Verdict::new(descriptor.id.clone(), findings)
+    ConformanceReport::new(descriptor.id.clone(), findings)
 }
 
 #[cfg(test)]

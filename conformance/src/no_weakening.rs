@@ -15,7 +15,7 @@ use modproto::Descriptor;
 use modproto::contract::V2Accepted;
 use std::collections::HashSet;
 
-use crate::finding::{Finding, Verdict};
+use crate::finding::{ConformanceReport, Finding};
 
 /// Every way the capabilities of `accepted` weaken its operations, one
 /// finding per gap. Empty when the projection is faithful.
@@ -161,9 +161,9 @@ fn check_declared(
 }
 
 /// The host's no-weakening verdict on one accepted v2 module. The host
-/// registers none of the module's capabilities unless it [`Verdict::conforms`].
-pub fn check_host_conformance(accepted: &V2Accepted) -> Verdict {
-    Verdict::new(
+/// registers none of the module's capabilities unless it [`ConformanceReport::conforms`].
+pub fn check_host_conformance(accepted: &V2Accepted) -> ConformanceReport {
+    ConformanceReport::new(
         accepted.descriptor().id.clone(),
         check_no_weakening(accepted),
     )
@@ -172,7 +172,7 @@ pub fn check_host_conformance(accepted: &V2Accepted) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use modproto::contract::{Decision, evaluate};
+    use modproto::contract::{ContractDecision, evaluate};
     use serde_json::{Value, json};
     use std::sync::Arc;
 
@@ -203,7 +203,7 @@ mod tests {
     fn accept(value: Value) -> V2Accepted {
         let descriptor: Descriptor = serde_json::from_value(value).unwrap();
         match evaluate(Arc::new(descriptor)) {
-            Decision::V2(accepted) => accepted,
+            ContractDecision::V2(accepted) => accepted,
             other => panic!("fixture not accepted as v2: {other:?}"),
         }
     }

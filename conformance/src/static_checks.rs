@@ -10,7 +10,7 @@
 //! closure and stays pure; [`check_descriptor`] is the convenience that reads
 //! from a module folder.
 
-use modproto::contract::{Decision, evaluate};
+use modproto::contract::{ContractDecision, evaluate};
 use modproto::invoke::is_clean_relative_path;
 use modproto::{Capability, Descriptor, KnowledgeDoc};
 use serde_json::Value;
@@ -133,11 +133,11 @@ fn check_identity(d: &Descriptor, findings: &mut Vec<Finding>) {
 
 fn check_contract(d: &Descriptor, findings: &mut Vec<Finding>) {
     match evaluate(Arc::new(d.clone())) {
-        Decision::Refused(pin) => {
+        ContractDecision::Refused(pin) => {
             findings.push(Finding::error("contract.refused", pin.reason, pin.remedy));
         }
-        Decision::V2(accepted) => findings.extend(check_no_weakening(&accepted)),
-        Decision::V1(_) if !d.operations.is_empty() => findings.push(Finding::warning(
+        ContractDecision::V2(accepted) => findings.extend(check_no_weakening(&accepted)),
+        ContractDecision::V1(_) if !d.operations.is_empty() => findings.push(Finding::warning(
             "contract.operations_ignored",
             format!(
                 "the module declares {} operation(s) but no contract_version 2, so the host ignores them",
@@ -145,7 +145,7 @@ fn check_contract(d: &Descriptor, findings: &mut Vec<Finding>) {
             ),
             "declare \"contract_version\": \"2.0.0\" to make operations binding, or remove them",
         )),
-        Decision::V1(_) => {}
+        ContractDecision::V1(_) => {}
     }
 }
 

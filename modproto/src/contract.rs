@@ -42,35 +42,35 @@ pub enum Contract {
 
 /// The outcome of the pin, for one descriptor.
 #[derive(Debug, Clone)]
-pub enum Decision {
+pub enum ContractDecision {
     V1(Pin),
     V2(V2Accepted),
     Refused(Pin),
 }
 
-impl Decision {
+impl ContractDecision {
     /// The facts behind the decision, whichever it was.
     pub fn pin(&self) -> &Pin {
         match self {
-            Decision::V1(p) | Decision::Refused(p) => p,
-            Decision::V2(a) => &a.pin,
+            ContractDecision::V1(p) | ContractDecision::Refused(p) => p,
+            ContractDecision::V2(a) => &a.pin,
         }
     }
 
     /// `"v1"`, `"v2"` or `"refused"`, as `list --json` spells it.
     pub fn label(&self) -> &'static str {
         match self {
-            Decision::V1(_) => "v1",
-            Decision::V2(_) => "v2",
-            Decision::Refused(_) => "refused",
+            ContractDecision::V1(_) => "v1",
+            ContractDecision::V2(_) => "v2",
+            ContractDecision::Refused(_) => "refused",
         }
     }
 
     pub fn contract(&self) -> Option<Contract> {
         match self {
-            Decision::V1(_) => Some(Contract::V1),
-            Decision::V2(_) => Some(Contract::V2),
-            Decision::Refused(_) => None,
+            ContractDecision::V1(_) => Some(Contract::V1),
+            ContractDecision::V2(_) => Some(Contract::V2),
+            ContractDecision::Refused(_) => None,
         }
     }
 }
@@ -120,10 +120,10 @@ impl V2Accepted {
 }
 
 /// Decide which contract governs `descriptor`.
-pub fn evaluate(descriptor: Arc<Descriptor>) -> Decision {
+pub fn evaluate(descriptor: Arc<Descriptor>) -> ContractDecision {
     let supported = supported_ranges();
     let Some(raw) = descriptor.contract_version.clone() else {
-        return Decision::V1(Pin {
+        return ContractDecision::V1(Pin {
             requested: None,
             effective: Some("1.0".into()),
             supported,
@@ -132,7 +132,7 @@ pub fn evaluate(descriptor: Arc<Descriptor>) -> Decision {
         });
     };
     let refuse = |reason: String, remedy: String| {
-        Decision::Refused(Pin {
+        ContractDecision::Refused(Pin {
             requested: Some(raw.clone()),
             effective: None,
             supported: supported.clone(),
@@ -180,9 +180,9 @@ pub fn evaluate(descriptor: Arc<Descriptor>) -> Decision {
         remedy: String::new(),
     };
     if version.major == 1 {
-        Decision::V1(pin)
+        ContractDecision::V1(pin)
     } else {
-        Decision::V2(V2Accepted {
+        ContractDecision::V2(V2Accepted {
             descriptor,
             version,
             pin,

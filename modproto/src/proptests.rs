@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use proptest::test_runner::Config;
 use serde_json::{Map, Value, json};
 
-use crate::contract::{self, Decision};
+use crate::contract::{self, ContractDecision};
 use crate::invoke::is_clean_relative_path;
 use crate::*;
 
@@ -350,21 +350,21 @@ fn check_descriptor(value: Value) -> Result<(), TestCaseError> {
     prop_assert_eq!(&pin.requested, &declared);
     prop_assert!(!pin.reason.is_empty());
     match &decision {
-        Decision::V1(pin) => {
+        ContractDecision::V1(pin) => {
             prop_assert!(
                 pin.effective
                     .as_deref()
                     .is_some_and(|e| e.starts_with("1."))
             );
         }
-        Decision::V2(accepted) => {
+        ContractDecision::V2(accepted) => {
             prop_assert_eq!(accepted.version().major, 2);
             // Not newer than the newest minor this host knows.
             let v = accepted.version();
             prop_assert!(semver::Version::new(v.major, v.minor, 0) <= contract::NEWEST_V2);
             prop_assert_eq!(accepted.operations(), operations.as_slice());
         }
-        Decision::Refused(pin) => {
+        ContractDecision::Refused(pin) => {
             prop_assert!(
                 declared.is_some(),
                 "a descriptor without a version is contract 1"

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::contract::{self, Decision};
+use crate::contract::{self, ContractDecision};
 use crate::jsonrpc::DecodeError;
 use crate::*;
 use serde::Serialize;
@@ -227,7 +227,7 @@ fn decoder_rejects_malformed_envelopes() {
     assert!(matches!(Message::parse(line), Ok(Message::Response(_))));
 }
 
-fn decide(version: Option<&str>) -> Decision {
+fn decide(version: Option<&str>) -> ContractDecision {
     let mut d = full_descriptor();
     d.contract_version = version.map(str::to_owned);
     contract::evaluate(Arc::new(d))
@@ -287,7 +287,7 @@ fn newer_minor_refusal_names_both_versions_and_a_remedy() {
 
 #[test]
 fn only_the_pin_yields_v2_operations() {
-    let Decision::V2(accepted) = decide(Some("2.0.0")) else {
+    let ContractDecision::V2(accepted) = decide(Some("2.0.0")) else {
         panic!("expected v2")
     };
     assert_eq!(accepted.operations().len(), 1);
@@ -340,7 +340,10 @@ fn protocol_document_examples_are_valid_messages() {
                     .collect();
                 assert!(errors.is_empty(), "{errors:?}");
                 let d: Descriptor = serde_json::from_value(result).unwrap();
-                assert!(matches!(contract::evaluate(Arc::new(d)), Decision::V2(_)));
+                assert!(matches!(
+                    contract::evaluate(Arc::new(d)),
+                    ContractDecision::V2(_)
+                ));
                 descriptors += 1;
             }
             Message::Response(Response {

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use modconform::{BatteryOptions, Finding, Verdict, check_module_with};
+use modconform::{BatteryOptions, ConformanceReport, Finding, check_module_with};
 use modhost::conformance_caller::{
     ConformanceRoots, NativeCaller, PlannedCaller, describe, unnamed_root_findings,
 };
@@ -113,7 +113,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Handle::current();
     // The battery blocks on child processes (or on component calls driven on
     // `runtime`): off the async workers.
-    let verdict = tokio::task::spawn_blocking(move || -> anyhow::Result<Verdict> {
+    let verdict = tokio::task::spawn_blocking(move || -> anyhow::Result<ConformanceReport> {
         let roots = ConformanceRoots {
             scratch: &scratch_path,
             home: &home,
@@ -130,7 +130,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             ) {
                 Ok(caller) => caller,
                 Err(problem) => {
-                    return Ok(Verdict::new(
+                    return Ok(ConformanceReport::new(
                         target.label,
                         vec![Finding::error(
                             "battery.describe_failed",
@@ -240,15 +240,15 @@ fn battery<C: PlannedCaller>(
     grant: impl FnOnce(&mut C, &Descriptor, ConformanceRoots<'_>) -> std::io::Result<()>,
     check: impl FnOnce(&Descriptor) -> anyhow::Result<()>,
     explain: impl FnOnce(&Target, &str) -> Option<Finding>,
-) -> anyhow::Result<Verdict> {
+) -> anyhow::Result<ConformanceReport> {
     let options = BatteryOptions::default();
     let descriptor = match describe(&mut caller, options.timeout) {
         Ok(descriptor) => descriptor,
         Err(problem) => {
             if let Some(finding) = explain(&target, &problem) {
-                return Ok(Verdict::new(target.label, vec![finding]));
+                return Ok(ConformanceReport::new(target.label, vec![finding]));
             }
-            return Ok(Verdict::new(
+            return Ok(ConformanceReport::new(
                 target.label,
                 vec![Finding::error(
                     "battery.describe_failed",

@@ -59,7 +59,7 @@ use serde_json::Value;
 
 use modhost::CallWorkspace;
 use modhost::tools::{
-    ApprovedBy, CallError, Invoker, ProgressSink, ToolOutcome, Toolbox, Verdict, mcp_tool,
+    ApprovedBy, CallError, Invoker, PolicyVerdict, ProgressSink, ToolOutcome, Toolbox, mcp_tool,
 };
 
 mod backend;
@@ -133,7 +133,7 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
 
     fn approval_rule(&self, name: &str) -> Option<String> {
         let approval = self.toolbox.approval_of(name)?;
-        (approval.verdict == Verdict::Ask && !self.delegate_approval).then_some(approval.rule)
+        (approval.verdict == PolicyVerdict::Ask && !self.delegate_approval).then_some(approval.rule)
     }
 
     async fn call_tool_approved(

@@ -60,7 +60,7 @@ pub struct Rule {
     pub capability: Option<String>,
     #[serde(default)]
     pub effect: Option<EffectClass>,
-    pub decision: Verdict,
+    pub decision: PolicyVerdict,
 }
 
 /// The effect classes a rule can match on.
@@ -82,23 +82,23 @@ pub enum EffectClass {
 /// never. Ordered by strictness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum PolicyVerdict {
     Allow,
     Ask,
     Deny,
 }
 
-impl Verdict {
+impl PolicyVerdict {
     pub fn as_str(self) -> &'static str {
         match self {
-            Verdict::Allow => "allow",
-            Verdict::Ask => "ask",
-            Verdict::Deny => "deny",
+            PolicyVerdict::Allow => "allow",
+            PolicyVerdict::Ask => "ask",
+            PolicyVerdict::Deny => "deny",
         }
     }
 }
 
-impl fmt::Display for Verdict {
+impl fmt::Display for PolicyVerdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
@@ -106,8 +106,8 @@ impl fmt::Display for Verdict {
 
 /// The policy's answer for one tool, and which rule gave it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Decision {
-    pub verdict: Verdict,
+pub struct PolicyDecision {
+    pub verdict: PolicyVerdict,
     /// `rule "name"`, `rule #2 (tool = "x*")`, or `default: …`.
     pub rule: String,
     /// Whether a configured rule decided (as opposed to the default or a
@@ -116,7 +116,7 @@ pub struct Decision {
     pub from_rule: bool,
 }
 
-impl Decision {
+impl PolicyDecision {
     /// Whether a long-running host may start processes for this tool before
     /// its calls come ([`modhost_runner::Call::start_ahead`]).
     ///
@@ -125,7 +125,7 @@ impl Decision {
     /// An `ask` approval covers one call, so the process serving it is
     /// started after that approval and for it alone; a `deny` never runs.
     pub fn allows_starting_ahead(&self) -> bool {
-        self.verdict == Verdict::Allow
+        self.verdict == PolicyVerdict::Allow
     }
 }
 
@@ -136,7 +136,7 @@ pub fn decide(
     descriptor: &Descriptor,
     capability: &Capability,
     tool: &str,
-) -> Decision {
+) -> PolicyDecision {
     let subject = Subject {
         module: &descriptor.id,
         capability: &capability.id,
@@ -154,8 +154,8 @@ pub fn decide_built_in(
     capability: &str,
     effects: &modproto::Effects,
     tool: &str,
-    built_in: Decision,
-) -> Decision {
+    built_in: PolicyDecision,
+) -> PolicyDecision {
     let subject = Subject {
         module: "modhost",
         capability,
@@ -175,7 +175,7 @@ struct Subject<'a> {
 
 /// The strictest rule matching `subject`; of equal verdicts the first in
 /// the file is the one named.
-fn strictest_rule(config: &ApprovalConfig, subject: &Subject<'_>) -> Option<Decision> {
+fn strictest_rule(config: &ApprovalConfig, subject: &Subject<'_>) -> Option<PolicyDecision> {
     let (index, rule) = config
         .rules
         .iter()
@@ -185,7 +185,7 @@ fn strictest_rule(config: &ApprovalConfig, subject: &Subject<'_>) -> Option<Deci
             Some((_, b)) if b.decision >= rule.decision => best,
             _ => Some((i, rule)),
         })?;
-    Some(Decision {
+    Some(PolicyDecision {
         verdict: rule.decision,
         rule: rule_label(index, rule),
         from_rule: true,
@@ -248,7 +248,7 @@ fn rule_label(index: usize, rule: &Rule) -> String {
 }
 
 /// The decision when no rule matches: from the declared effects.
-fn default_decision(descriptor: &Descriptor, capability: &Capability) -> Decision {
+fn default_decision(descriptor: &Descriptor, capability: &Capability) -> PolicyDecision {
     let effects = &capability.effects;
     let mut reasons = Vec::new();
     if effects.approval {
@@ -278,14 +278,14 @@ fn default_decision(descriptor: &Descriptor, capability: &Capability) -> Decisio
         reasons.push(format!("runs {}", effects.spawns.join(", ")));
     }
     if reasons.is_empty() {
-        Decision {
-            verdict: Verdict::Allow,
+        PolicyDecision {
+            verdict: PolicyVerdict::Allow,
             rule: "default: local, writes only its own state and artifacts".to_owned(),
             from_rule: false,
         }
     } else {
-        Decision {
-            verdict: Verdict::Ask,
+        PolicyDecision {
+            verdict: PolicyVerdict::Ask,
             rule: format!("default: {}", reasons.join("; ")),
             from_rule: false,
         }
@@ -372,24 +372,24 @@ impl Refusal {
 /// record; one an allow rule let through carries `by: "rule"`, one that was
 /// asked and approved says who approved it.
 pub fn authorize(
-    decision: &Decision,
+    decision: &PolicyDecision,
     tool: &str,
     approver: Option<ApprovedBy>,
 ) -> Result<Option<modproto::Approval>, Refusal> {
     match (decision.verdict, approver) {
-        (Verdict::Deny, _) => Err(Refusal::Denied {
+        (PolicyVerdict::Deny, _) => Err(Refusal::Denied {
             tool: tool.to_owned(),
             rule: decision.rule.clone(),
         }),
-        (Verdict::Ask, None) => Err(Refusal::NeedsApproval {
+        (PolicyVerdict::Ask, None) => Err(Refusal::NeedsApproval {
             tool: tool.to_owned(),
             rule: decision.rule.clone(),
         }),
-        (Verdict::Ask, Some(by)) => Ok(Some(approval_record(by.as_str(), &decision.rule))),
-        (Verdict::Allow, _) if decision.from_rule => {
+        (PolicyVerdict::Ask, Some(by)) => Ok(Some(approval_record(by.as_str(), &decision.rule))),
+        (PolicyVerdict::Allow, _) if decision.from_rule => {
             Ok(Some(approval_record("rule", &decision.rule)))
         }
-        (Verdict::Allow, _) => Ok(None),
+        (PolicyVerdict::Allow, _) => Ok(None),
     }
 }
 
@@ -457,7 +457,7 @@ mod tests {
         toml::from_str::<Wrapper>(toml_text).unwrap().approval
     }
 
-    fn decide_for(cfg: &ApprovalConfig, d: &Descriptor) -> Decision {
+    fn decide_for(cfg: &ApprovalConfig, d: &Descriptor) -> PolicyDecision {
         decide(cfg, d, &d.capabilities[0], "files__files_op")
     }
 
@@ -467,19 +467,19 @@ mod tests {
                            {"name": "workspace", "kind": "workspace", "access": "read-write"}]);
         let cfg = ApprovalConfig::default();
         let read = module(&roots, &json!({"reads": ["workspace"]}));
-        assert_eq!(decide_for(&cfg, &read).verdict, Verdict::Allow);
+        assert_eq!(decide_for(&cfg, &read).verdict, PolicyVerdict::Allow);
         let own = module(&roots, &json!({"writes": ["state", "out"]}));
-        assert_eq!(decide_for(&cfg, &own).verdict, Verdict::Allow);
+        assert_eq!(decide_for(&cfg, &own).verdict, PolicyVerdict::Allow);
         let ws = module(&roots, &json!({"writes": ["workspace"]}));
         let d = decide_for(&cfg, &ws);
-        assert_eq!(d.verdict, Verdict::Ask);
+        assert_eq!(d.verdict, PolicyVerdict::Ask);
         assert!(d.rule.contains("writes workspace"), "{}", d.rule);
         let net = module(&roots, &json!({"network": true}));
-        assert_eq!(decide_for(&cfg, &net).verdict, Verdict::Ask);
+        assert_eq!(decide_for(&cfg, &net).verdict, PolicyVerdict::Ask);
         let spawn = module(&roots, &json!({"spawns": ["git"]}));
         assert!(decide_for(&cfg, &spawn).rule.contains("runs git"));
         let flagged = module(&roots, &json!({"approval": true}));
-        assert_eq!(decide_for(&cfg, &flagged).verdict, Verdict::Ask);
+        assert_eq!(decide_for(&cfg, &flagged).verdict, PolicyVerdict::Ask);
     }
 
     #[test]
@@ -501,8 +501,8 @@ mod tests {
         );
         assert_eq!(
             decide_for(&cfg, &d),
-            Decision {
-                verdict: Verdict::Deny,
+            PolicyDecision {
+                verdict: PolicyVerdict::Deny,
                 rule: "rule \"no files\"".into(),
                 from_rule: true,
             }
@@ -518,7 +518,7 @@ mod tests {
             "#,
         );
         let decision = decide_for(&cfg, &d);
-        assert_eq!(decision.verdict, Verdict::Ask);
+        assert_eq!(decision.verdict, PolicyVerdict::Ask);
         assert_eq!(decision.rule, "rule #1 (effect = \"network\")");
     }
 
@@ -538,7 +538,7 @@ mod tests {
             "#,
         );
         let decision = decide_for(&cfg, &d);
-        assert_eq!(decision.verdict, Verdict::Allow);
+        assert_eq!(decision.verdict, PolicyVerdict::Allow);
         assert!(decision.rule.starts_with("rule #1"));
     }
 
@@ -564,8 +564,8 @@ mod tests {
 
     #[test]
     fn authorize_refuses_deny_always_and_ask_without_an_approver() {
-        let deny = Decision {
-            verdict: Verdict::Deny,
+        let deny = PolicyDecision {
+            verdict: PolicyVerdict::Deny,
             rule: "rule \"x\"".into(),
             from_rule: true,
         };
@@ -573,8 +573,8 @@ mod tests {
             authorize(&deny, "t", Some(ApprovedBy::Flag)),
             Err(Refusal::Denied { .. })
         ));
-        let ask = Decision {
-            verdict: Verdict::Ask,
+        let ask = PolicyDecision {
+            verdict: PolicyVerdict::Ask,
             rule: "default: reaches the network".into(),
             from_rule: false,
         };
@@ -587,8 +587,8 @@ mod tests {
             .expect("a record");
         assert_eq!(record.by, "client");
         assert_eq!(record.rule.as_deref(), Some("default: reaches the network"));
-        let mut allow = Decision {
-            verdict: Verdict::Allow,
+        let mut allow = PolicyDecision {
+            verdict: PolicyVerdict::Allow,
             rule: "default: local".into(),
             from_rule: false,
         };

@@ -21,8 +21,8 @@
 
 use std::sync::Arc;
 
-use modconform::{Finding, Verdict, check_host_conformance};
-use modproto::contract::{self, Decision, Pin, V2Accepted};
+use modconform::{ConformanceReport, Finding, check_host_conformance};
+use modproto::contract::{self, ContractDecision, Pin, V2Accepted};
 use modproto::{Descriptor, HostErrorKind};
 use serde::Serialize;
 
@@ -39,23 +39,23 @@ pub enum ContractStanding {
     /// error (it may carry warnings).
     V2 {
         accepted: V2Accepted,
-        verdict: Verdict,
+        verdict: ConformanceReport,
     },
     /// The pin refused the declared contract version.
     VersionRefused(Pin),
     /// Contract 2 accepted, but a capability weakens an operation.
     Nonconforming {
         accepted: V2Accepted,
-        verdict: Verdict,
+        verdict: ConformanceReport,
     },
 }
 
 /// Decide the standing of `descriptor`.
 pub fn assess(descriptor: Arc<Descriptor>) -> ContractStanding {
     match contract::evaluate(descriptor) {
-        Decision::V1(pin) => ContractStanding::V1(pin),
-        Decision::Refused(pin) => ContractStanding::VersionRefused(pin),
-        Decision::V2(accepted) => {
+        ContractDecision::V1(pin) => ContractStanding::V1(pin),
+        ContractDecision::Refused(pin) => ContractStanding::VersionRefused(pin),
+        ContractDecision::V2(accepted) => {
             let verdict = check_host_conformance(&accepted);
             if verdict.conforms() {
                 ContractStanding::V2 { accepted, verdict }
@@ -178,7 +178,7 @@ impl ContractStanding {
 /// an operation that is itself wrong (`operation.*`: a duplicate id, an
 /// unknown capability, root or binary) is named as such, never as a
 /// weakening. Each finding id is listed, with the capability it concerns.
-fn refusal_cause(verdict: &Verdict) -> String {
+fn refusal_cause(verdict: &ConformanceReport) -> String {
     let list = |weakening: bool| {
         verdict
             .errors()

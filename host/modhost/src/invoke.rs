@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use modproto::contract::{self, Decision};
+use modproto::contract::{self, ContractDecision};
 use modproto::{
     Approval, ErrorCode, ErrorKind, HostErrorKind, HostOnlyKind, InvokeParams, InvokeResult,
     ModuleErrorKind, Notification, RpcError,
@@ -65,7 +65,7 @@ pub struct InvokeRequest {
     /// Whether this call may be served by a process started ahead, and
     /// leave the next ones started (in a host that keeps processes warm).
     /// Set only by a caller that evaluated the approval policy and got
-    /// `allow` (`crate::approval::Decision::allows_starting_ahead`); the
+    /// `allow` (`crate::approval::PolicyDecision::allows_starting_ahead`); the
     /// default, false, starts the process cold, after approval.
     pub(crate) start_ahead: bool,
     /// Receives `progress`/`log` notifications live.
@@ -579,7 +579,7 @@ impl Host {
         let contract_version = match module.contract.effective() {
             Some(effective) => effective.to_owned(),
             None => match contract::evaluate(descriptor.clone()) {
-                Decision::Refused(pin) => {
+                ContractDecision::Refused(pin) => {
                     return Err(InvokeError::ContractRefused {
                         id: module.id.clone(),
                         reason: pin.reason,

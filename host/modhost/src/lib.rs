@@ -57,7 +57,7 @@
 //!     let listed = toolbox.tools();
 //!     let names: Vec<&str> = listed.iter().map(|t| t.name.as_str()).collect();
 //!     assert_eq!(names, ["hello__hello_greet"]); // module, then capability
-//!     assert_eq!(listed[0].verdict(), tools::Verdict::Allow); // the operator's policy
+//!     assert_eq!(listed[0].verdict(), tools::PolicyVerdict::Allow); // the operator's policy
 //!
 //!     // Ready to paste into a provider's request; what the policy denies left out.
 //!     let offered = listed.iter().filter(|t| t.is_offered());

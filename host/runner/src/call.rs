@@ -59,7 +59,7 @@ pub struct Call<'a> {
     /// ([`native::warm`](crate::native::warm)). Only the host sets it, from its approval policy:
     /// a process started ahead runs before anyone approved the call it
     /// will serve, so it is true only for a capability the policy allows
-    /// outright ([`crate::approval::Decision::allows_starting_ahead`]).
+    /// outright (`modhost::approval::PolicyDecision::allows_starting_ahead`).
     /// False (start cold, after approval) for every caller that did not
     /// evaluate the policy.
     pub start_ahead: bool,

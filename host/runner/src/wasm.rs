@@ -72,8 +72,9 @@ use self::known_digests::KnownDigests;
 use self::on_thread::{GuestThreads, NoThread};
 use self::pool::{CallSlot, CallSlots};
 use self::stdio::{CappedStdout, StderrTail};
-use super::{Call, Exchange, Grant, NotificationSink, RunError, framing};
+use super::{Call, Exchange, NotificationSink, RunError, framing};
 use crate::file_identity::FileIdentity;
+use modhost_sandbox::Grant;
 
 /// How often the engine's epoch advances: the granularity at which a spinning
 /// guest yields and notices its deadline.

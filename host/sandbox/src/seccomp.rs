@@ -608,11 +608,11 @@ fn compile_program(refusals: Vec<(Refused, libc::c_int)>) -> Result<Program, Str
         let number =
             u32::try_from(call.number).map_err(|_| format!("{}: bad number", call.name))?;
         let verdict = match call.when {
-            When::Always => dispatch::Verdict::Errno(errno as u32),
+            When::Always => dispatch::SyscallAction::Errno(errno as u32),
             When::AnyOf(_) => {
                 let program = seccompiler_program(&[call], errno)?;
                 blocks.push(dispatch::rule_block(&program, AUDIT_ARCH, number)?);
-                dispatch::Verdict::Rules(blocks.len() - 1)
+                dispatch::SyscallAction::Rules(blocks.len() - 1)
             }
         };
         table.push((number, verdict));
@@ -620,7 +620,7 @@ fn compile_program(refusals: Vec<(Refused, libc::c_int)>) -> Result<Program, Str
     #[cfg(target_arch = "x86_64")]
     let foreign = Some((
         X32_SYSCALL_BIT,
-        dispatch::Verdict::Errno(libc::ENOSYS as u32),
+        dispatch::SyscallAction::Errno(libc::ENOSYS as u32),
     ));
     #[cfg(not(target_arch = "x86_64"))]
     let foreign = None;

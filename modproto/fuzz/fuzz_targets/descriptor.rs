@@ -17,7 +17,7 @@ use std::path::{Component, Path};
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use modproto::contract::{self, Decision};
+use modproto::contract::{self, ContractDecision};
 use modproto::invoke::is_clean_relative_path;
 use modproto::{Descriptor, InvokeResult};
 use serde_json::Value;
@@ -42,21 +42,21 @@ fn check_descriptor(value: Value) {
     let decision = contract::evaluate(Arc::new(descriptor));
     assert_eq!(decision.pin().requested, declared);
     match &decision {
-        Decision::V1(pin) => {
+        ContractDecision::V1(pin) => {
             assert!(
                 pin.effective
                     .as_deref()
                     .is_some_and(|e| e.starts_with("1."))
             );
         }
-        Decision::V2(accepted) => {
+        ContractDecision::V2(accepted) => {
             assert_eq!(accepted.version().major, 2);
             // Not newer than the newest minor this host knows.
             let v = accepted.version();
             assert!(semver::Version::new(v.major, v.minor, 0) <= contract::NEWEST_V2);
             assert_eq!(accepted.operations(), operations.as_slice());
         }
-        Decision::Refused(pin) => {
+        ContractDecision::Refused(pin) => {
             assert!(declared.is_some(), "no contract_version means contract 1");
             assert!(pin.effective.is_none() && !pin.remedy.is_empty());
         }

@@ -60,7 +60,7 @@ pub struct InvokeCall {
     /// needed no approval (the default allowed it).
     pub approval: Option<Approval>,
     /// Whether processes may be started ahead for calls of this tool: its
-    /// verdict is `allow` (`crate::approval::Decision::allows_starting_ahead`).
+    /// verdict is `allow` (`crate::approval::PolicyDecision::allows_starting_ahead`).
     pub start_ahead: bool,
     pub progress: Option<ProgressSink>,
     /// The workspace for this call: the host's, an MCP client's root, or none.
@@ -339,11 +339,16 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approval::Verdict;
+    use crate::approval::PolicyVerdict;
     use serde_json::json;
 
     fn tool() -> ToolDef {
-        ToolDef::for_test("files__files_read", "files", "files.read", Verdict::Allow)
+        ToolDef::for_test(
+            "files__files_read",
+            "files",
+            "files.read",
+            PolicyVerdict::Allow,
+        )
     }
 
     fn descriptor() -> Descriptor {

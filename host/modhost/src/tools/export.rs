@@ -238,7 +238,7 @@ fn has_object_root(schema: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approval::{Decision, Verdict};
+    use crate::approval::{PolicyDecision, PolicyVerdict};
 
     fn tool(effects: Value, output_schema: Option<Value>) -> ToolDef {
         let d: modproto::Descriptor = serde_json::from_value(json!({"id": "files", "version": "1",
@@ -255,8 +255,8 @@ mod tests {
             input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
             output_schema,
             effects,
-            approval: Decision {
-                verdict: Verdict::Allow,
+            approval: PolicyDecision {
+                verdict: PolicyVerdict::Allow,
                 rule: "default: local".into(),
                 from_rule: false,
             },

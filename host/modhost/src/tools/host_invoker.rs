@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use modproto::contract::{self, Decision};
+use modproto::contract::{self, ContractDecision};
 use modproto::{InvokeResult, Notification, ProgressParams};
 use tokio::sync::mpsc;
 
@@ -135,7 +135,7 @@ pub fn tool_modules(discovered: &[InstalledModule]) -> Vec<ModuleEntry> {
             let descriptor = m.descriptor.clone()?;
             if matches!(
                 contract::evaluate(Arc::clone(&descriptor)),
-                Decision::Refused(_)
+                ContractDecision::Refused(_)
             ) {
                 return None;
             }
@@ -500,7 +500,7 @@ mod tests {
     /// no instance made ahead: only a module's own tools count.
     #[test]
     fn only_a_components_own_allowed_tools_make_its_first_instance_ahead() {
-        use crate::approval::Verdict;
+        use crate::approval::PolicyVerdict;
         let tool = |module: &str, verdict| {
             let (name, capability) = (format!("{module}__run"), format!("{module}.run"));
             ToolDef::for_test(&name, module, &capability, verdict)
@@ -516,9 +516,9 @@ mod tests {
         ];
         let tools = [
             knowledge_tool::definition(&[], &Default::default()),
-            tool("modhost", Verdict::Deny),
-            tool("allowed", Verdict::Allow),
-            tool("asks", Verdict::Ask),
+            tool("modhost", PolicyVerdict::Deny),
+            tool("allowed", PolicyVerdict::Allow),
+            tool("asks", PolicyVerdict::Ask),
         ];
         let ahead: Vec<(String, bool)> = components_ahead(&discovered, &tools)
             .into_iter()

@@ -8,7 +8,7 @@ use modproto::{Cost, Effects};
 use serde_json::{Value, json};
 
 use super::{Hints, ModuleEntry, ToolDef, ToolOutcome};
-use crate::approval::{self, ApprovalConfig, Decision, Verdict};
+use crate::approval::{self, ApprovalConfig, PolicyDecision, PolicyVerdict};
 use crate::knowledge::{self, Selection};
 
 /// The knowledge tool's name; `modhost` is not a module id any module can
@@ -75,8 +75,8 @@ pub fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> ToolDef
             CAPABILITY,
             &effects,
             KNOWLEDGE_TOOL,
-            Decision {
-                verdict: Verdict::Allow,
+            PolicyDecision {
+                verdict: PolicyVerdict::Allow,
                 rule: "built-in: reads verified module knowledge only".to_owned(),
                 from_rule: false,
             },

@@ -14,7 +14,7 @@
 //! - **Parameters are the module's input schema, unchanged**: the module owns
 //!   its domain; a host translation would be a second source of truth.
 //! - **Policy is decided here, applied at the surface.** Every tool carries its
-//!   approval `Decision`; `modhost tools` and `modhost mcp` leave out what is
+//!   approval `PolicyDecision`; `modhost tools` and `modhost mcp` leave out what is
 //!   denied, `modhost invoke` refuses it naming the rule.
 //! - Nothing here knows about a CLI, a terminal or MCP; the surfaces
 //!   (`cli::tools`, `cli::mcp`, [`crate::mcp`]) adapt [`ToolDef`]s and
@@ -43,7 +43,7 @@ pub mod target;
 mod tool_def;
 mod withdrawn;
 
-pub use crate::approval::{ApprovedBy, Decision, Refusal, Verdict};
+pub use crate::approval::{ApprovedBy, PolicyDecision, PolicyVerdict, Refusal};
 pub use call_error::CallError;
 pub use execute::{
     InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
@@ -120,7 +120,7 @@ impl<I: Invoker> Toolbox<I> {
     /// The approval verdict of tool `name` as last loaded: what
     /// [`Toolbox::get`] says of it, without copying the tool (its schemas
     /// and descriptions) on every call.
-    pub fn approval_of(&self, name: &str) -> Option<crate::approval::Decision> {
+    pub fn approval_of(&self, name: &str) -> Option<crate::approval::PolicyDecision> {
         self.live
             .last_loaded()
             .get(name)

@@ -4,7 +4,7 @@ use super::registry::build_registry;
 use super::test_support::{RecordingInvoker, module};
 use super::*;
 use crate::approval::ApprovalConfig;
-use crate::approval::{Refusal, Verdict};
+use crate::approval::{PolicyVerdict, Refusal};
 use crate::overrides::CapabilityOverride;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -34,7 +34,7 @@ fn one_tool_per_capability_with_schema_unchanged_and_effects_described() {
         t.description
             .starts_with("does files.search\n\nEffects:\n- reads the workspace")
     );
-    assert_eq!(t.approval.verdict, Verdict::Allow);
+    assert_eq!(t.approval.verdict, PolicyVerdict::Allow);
 }
 
 #[test]
@@ -145,7 +145,10 @@ async fn the_operators_rules_apply_to_the_knowledge_tool() {
         let r = build_registry(std::slice::from_ref(&guided), &approval, &BTreeMap::new());
         r.tools.into_iter().find(|t| t.name == KNOWLEDGE_TOOL)
     };
-    assert_eq!(knowledge("").unwrap().approval.verdict, Verdict::Allow);
+    assert_eq!(
+        knowledge("").unwrap().approval.verdict,
+        PolicyVerdict::Allow
+    );
     for rule in [
         "tool = \"modhost__knowledge\"",
         "module = \"modhost\"",
@@ -156,7 +159,7 @@ async fn the_operators_rules_apply_to_the_knowledge_tool() {
         // guides are not served at all.
         let denied = knowledge(&format!("[[rules]]\n{rule}\ndecision = \"deny\"\n"));
         assert!(
-            denied.is_none_or(|t| t.approval.verdict == Verdict::Deny && !t.is_offered()),
+            denied.is_none_or(|t| t.approval.verdict == PolicyVerdict::Deny && !t.is_offered()),
             "{rule}"
         );
     }
@@ -164,12 +167,12 @@ async fn the_operators_rules_apply_to_the_knowledge_tool() {
         let denied = knowledge(&format!("[[rules]]\n{rule}\ndecision = \"deny\"\n"));
         assert_eq!(
             denied.map(|t| t.approval.verdict),
-            Some(Verdict::Deny),
+            Some(PolicyVerdict::Deny),
             "{rule}"
         );
     }
     let asks = knowledge("[[rules]]\ntool = \"modhost__*\"\ndecision = \"ask\"\n");
-    assert_eq!(asks.unwrap().approval.verdict, Verdict::Ask);
+    assert_eq!(asks.unwrap().approval.verdict, PolicyVerdict::Ask);
     let approval: ApprovalConfig =
         toml::from_str("[[rules]]\nmodule = \"modhost\"\ndecision = \"deny\"\n").unwrap();
     let (_home, tb) = toolbox_of(vec![guided.clone()], &approval);
@@ -231,7 +234,7 @@ fn ask_is_offered_and_deny_is_not() {
         &BTreeMap::new(),
     );
     let t = &r.tools[0];
-    assert_eq!(t.approval.verdict, Verdict::Ask);
+    assert_eq!(t.approval.verdict, PolicyVerdict::Ask);
     assert!(t.is_offered());
     let deny: ApprovalConfig =
         toml::from_str("[[rules]]\neffect = \"network\"\ndecision = \"deny\"\n").unwrap();

@@ -8,7 +8,7 @@ use modproto::{Descriptor, Effects};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::approval::{Decision, Verdict};
+use crate::approval::{PolicyDecision, PolicyVerdict};
 use crate::grants;
 
 /// One agent tool: what every export format is rendered from.
@@ -29,7 +29,7 @@ pub struct ToolDef {
     /// The policy's verdict and the rule that gave it ([`ToolDef::verdict`],
     /// [`ToolDef::approval_rule`]); the decision record itself is the
     /// host's.
-    pub(crate) approval: Decision,
+    pub(crate) approval: PolicyDecision,
 }
 
 /// What a client may assume about a tool (MCP's tool annotations), derived
@@ -71,13 +71,13 @@ impl ToolDef {
     /// or says how to allow it; `modhost tools` leaves it to whoever pastes
     /// the definitions).
     pub fn is_offered(&self) -> bool {
-        self.approval.verdict != Verdict::Deny
+        self.approval.verdict != PolicyVerdict::Deny
     }
 
     /// What the operator's approval policy says about calling it: `allow`
     /// runs it, `ask` only with an approver ([`crate::tools::ApprovedBy`]),
     /// `deny` never.
-    pub fn verdict(&self) -> Verdict {
+    pub fn verdict(&self) -> PolicyVerdict {
         self.approval.verdict
     }
 
@@ -105,7 +105,7 @@ impl ToolDef {
         name: &str,
         module: &str,
         capability: &str,
-        verdict: Verdict,
+        verdict: PolicyVerdict,
     ) -> ToolDef {
         ToolDef {
             name: name.into(),
@@ -117,7 +117,7 @@ impl ToolDef {
             output_schema: None,
             effects: Default::default(),
             hints: Default::default(),
-            approval: Decision {
+            approval: PolicyDecision {
                 verdict,
                 rule: "default".into(),
                 from_rule: false,

@@ -29,7 +29,7 @@
 //!   the module (its start-up, with the call's grants) before any call
 //!   exists. The pool is only used for a call whose
 //!   [`Call::start_ahead`](crate::Call::start_ahead) the host set
-//!   from an `allow` verdict ([`crate::approval::Decision::allows_starting_ahead`]);
+//!   from an `allow` verdict (`modhost::approval::PolicyDecision::allows_starting_ahead`);
 //!   an `ask` call neither takes a waiting process nor leaves any started,
 //!   so each approval runs the module exactly once, after it was given. The
 //!   pool itself never starts anything but after such a call: nothing runs

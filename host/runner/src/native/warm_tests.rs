@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::warm::*;
+use crate::Call;
 use crate::native::tests::{REQ, call, is_dead, script, write_grant};
 use crate::native::{SpawnSpec, run};
-use crate::Call;
 use modhost_sandbox::Grant;
 
 /// A module that, before reading its request, records its pid in

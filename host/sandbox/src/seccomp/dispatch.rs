@@ -44,7 +44,7 @@ const OFFSET_ARCH: u32 = 4;
 
 /// What one system call number gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum SyscallAction {
     Allow,
     /// Refused with this errno whatever its arguments.
     Errno(u32),
@@ -53,10 +53,10 @@ pub enum Verdict {
 }
 
 /// The seccomp return value of a verdict decided at once.
-fn ret(verdict: Verdict) -> u32 {
+fn ret(verdict: SyscallAction) -> u32 {
     match verdict {
-        Verdict::Errno(errno) => libc::SECCOMP_RET_ERRNO | (errno & libc::SECCOMP_RET_DATA),
-        Verdict::Allow | Verdict::Rules(_) => libc::SECCOMP_RET_ALLOW,
+        SyscallAction::Errno(errno) => libc::SECCOMP_RET_ERRNO | (errno & libc::SECCOMP_RET_DATA),
+        SyscallAction::Allow | SyscallAction::Rules(_) => libc::SECCOMP_RET_ALLOW,
     }
 }
 
@@ -65,7 +65,7 @@ fn ret(verdict: Verdict) -> u32 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Interval {
     first: u32,
-    verdict: Verdict,
+    verdict: SyscallAction,
 }
 
 /// One program: the architecture check (anything else kills the process,
@@ -74,14 +74,14 @@ struct Interval {
 /// (x86_64's x32 ABI, whose numbers have bit 30 set) get `foreign`.
 pub fn assemble(
     audit_arch: u32,
-    table: &[(u32, Verdict)],
-    foreign_from: Option<(u32, Verdict)>,
+    table: &[(u32, SyscallAction)],
+    foreign_from: Option<(u32, SyscallAction)>,
     blocks: &[BpfProgram],
 ) -> Result<BpfProgram, String> {
     let intervals = intervals(table, foreign_from)?;
     if let Some((number, _)) = table
         .iter()
-        .find(|(_, v)| matches!(v, Verdict::Rules(i) if *i >= blocks.len()))
+        .find(|(_, v)| matches!(v, SyscallAction::Rules(i) if *i >= blocks.len()))
     {
         return Err(format!("system call {number} names a missing rule block"));
     }
@@ -162,8 +162,8 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
 
 /// The number line from 0 cut where the verdict changes.
 fn intervals(
-    table: &[(u32, Verdict)],
-    foreign_from: Option<(u32, Verdict)>,
+    table: &[(u32, SyscallAction)],
+    foreign_from: Option<(u32, SyscallAction)>,
 ) -> Result<Vec<Interval>, String> {
     let mut sorted = table.to_vec();
     sorted.sort_unstable_by_key(|(number, _)| *number);
@@ -178,22 +178,22 @@ fn intervals(
         ));
     }
     let mut intervals: Vec<Interval> = Vec::new();
-    let mut push = |first: u32, verdict: Verdict| {
+    let mut push = |first: u32, verdict: SyscallAction| {
         // A number right after the previous one replaces the allow that
         // followed it; equal neighbours (but rule blocks) merge.
         if intervals.last().is_some_and(|last| last.first == first) {
             intervals.pop();
         }
-        let mergeable = matches!(verdict, Verdict::Allow | Verdict::Errno(_));
+        let mergeable = matches!(verdict, SyscallAction::Allow | SyscallAction::Errno(_));
         if !(mergeable && intervals.last().is_some_and(|last| last.verdict == verdict)) {
             intervals.push(Interval { first, verdict });
         }
     };
-    push(0, Verdict::Allow);
+    push(0, SyscallAction::Allow);
     for &(number, verdict) in &sorted {
         push(number, verdict);
         if let Some(after) = number.checked_add(1) {
-            push(after, Verdict::Allow);
+            push(after, SyscallAction::Allow);
         }
     }
     if let Some((first, verdict)) = foreign_from {
@@ -212,7 +212,7 @@ fn pooled(intervals: &[Interval]) -> Option<Vec<Op>> {
         return None;
     }
     let nodes = pooled_nodes(intervals)?;
-    let mut pool: Vec<Verdict> = Vec::new();
+    let mut pool: Vec<SyscallAction> = Vec::new();
     for node in &nodes {
         for dest in [node.upper, node.lower] {
             if let Dest::Leaf(verdict) = dest
@@ -242,7 +242,7 @@ fn pooled(intervals: &[Interval]) -> Option<Vec<Op>> {
         )));
     }
     ops.extend(pool.into_iter().map(|verdict| match verdict {
-        Verdict::Rules(index) => Op::ToBlock(index),
+        SyscallAction::Rules(index) => Op::ToBlock(index),
         verdict => Op::Real(stmt(RET_K, ret(verdict))),
     }));
     Some(ops)
@@ -254,7 +254,7 @@ enum Dest {
     /// This many instructions ahead (a subtree).
     Skip(u8),
     /// The pool's answer for this verdict.
-    Leaf(Verdict),
+    Leaf(SyscallAction),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -297,7 +297,7 @@ fn pooled_nodes(intervals: &[Interval]) -> Option<Vec<Node>> {
 fn tree(intervals: &[Interval]) -> Vec<Op> {
     if let [only] = intervals {
         return vec![match only.verdict {
-            Verdict::Rules(index) => Op::ToBlock(index),
+            SyscallAction::Rules(index) => Op::ToBlock(index),
             verdict => Op::Real(stmt(RET_K, ret(verdict))),
         }];
     }
@@ -424,24 +424,24 @@ mod tests {
     fn every_number_gets_its_tables_verdict_and_runs_and_merges_cut_the_tree() {
         let block = vec![stmt(RET_K, libc::SECCOMP_RET_ERRNO | 99)];
         let table = [
-            (0, Verdict::Errno(1)),
-            (5, Verdict::Errno(1)),
-            (6, Verdict::Errno(1)),
-            (7, Verdict::Errno(2)),
-            (9, Verdict::Rules(0)),
-            (10, Verdict::Rules(1)),
-            (300, Verdict::Errno(1)),
+            (0, SyscallAction::Errno(1)),
+            (5, SyscallAction::Errno(1)),
+            (6, SyscallAction::Errno(1)),
+            (7, SyscallAction::Errno(2)),
+            (9, SyscallAction::Rules(0)),
+            (10, SyscallAction::Rules(1)),
+            (300, SyscallAction::Errno(1)),
         ];
         let program = assemble(
             ARCH,
             &table,
-            Some((0x4000_0000, Verdict::Errno(38))),
+            Some((0x4000_0000, SyscallAction::Errno(38))),
             &[block.clone(), block],
         )
         .unwrap();
         for nr in (0..400).chain([0x3fff_ffff, 0x4000_0000, 0x4000_0005, u32::MAX]) {
             let expected = match table.iter().find(|(n, _)| *n == nr) {
-                Some((_, Verdict::Rules(_))) => libc::SECCOMP_RET_ERRNO | 99,
+                Some((_, SyscallAction::Rules(_))) => libc::SECCOMP_RET_ERRNO | 99,
                 Some((_, v)) => ret(*v),
                 None if nr >= 0x4000_0000 => libc::SECCOMP_RET_ERRNO | 38,
                 None => libc::SECCOMP_RET_ALLOW,
@@ -450,7 +450,7 @@ mod tests {
         }
         // 0 | 1-4 | 5-6 | 7 | 8 | 9 | 10 | 11-299 | 300 | 301.. | x32
         assert_eq!(
-            intervals(&table, Some((0x4000_0000, Verdict::Errno(38))))
+            intervals(&table, Some((0x4000_0000, SyscallAction::Errno(38))))
                 .unwrap()
                 .len(),
             11
@@ -459,7 +459,7 @@ mod tests {
 
     #[test]
     fn another_architecture_is_killed() {
-        let program = assemble(ARCH, &[(1, Verdict::Errno(1))], None, &[]).unwrap();
+        let program = assemble(ARCH, &[(1, SyscallAction::Errno(1))], None, &[]).unwrap();
         let data = Data {
             nr: 1,
             arch: 0x4000_0003, // i386
@@ -484,7 +484,9 @@ mod tests {
     #[test]
     fn a_tree_too_wide_for_a_conditional_jump_goes_through_ja() {
         // Every other number refused: 1,000 intervals, halves far beyond 255.
-        let table: Vec<_> = (0..500).map(|n| (n * 2 + 1, Verdict::Errno(1))).collect();
+        let table: Vec<_> = (0..500)
+            .map(|n| (n * 2 + 1, SyscallAction::Errno(1)))
+            .collect();
         let program = assemble(ARCH, &table, None, &[]).unwrap();
         assert_odd_numbers_refused_below(&program, 1000, 1100);
     }
@@ -492,7 +494,9 @@ mod tests {
     #[test]
     fn leaves_are_shared_when_the_tree_is_small_enough() {
         // 1 | 2 | 3 ... alternating refused and allowed: 41 intervals.
-        let table: Vec<_> = (0..20).map(|n| (n * 2 + 1, Verdict::Errno(1))).collect();
+        let table: Vec<_> = (0..20)
+            .map(|n| (n * 2 + 1, SyscallAction::Errno(1)))
+            .collect();
         let program = assemble(ARCH, &table, None, &[]).unwrap();
         // 4 of head, 40 tests, 2 answers (allow, errno 1).
         assert_eq!(program.len(), 4 + 40 + 2);
@@ -523,11 +527,19 @@ mod tests {
 
     #[test]
     fn a_table_that_contradicts_itself_is_refused() {
-        let twice = [(3, Verdict::Errno(1)), (3, Verdict::Errno(2))];
+        let twice = [(3, SyscallAction::Errno(1)), (3, SyscallAction::Errno(2))];
         assert!(assemble(ARCH, &twice, None, &[]).is_err());
-        let missing_block = [(3, Verdict::Rules(0))];
+        let missing_block = [(3, SyscallAction::Rules(0))];
         assert!(assemble(ARCH, &missing_block, None, &[]).is_err());
-        let in_foreign = [(0x4000_0001, Verdict::Errno(1))];
-        assert!(assemble(ARCH, &in_foreign, Some((0x4000_0000, Verdict::Allow)), &[]).is_err());
+        let in_foreign = [(0x4000_0001, SyscallAction::Errno(1))];
+        assert!(
+            assemble(
+                ARCH,
+                &in_foreign,
+                Some((0x4000_0000, SyscallAction::Allow)),
+                &[]
+            )
+            .is_err()
+        );
     }
 }
