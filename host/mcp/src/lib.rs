@@ -53,6 +53,10 @@
 //!   stateless clients hear of changes on a `subscriptions/listen` stream
 //!   (`list_changes.rs`).
 
+// A public field, signature or trait impl that reaches a type no user can
+// name is a compile error: the type is made private or exported on purpose.
+#![deny(unnameable_types)]
+
 use std::sync::Arc;
 
 use serde_json::Value;

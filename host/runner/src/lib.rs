@@ -15,6 +15,10 @@
 //! Without the `wasm` feature a component call is a clear "built without
 //! component support" error.
 
+// A public field, signature or trait impl that reaches a type no user can
+// name is a compile error: the type is made private or exported on purpose.
+#![deny(unnameable_types)]
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 #[cfg(feature = "wasm")]

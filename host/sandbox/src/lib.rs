@@ -74,6 +74,10 @@
 //!   without it; `/proc/meminfo` and `/proc/cpuinfo` (facts about the
 //!   machine, not its processes) are granted.
 
+// A public field, signature or trait impl that reaches a type no user can
+// name is a compile error: the type is made private or exported on purpose.
+#![deny(unnameable_types)]
+
 use std::path::{Path, PathBuf};
 
 use modproto::Access;
