@@ -340,7 +340,17 @@ fn the_process_scan_sees_a_live_module_and_its_group() {
         writeln!(stdin, "{request}").expect("write request");
     }
     let pid = child.id();
-    let seen = home.live_module_processes();
+    // `spawn` returns once the child is past exec's point of no return, which
+    // is before the kernel has mapped the new image's argv: for a moment its
+    // `/proc/<pid>/cmdline` can still be empty. Wait for it to name itself.
+    let started = std::time::Instant::now();
+    let seen = loop {
+        let seen = home.live_module_processes();
+        if seen.iter().any(|p| p.pid == pid) || started.elapsed().as_secs() >= 5 {
+            break seen;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
     assert!(
         seen.iter().any(|p| p.pid == pid),
         "scan missed pid {pid}: {seen:#?}"
