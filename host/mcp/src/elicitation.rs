@@ -39,27 +39,27 @@ use tokio::sync::oneshot;
 use super::revision::{AskUser, Revision};
 
 /// The key of the approval question in an `input_required` result.
-pub const APPROVAL_KEY: &str = "approval";
+pub(crate) const APPROVAL_KEY: &str = "approval";
 
 /// How long a handshake client has to answer an approval question; no
 /// answer by then is a no.
-pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How long a stateless client has to come back with its answer.
-pub const STATE_TTL: Duration = Duration::from_secs(600);
+pub(crate) const STATE_TTL: Duration = Duration::from_secs(600);
 
 /// The most approval questions open at once for one client (stateless era);
 /// a new one beyond it forgets the oldest, whose answer is then refused.
-pub const MAX_PENDING_APPROVALS: usize = 64;
+pub(crate) const MAX_PENDING_APPROVALS: usize = 64;
 
 /// The longest arguments (as JSON) a question shows; a call with longer
 /// ones is not asked about. Cutting them would ask the user to approve
 /// bytes they were not shown: a model could pad a harmless-looking prefix
 /// and put what matters after the cut.
-pub const MAX_SHOWN_ARGUMENTS: usize = 4096;
+pub(crate) const MAX_SHOWN_ARGUMENTS: usize = 4096;
 
 /// Whether a client with these capabilities can answer a form question.
-pub fn client_can_answer(capabilities: Option<&Value>) -> bool {
+pub(crate) fn client_can_answer(capabilities: Option<&Value>) -> bool {
     let Some(Value::Object(elicitation)) = capabilities.and_then(|c| c.get("elicitation")) else {
         return false;
     };
@@ -69,7 +69,7 @@ pub fn client_can_answer(capabilities: Option<&Value>) -> bool {
 
 /// The `elicitation/create` params asking to approve one call, in
 /// `revision`'s shape.
-pub fn question(revision: &Revision, tool: &str, rule: &str, arguments: &Value) -> Value {
+pub(crate) fn question(revision: &Revision, tool: &str, rule: &str, arguments: &Value) -> Value {
     // Whole, never cut: the server asks only when they fit
     // ([`MAX_SHOWN_ARGUMENTS`]), since the yes covers every byte.
     let args = visible(&arguments.to_string());
@@ -127,14 +127,14 @@ fn visible(text: &str) -> String {
 
 /// The user's answer, read from an `ElicitResult`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     Approved,
     /// Not approved, and why (shown to the model).
     Refused(String),
 }
 
 /// Read an `ElicitResult`: approved only on accept with `approve: true`.
-pub fn read_answer(result: &Value) -> Answer {
+pub(crate) fn read_answer(result: &Value) -> Answer {
     match result.get("action").and_then(Value::as_str) {
         Some("accept") if result.pointer("/content/approve") == Some(&json!(true)) => {
             Answer::Approved
@@ -149,7 +149,7 @@ pub fn read_answer(result: &Value) -> Answer {
 }
 
 /// The answer to a server-to-client `elicitation/create` request.
-pub fn read_response(response: Response) -> Answer {
+pub(crate) fn read_response(response: Response) -> Answer {
     match response.outcome {
         Ok(result) => read_answer(&result),
         Err(e) => Answer::Refused(format!("the client could not ask the user ({})", e.message)),
@@ -158,7 +158,7 @@ pub fn read_response(response: Response) -> Answer {
 
 /// Server-to-client questions waiting for their response, by request id.
 #[derive(Debug, Default)]
-pub struct Questions {
+pub(crate) struct Questions {
     asked: Mutex<(u64, HashMap<Id, oneshot::Sender<Response>>)>,
 }
 
@@ -166,7 +166,7 @@ impl Questions {
     /// A new question id and where its response will arrive. Dropping the
     /// receiver (the call was cancelled) leaves an entry that
     /// [`Questions::answered`] discards.
-    pub fn open(&self) -> (Id, oneshot::Receiver<Response>) {
+    pub(crate) fn open(&self) -> (Id, oneshot::Receiver<Response>) {
         let (sender, receiver) = oneshot::channel();
         let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
         asked.0 += 1;
@@ -178,7 +178,7 @@ impl Questions {
 
     /// Hand `response` to the question it answers; it comes back when it
     /// answers none of ours.
-    pub fn answered(&self, response: Response) -> Option<Response> {
+    pub(crate) fn answered(&self, response: Response) -> Option<Response> {
         let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
         match asked.1.remove(&response.id) {
             Some(sender) => {
@@ -192,7 +192,7 @@ impl Questions {
 
 /// Why a presented `requestState` was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StateRefused {
+pub(crate) enum StateRefused {
     #[error("requestState is not one this server issued, or it was already used")]
     Unknown,
     #[error("requestState expired (an approval question is open for {} s)", STATE_TTL.as_secs())]
@@ -203,7 +203,7 @@ pub enum StateRefused {
 
 /// Approval questions the stateless era has asked and not yet had answered.
 #[derive(Debug, Default)]
-pub struct PendingApprovals {
+pub(crate) struct PendingApprovals {
     open: HashMap<String, Pending>,
 }
 
@@ -215,7 +215,7 @@ struct Pending {
 
 impl PendingApprovals {
     /// Open a question for this call; the `requestState` naming it.
-    pub fn open(&mut self, tool: &str, arguments: &Value) -> std::io::Result<String> {
+    pub(crate) fn open(&mut self, tool: &str, arguments: &Value) -> std::io::Result<String> {
         let now = Instant::now();
         self.open.retain(|_, p| p.expires > now);
         if self.open.len() >= MAX_PENDING_APPROVALS
@@ -240,7 +240,7 @@ impl PendingApprovals {
 
     /// Consume `state` for this call: `Ok` only when this server issued it,
     /// for this tool and these arguments, not long ago, and never before.
-    pub fn redeem(
+    pub(crate) fn redeem(
         &mut self,
         state: &str,
         tool: &str,

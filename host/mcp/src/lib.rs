@@ -56,6 +56,7 @@
 // A public field, signature or trait impl that reaches a type no user can
 // name is a compile error: the type is made private or exported on purpose.
 #![deny(unnameable_types)]
+#![deny(unreachable_pub)]
 
 use std::sync::Arc;
 

@@ -31,11 +31,11 @@ use super::protocol::{self, META_SUBSCRIPTION_ID};
 use super::revision::Revision;
 
 /// The most `subscriptions/listen` streams one client may hold open.
-pub const MAX_SUBSCRIPTIONS: usize = 16;
+pub(crate) const MAX_SUBSCRIPTIONS: usize = 16;
 
 /// Who hears about a change right now.
 #[derive(Debug, Default)]
-pub struct Listeners {
+pub(crate) struct Listeners {
     /// A handshake client that finished its handshake, told `listChanged: true`.
     pub handshake: bool,
     /// Open `subscriptions/listen` streams: their request id and whether
@@ -43,7 +43,7 @@ pub struct Listeners {
     pub subscriptions: Vec<(Id, bool)>,
 }
 
-pub type SharedListeners = Arc<Mutex<Listeners>>;
+pub(crate) type SharedListeners = Arc<Mutex<Listeners>>;
 
 impl Listeners {
     /// One line per listener for one change.
@@ -62,7 +62,7 @@ impl Listeners {
     }
 
     /// Forget the stream `id`; whether it was one.
-    pub fn close(&mut self, id: &Id) -> bool {
+    pub(crate) fn close(&mut self, id: &Id) -> bool {
         let before = self.subscriptions.len();
         self.subscriptions.retain(|(open, _)| open != id);
         self.subscriptions.len() != before
@@ -77,7 +77,7 @@ fn on_stream(id: &Id, method: &str, mut params: Value) -> String {
 
 /// The acknowledgment that opens stream `id`, honoring the tool list when
 /// `tools`.
-pub fn acknowledgment(id: &Id, tools: bool) -> String {
+pub(crate) fn acknowledgment(id: &Id, tools: bool) -> String {
     let notifications = if tools {
         json!({"toolsListChanged": true})
     } else {
@@ -91,13 +91,13 @@ pub fn acknowledgment(id: &Id, tools: bool) -> String {
 }
 
 /// The result that closes stream `id` gracefully (the server is stopping).
-pub fn closing_result(revision: &Revision, id: &Id) -> Value {
+pub(crate) fn closing_result(revision: &Revision, id: &Id) -> Value {
     protocol::stamp(revision, json!({"_meta": { META_SUBSCRIPTION_ID: id }}))
 }
 
 /// Announce every change of `changes` to the listeners of the moment, until
 /// the watch's sender goes or the task is aborted.
-pub fn announce(
+pub(crate) fn announce(
     mut changes: watch::Receiver<u64>,
     listeners: SharedListeners,
     outbox: mpsc::Sender<String>,

@@ -10,33 +10,33 @@ use super::revision::{self, Revision, keep_fields};
 use modhost::tools::{ToolArtifact, ToolOutcome};
 
 /// The per-request `_meta` key naming the revision (2026-07-28).
-pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// The per-request `_meta` key carrying the client's capabilities (2026-07-28).
-pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// The result `_meta` key identifying the server (2026-07-28).
-pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 /// The notification `_meta` key naming a `subscriptions/listen` stream.
-pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+pub(crate) const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// 2026-07-28 `MissingRequiredClientCapabilityError`.
-pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+pub(crate) const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// 2026-07-28 `UnsupportedProtocolVersionError`.
-pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+pub(crate) const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
 /// How long (ms) a client may cache a list that never changes while the
 /// server runs: an hour.
-pub const TTL_MS_FIXED: u64 = 3_600_000;
+pub(crate) const TTL_MS_FIXED: u64 = 3_600_000;
 /// How long (ms) a client may cache a list that changes with the operator's
 /// installs and edits: ten seconds (a client that wants changes at once
 /// subscribes with `subscriptions/listen`).
-pub const TTL_MS_LIVE: u64 = 10_000;
+pub(crate) const TTL_MS_LIVE: u64 = 10_000;
 
 const INSTRUCTIONS: &str = "Each tool is a capability of a modhost module; its description ends with what it \
                             reads, writes, runs and costs. Call modhost__knowledge with a module id to read \
                             the guides that module ships.";
 
 /// The server's `Implementation` in `revision`'s shape.
-pub fn server_info(revision: &Revision) -> Value {
+pub(crate) fn server_info(revision: &Revision) -> Value {
     keep_fields(
         json!({
             "name": "modhost",
@@ -55,7 +55,7 @@ fn capabilities(list_changed: bool) -> Value {
 
 /// `result` as `revision` requires every result: in the stateless era with
 /// `resultType` (`complete` unless set) and the server's identity in `_meta`.
-pub fn stamp(revision: &Revision, result: Value) -> Value {
+pub(crate) fn stamp(revision: &Revision, result: Value) -> Value {
     let Value::Object(mut map) = result else {
         return result;
     };
@@ -80,7 +80,7 @@ fn cacheable(revision: &Revision, mut result: Value, ttl_ms: u64) -> Value {
 }
 
 /// The `initialize` result (handshake revisions).
-pub fn initialize_result(revision: &Revision, list_changed: bool) -> Value {
+pub(crate) fn initialize_result(revision: &Revision, list_changed: bool) -> Value {
     json!({
         "protocolVersion": revision.version,
         "capabilities": capabilities(list_changed),
@@ -91,7 +91,7 @@ pub fn initialize_result(revision: &Revision, list_changed: bool) -> Value {
 
 /// The `server/discover` result (stateless revision): every version this
 /// server speaks, its capabilities and identity, cacheable.
-pub fn discover_result(revision: &Revision, list_changed: bool, ttl_ms: u64) -> Value {
+pub(crate) fn discover_result(revision: &Revision, list_changed: bool, ttl_ms: u64) -> Value {
     cacheable(
         revision,
         json!({
@@ -104,7 +104,7 @@ pub fn discover_result(revision: &Revision, list_changed: bool, ttl_ms: u64) -> 
 }
 
 /// The `tools/list` result: each tool in `revision`'s shape.
-pub fn tools_list_result(revision: &Revision, tools: Vec<Value>, ttl_ms: u64) -> Value {
+pub(crate) fn tools_list_result(revision: &Revision, tools: Vec<Value>, ttl_ms: u64) -> Value {
     let tools: Vec<Value> = tools.into_iter().map(|t| revision.tool(t)).collect();
     cacheable(revision, json!({"tools": tools}), ttl_ms)
 }
@@ -113,7 +113,7 @@ pub fn tools_list_result(revision: &Revision, tools: Vec<Value>, ttl_ms: u64) ->
 /// lines), a `resource_link` per artifact with a host file where the
 /// revision has them, and `structuredContent` when the output is an object
 /// and the revision has it.
-pub fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
+pub(crate) fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
     // Only the members `revision` defines are written: what `keep_fields`
     // would leave, without building the others first.
     let defined = |member: &str| revision.call_result.contains(&member);
@@ -144,7 +144,11 @@ pub fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
 
 /// The multi-round-trip interim result (2026-07-28): the client asks the
 /// user `requests`, then calls again with the answers and `request_state`.
-pub fn input_required_result(revision: &Revision, requests: &Value, request_state: &str) -> Value {
+pub(crate) fn input_required_result(
+    revision: &Revision,
+    requests: &Value,
+    request_state: &str,
+) -> Value {
     stamp(
         revision,
         json!({
@@ -157,7 +161,7 @@ pub fn input_required_result(revision: &Revision, requests: &Value, request_stat
 
 /// `UnsupportedProtocolVersionError` (2026-07-28): what was asked, and every
 /// version this server speaks.
-pub fn unsupported_version(requested: &str) -> RpcError {
+pub(crate) fn unsupported_version(requested: &str) -> RpcError {
     let mut data = ErrorData::new(
         modproto::HostErrorKind::UnsupportedProtocolVersion,
         format!(
@@ -183,7 +187,7 @@ pub fn unsupported_version(requested: &str) -> RpcError {
 /// `MissingRequiredClientCapabilityError` (2026-07-28) for a call of `tool`
 /// that waits for the user's approval from a client whose request did not
 /// declare form elicitation; `remedy` says how to allow the tool instead.
-pub fn missing_elicitation(tool: &str, remedy: &str) -> RpcError {
+pub(crate) fn missing_elicitation(tool: &str, remedy: &str) -> RpcError {
     let mut data = ErrorData::new(modproto::ModuleErrorKind::Denied, remedy);
     data.extra.insert(
         "requiredCapabilities".into(),

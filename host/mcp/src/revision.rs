@@ -26,7 +26,7 @@ use serde_json::{Map, Value};
 
 /// How a revision is entered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
+pub(crate) enum Era {
     /// `initialize` once per connection, then `notifications/initialized`.
     Handshake,
     /// Every request carries its version and capabilities in `_meta`.
@@ -35,7 +35,7 @@ pub enum Era {
 
 /// How the server asks the user a question (elicitation) in a revision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AskUser {
+pub(crate) enum AskUser {
     /// The revision has no elicitation.
     Never,
     /// A server-to-client `elicitation/create` request; `mode` says whether
@@ -48,7 +48,7 @@ pub enum AskUser {
 
 /// How the server announces that its tool list changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListChanges {
+pub(crate) enum ListChanges {
     /// `notifications/tools/list_changed` after the handshake, when the
     /// server declared `listChanged: true`.
     Notification,
@@ -59,7 +59,7 @@ pub enum ListChanges {
 
 /// What one revision defines, as far as this server produces it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Revision {
+pub(crate) struct Revision {
     pub version: &'static str,
     pub era: Era,
     /// `Tool` members.
@@ -97,7 +97,7 @@ const ANNOTATIONS: &[&str] = &[
 ];
 
 /// Every revision this server speaks, newest first.
-pub const REVISIONS: &[Revision] = &[
+pub(crate) const REVISIONS: &[Revision] = &[
     Revision {
         version: "2026-07-28",
         era: Era::Stateless,
@@ -265,18 +265,18 @@ pub const REVISIONS: &[Revision] = &[
 ];
 
 /// The row of `version`, if this server speaks it.
-pub fn find(version: &str) -> Option<&'static Revision> {
+pub(crate) fn find(version: &str) -> Option<&'static Revision> {
     REVISIONS.iter().find(|r| r.version == version)
 }
 
 /// Every version this server speaks, newest first.
-pub fn all_versions() -> Vec<&'static str> {
+pub(crate) fn all_versions() -> Vec<&'static str> {
     REVISIONS.iter().map(|r| r.version).collect()
 }
 
 /// The newest handshake revision: what `initialize` falls back to, and how
 /// a client that sends requests without `initialize` or `_meta` is served.
-pub fn latest_handshake() -> &'static Revision {
+pub(crate) fn latest_handshake() -> &'static Revision {
     REVISIONS
         .iter()
         .find(|r| r.era == Era::Handshake)
@@ -287,7 +287,7 @@ pub fn latest_handshake() -> &'static Revision {
 /// handshake revision this server speaks, otherwise the newest handshake
 /// revision (the client then decides whether it can go on), as the
 /// lifecycle spec of every handshake revision prescribes.
-pub fn negotiate(requested: Option<&str>) -> &'static Revision {
+pub(crate) fn negotiate(requested: Option<&str>) -> &'static Revision {
     requested
         .and_then(find)
         .filter(|r| r.era == Era::Handshake)
@@ -296,7 +296,7 @@ pub fn negotiate(requested: Option<&str>) -> &'static Revision {
 
 /// `value` (an object) with only the members in `fields`; anything else is
 /// returned as it is.
-pub fn keep_fields(value: Value, fields: &[&str]) -> Value {
+pub(crate) fn keep_fields(value: Value, fields: &[&str]) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.into_iter()
@@ -309,7 +309,7 @@ pub fn keep_fields(value: Value, fields: &[&str]) -> Value {
 
 impl Revision {
     /// A `Tool` as this revision defines it.
-    pub fn tool(&self, tool: Value) -> Value {
+    pub(crate) fn tool(&self, tool: Value) -> Value {
         let mut tool = keep_fields(tool, self.tool);
         if let Some(annotations) = tool.get_mut("annotations") {
             *annotations = keep_fields(annotations.take(), self.tool_annotations);
@@ -318,7 +318,7 @@ impl Revision {
     }
 
     /// Whether a call result may carry a content block of this type.
-    pub fn has_content(&self, kind: &str) -> bool {
+    pub(crate) fn has_content(&self, kind: &str) -> bool {
         self.content_types.contains(&kind)
     }
 }

@@ -25,7 +25,7 @@ use modhost::never_a_workspace;
 
 /// The workspace the client's roots name, from a `roots/list` result.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientWorkspace {
+pub(crate) struct ClientWorkspace {
     /// Canonical, and a directory.
     pub path: PathBuf,
     /// How many roots the client sent (more than one: the rest are not granted).
@@ -34,7 +34,7 @@ pub struct ClientWorkspace {
 
 /// Why a `roots/list` result names no workspace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoWorkspace {
+pub(crate) enum NoWorkspace {
     /// The client lists no roots: it names no folder (the host's stays).
     NoRoots,
     /// The client named roots and none may be granted (or the answer is
@@ -44,7 +44,7 @@ pub enum NoWorkspace {
 
 /// The first usable root of a `roots/list` result, or why there is none.
 /// `protected` are directories no workspace may overlap (the modhost home).
-pub fn workspace_from_roots(
+pub(crate) fn workspace_from_roots(
     result: &Value,
     protected: &[PathBuf],
 ) -> Result<ClientWorkspace, NoWorkspace> {
@@ -86,7 +86,7 @@ pub fn workspace_from_roots(
 
 /// The path of a `file://` URI (`file:///a%20b` is `/a b`); `None` for any
 /// other scheme, a host other than empty or `localhost`, or bad escapes.
-pub fn file_uri_path(uri: &str) -> Option<PathBuf> {
+pub(crate) fn file_uri_path(uri: &str) -> Option<PathBuf> {
     let rest = uri.strip_prefix("file://")?;
     let rest = rest.strip_prefix("localhost").unwrap_or(rest);
     if !rest.starts_with('/') {

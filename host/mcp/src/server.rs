@@ -38,13 +38,13 @@ use modhost::CallWorkspace;
 use modhost::tools::{CallError, Progress, ToolOutcome};
 
 /// The most `tools/call`s that run at once for one client.
-pub const MAX_CONCURRENT_CALLS: usize = 16;
+pub(crate) const MAX_CONCURRENT_CALLS: usize = 16;
 
 /// The most lines waiting for the writer.
-pub const OUTBOX_LINES: usize = 64;
+pub(crate) const OUTBOX_LINES: usize = 64;
 
 /// The most progress reports of one call waiting to be forwarded.
-pub const PROGRESS_REPORTS: usize = 16;
+pub(crate) const PROGRESS_REPORTS: usize = 16;
 
 type Outbox = mpsc::Sender<String>;
 
@@ -696,7 +696,7 @@ fn not_approved(name: &str, why: &str) -> ToolOutcome {
 }
 
 /// The longest progress token (as JSON) a call's progress is sent with.
-pub const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
+pub(crate) const MAX_PROGRESS_TOKEN_BYTES: usize = 256;
 
 /// Whether `token` is a `ProgressToken` (a string or a number, every
 /// revision) short enough to repeat on every report: a token of megabytes

@@ -124,14 +124,14 @@ impl PolicyDecision {
     /// start-up, with the call's grants) before any call exists to approve.
     /// An `ask` approval covers one call, so the process serving it is
     /// started after that approval and for it alone; a `deny` never runs.
-    pub fn allows_starting_ahead(&self) -> bool {
+    pub(crate) fn allows_starting_ahead(&self) -> bool {
         self.verdict == PolicyVerdict::Allow
     }
 }
 
 /// Decide the policy for capability `capability` of module `descriptor`,
 /// exposed as tool `tool`.
-pub fn decide(
+pub(crate) fn decide(
     config: &ApprovalConfig,
     descriptor: &Descriptor,
     capability: &Capability,
@@ -149,7 +149,7 @@ pub fn decide(
 /// The decision for a tool the host itself provides (listed under the
 /// module id `modhost`): the operator's rules apply to it as to any tool,
 /// and `built_in` is what holds when none matches.
-pub fn decide_built_in(
+pub(crate) fn decide_built_in(
     config: &ApprovalConfig,
     capability: &str,
     effects: &modproto::Effects,
@@ -371,7 +371,7 @@ impl Refusal {
 /// the default (or a built-in) allows needed no approval and carries no
 /// record; one an allow rule let through carries `by: "rule"`, one that was
 /// asked and approved says who approved it.
-pub fn authorize(
+pub(crate) fn authorize(
     decision: &PolicyDecision,
     tool: &str,
     approver: Option<ApprovedBy>,
@@ -394,7 +394,7 @@ pub fn authorize(
 }
 
 /// The host's approval record for a call, stamped now.
-pub fn approval_record(by: &str, rule: &str) -> modproto::Approval {
+pub(crate) fn approval_record(by: &str, rule: &str) -> modproto::Approval {
     modproto::Approval {
         by: by.to_owned(),
         rule: Some(rule.to_owned()),
@@ -404,7 +404,7 @@ pub fn approval_record(by: &str, rule: &str) -> modproto::Approval {
 
 /// Whether `name` matches `pattern`, where `*` is any run of characters and
 /// `?` any one character. Everything else matches itself.
-pub fn glob_matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn glob_matches(pattern: &str, name: &str) -> bool {
     let p: Vec<char> = pattern.chars().collect();
     let n: Vec<char> = name.chars().collect();
     // Iterative matcher with single-star backtracking: linear in practice,

@@ -26,7 +26,7 @@ pub struct CheckedArtifact {
 
 /// Keep the artifacts that lie inside granted roots; a warning for each
 /// dropped one.
-pub fn check_artifacts(
+pub(crate) fn check_artifacts(
     artifacts: &[ArtifactRef],
     grants: &[Grant],
 ) -> (Vec<CheckedArtifact>, Vec<String>) {

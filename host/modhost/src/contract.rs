@@ -51,7 +51,7 @@ pub enum ContractStanding {
 }
 
 /// Decide the standing of `descriptor`.
-pub fn assess(descriptor: Arc<Descriptor>) -> ContractStanding {
+pub(crate) fn assess(descriptor: Arc<Descriptor>) -> ContractStanding {
     match contract::evaluate(descriptor) {
         ContractDecision::V1(pin) => ContractStanding::V1(pin),
         ContractDecision::Refused(pin) => ContractStanding::VersionRefused(pin),

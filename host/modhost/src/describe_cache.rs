@@ -46,7 +46,7 @@ use modhost_runner::atomic_file::write_bytes_atomically;
 const INDEX_FILE: &str = "index.json";
 
 /// How long a failed describe is remembered.
-pub const FAILURE_TTL: Duration = Duration::from_secs(5 * 60);
+pub(crate) const FAILURE_TTL: Duration = Duration::from_secs(5 * 60);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct IndexEntry {
@@ -59,7 +59,7 @@ struct IndexEntry {
 
 /// A failed describe, as remembered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub kind: modproto::ErrorKind,
     pub message: String,
     /// When it failed, in seconds since the Unix epoch.
@@ -68,7 +68,7 @@ pub struct Failure {
 
 /// Whose describe result: a module's identity together with its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DescribeKey<'a> {
+pub(crate) struct DescribeKey<'a> {
     /// The folder name, or the bare file's stem.
     pub name: &'a str,
     /// The entry file's path inside the tree.
@@ -95,7 +95,7 @@ impl DescribeKey<'_> {
 
 /// The describe cache of one home.
 #[derive(Debug)]
-pub struct DescribeCache {
+pub(crate) struct DescribeCache {
     home: PathBuf,
     dir: PathBuf,
     index: BTreeMap<PathBuf, IndexEntry>,
@@ -105,7 +105,7 @@ pub struct DescribeCache {
 
 impl DescribeCache {
     /// Open the cache of the home `layout` (its folder need not exist yet).
-    pub fn load(layout: &HomeLayout) -> Self {
+    pub(crate) fn load(layout: &HomeLayout) -> Self {
         let dir = layout.describe_cache_dir();
         DescribeCache {
             home: layout.root().to_path_buf(),
@@ -116,7 +116,7 @@ impl DescribeCache {
     }
 
     /// The digest of the tree at `root` if the index still vouches for it.
-    pub fn indexed_digest(&self, root: &Path, state: &TreeState) -> Option<&str> {
+    pub(crate) fn indexed_digest(&self, root: &Path, state: &TreeState) -> Option<&str> {
         self.index
             .get(root)
             .filter(|entry| entry.state == *state)
@@ -126,7 +126,7 @@ impl DescribeCache {
     /// Remember that the tree at `root`, whose state was `state` when it was
     /// hashed just now, has `digest` (unless it changed too recently for the
     /// state to vouch for it).
-    pub fn record_digest(&mut self, root: &Path, state: &TreeState, digest: &str) {
+    pub(crate) fn record_digest(&mut self, root: &Path, state: &TreeState, digest: &str) {
         if !state.settled_at(SystemTime::now()) {
             if self.index.remove(root).is_some() {
                 self.changes.insert(root.to_path_buf(), None);
@@ -144,7 +144,7 @@ impl DescribeCache {
 
     /// The describe failure remembered for the tree at `root`, while it keeps
     /// `state` and for [`FAILURE_TTL`] after the failure.
-    pub fn remembered_failure(
+    pub(crate) fn remembered_failure(
         &self,
         root: &Path,
         state: &TreeState,
@@ -159,7 +159,12 @@ impl DescribeCache {
     /// Remember that describing the module at `root` failed just now. Only a
     /// tree the index vouches for (see [`Self::record_digest`]) is
     /// remembered; any other is simply described again next time.
-    pub fn remember_failure(&mut self, root: &Path, kind: &modproto::ErrorKind, message: &str) {
+    pub(crate) fn remember_failure(
+        &mut self,
+        root: &Path,
+        kind: &modproto::ErrorKind,
+        message: &str,
+    ) {
         let Some(entry) = self.index.get_mut(root) else {
             return;
         };
@@ -175,13 +180,17 @@ impl DescribeCache {
     }
 
     /// The cached describe result of the module `key`.
-    pub fn result(&self, key: &DescribeKey<'_>) -> Option<Value> {
+    pub(crate) fn result(&self, key: &DescribeKey<'_>) -> Option<Value> {
         let bytes = std::fs::read(self.dir.join(key.file_name()?)).ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 
     /// Store the describe result of the module `key`.
-    pub fn store_result(&self, key: &DescribeKey<'_>, result: &Value) -> std::io::Result<()> {
+    pub(crate) fn store_result(
+        &self,
+        key: &DescribeKey<'_>,
+        result: &Value,
+    ) -> std::io::Result<()> {
         let Some(name) = key.file_name() else {
             return Err(std::io::Error::other(format!(
                 "not a digest: {:?}",
@@ -196,7 +205,7 @@ impl DescribeCache {
     /// for roots not in `live` (when given). Under the home's lock: the file
     /// is read again and merged, so a concurrent save is not lost. Failing
     /// to write only costs speed next time.
-    pub fn save(&mut self, live: Option<&[PathBuf]>) {
+    pub(crate) fn save(&mut self, live: Option<&[PathBuf]>) {
         let stale = |path: &PathBuf| live.is_some_and(|live| !live.contains(path));
         let dropped = self.index.keys().any(stale);
         if self.changes.is_empty() && !dropped {

@@ -408,7 +408,10 @@ struct Candidate {
 
 /// The entry of a pinned module whose files are gone: broken, kind
 /// `missing`, with where it came from.
-pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> InstalledModule {
+pub(crate) fn missing_module(
+    layout: &HomeLayout,
+    record: &crate::pins::PinRecord,
+) -> InstalledModule {
     let folder = layout.module_dir(&record.module);
     let source = record
         .source
@@ -456,7 +459,7 @@ pub fn missing_module(layout: &HomeLayout, record: &crate::pins::PinRecord) -> I
 /// unpin everything, or under `warn` hide it): every module counts as
 /// unpinned and says why. [`crate::Host::open`] refuses such a file up front;
 /// this covers one that breaks while a host is running.
-pub fn apply_pins(layout: &HomeLayout, modules: &mut Vec<InstalledModule>, mode: PinsMode) {
+pub(crate) fn apply_pins(layout: &HomeLayout, modules: &mut Vec<InstalledModule>, mode: PinsMode) {
     let pins = Pins::load(layout.root());
     if let Ok(pins) = &pins {
         for record in pins.records() {
@@ -664,7 +667,7 @@ fn last_line(text: &str) -> &str {
 }
 
 /// Parse a describe result into a descriptor.
-pub fn parse_descriptor(value: Value) -> Result<Descriptor, ModuleError> {
+pub(crate) fn parse_descriptor(value: Value) -> Result<Descriptor, ModuleError> {
     serde_json::from_value(value).map_err(|e| ModuleError {
         kind: HostErrorKind::BadDescriptor.into(),
         message: format!("the descriptor does not parse: {e}"),

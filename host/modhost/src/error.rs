@@ -91,6 +91,6 @@ impl HostError {
 
 /// Findings for a person: one per line, each with its remedy indented
 /// below; empty for none.
-pub fn render_findings(findings: &[modconform::Finding]) -> String {
+pub(crate) fn render_findings(findings: &[modconform::Finding]) -> String {
     findings.iter().map(|f| format!("\n{f}")).collect()
 }

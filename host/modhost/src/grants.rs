@@ -97,7 +97,7 @@ pub struct GrantPlan {
 
 impl GrantPlan {
     /// The `roots` member of the invoke request.
-    pub fn request_roots(&self) -> BTreeMap<String, GrantedRoot> {
+    pub(crate) fn request_roots(&self) -> BTreeMap<String, GrantedRoot> {
         self.roots
             .iter()
             .map(|g| {
@@ -115,7 +115,7 @@ impl GrantPlan {
     }
 
     /// The `binaries` member of the invoke request.
-    pub fn request_binaries(&self) -> BTreeMap<String, String> {
+    pub(crate) fn request_binaries(&self) -> BTreeMap<String, String> {
         self.binaries
             .iter()
             .map(|(k, v)| (k.clone(), v.to_string_lossy().into_owned()))
@@ -160,7 +160,7 @@ impl Authority {
     }
 
     /// Writes no root and runs no program (network is the caller's to add).
-    pub fn touches_nothing_but_reads(&self) -> bool {
+    pub(crate) fn touches_nothing_but_reads(&self) -> bool {
         self.writable().next().is_none() && self.binaries.is_empty()
     }
 }
@@ -371,7 +371,7 @@ fn resolve_workspace(workspace: &Path) -> Result<PathBuf, String> {
 /// Check one source root: it must exist and be a directory or a regular
 /// file (a store kept as one database file is as good as a directory); a
 /// socket, device or FIFO is refused. Returns the canonical path.
-pub fn resolve_source_root(path: &Path) -> Result<PathBuf, String> {
+pub(crate) fn resolve_source_root(path: &Path) -> Result<PathBuf, String> {
     let canonical = std::fs::canonicalize(path)
         .map_err(|e| format!("{} does not resolve: {e}", path.display()))?;
     let meta =

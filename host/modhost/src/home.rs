@@ -20,7 +20,7 @@ pub const DISABLED_MARKER: &str = ".disabled";
 pub struct NoHome;
 
 /// Environment variable naming the home when `--home` is not given.
-pub const HOME_ENV: &str = "MODHOST_HOME";
+pub(crate) const HOME_ENV: &str = "MODHOST_HOME";
 
 /// The resolved host home and the paths of its layout.
 #[derive(Debug, Clone)]
@@ -70,12 +70,12 @@ impl HomeLayout {
     }
 
     /// `state/<id>/`: the module's private, persistent state root.
-    pub fn state_dir(&self, id: &str) -> PathBuf {
+    pub(crate) fn state_dir(&self, id: &str) -> PathBuf {
         self.root.join("state").join(id)
     }
 
     /// `artifacts/<id>/`: where the module's artifacts land.
-    pub fn artifacts_dir(&self, id: &str) -> PathBuf {
+    pub(crate) fn artifacts_dir(&self, id: &str) -> PathBuf {
         self.root.join("artifacts").join(id)
     }
 
@@ -83,7 +83,7 @@ impl HomeLayout {
     /// context, kept so the caller can read them. Host-owned: no grant ever
     /// points here (unlike `artifacts/<id>/`, which a module can write), and
     /// the host opens it without following symlinks (`tools::spill`).
-    pub fn spill_dir(&self) -> PathBuf {
+    pub(crate) fn spill_dir(&self) -> PathBuf {
         self.root.join("spill")
     }
 
@@ -94,7 +94,7 @@ impl HomeLayout {
 
     /// `cache/describe/`: describe results by module identity and tree
     /// digest, plus the tree-state index in front of them.
-    pub fn describe_cache_dir(&self) -> PathBuf {
+    pub(crate) fn describe_cache_dir(&self) -> PathBuf {
         self.cache_dir().join("describe")
     }
 
@@ -112,14 +112,14 @@ impl HomeLayout {
 
     /// `.lock`: the file every read-modify-write of host state locks (see
     /// `home_lock`).
-    pub fn lock_path(&self) -> PathBuf {
+    pub(crate) fn lock_path(&self) -> PathBuf {
         self.root.join(".lock")
     }
 
     /// `staging/`: where `install` prepares a module before the atomic
     /// rename into `modules/`. Inside the home so the rename never crosses a
     /// filesystem.
-    pub fn staging_dir(&self) -> PathBuf {
+    pub(crate) fn staging_dir(&self) -> PathBuf {
         self.root.join("staging")
     }
 
@@ -129,7 +129,7 @@ impl HomeLayout {
     }
 
     /// `pins.json`.
-    pub fn pins_path(&self) -> PathBuf {
+    pub(crate) fn pins_path(&self) -> PathBuf {
         self.root.join("pins.json")
     }
 }

@@ -41,14 +41,14 @@ pub struct HomeLockError {
 
 /// The exclusive lock on one home, held until dropped.
 #[derive(Debug)]
-pub struct HomeLock {
+pub(crate) struct HomeLock {
     // Closing the file releases the lock.
     _file: File,
 }
 
 impl HomeLock {
     /// Wait for and take the exclusive lock on the home at `home`.
-    pub fn acquire(home: &Path) -> Result<HomeLock, HomeLockError> {
+    pub(crate) fn acquire(home: &Path) -> Result<HomeLock, HomeLockError> {
         let path = HomeLayout::new(home).lock_path();
         let error = |source| HomeLockError {
             path: path.clone(),

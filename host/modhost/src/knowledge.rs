@@ -33,7 +33,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 /// The most bytes one document may have; a larger file is left out.
-pub const MAX_DOCUMENT_BYTES: u64 = 256 * 1024;
+pub(crate) const MAX_DOCUMENT_BYTES: u64 = 256 * 1024;
 
 /// Overlay or skill.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -46,7 +46,7 @@ pub enum DocKind {
 }
 
 impl DocKind {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             DocKind::Overlay => "overlay",
             DocKind::Skill => "skill",

@@ -87,6 +87,7 @@
 // cannot name is a compile error, so an internal type never leaks into the
 // API unlisted (it is either made private or named here on purpose).
 #![deny(unnameable_types)]
+#![deny(unreachable_pub)]
 
 pub mod approval;
 pub(crate) mod artifacts;

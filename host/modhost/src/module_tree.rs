@@ -39,7 +39,7 @@ use modhost_runner::file_identity::{FileIdentity, Glance};
 
 /// Why a module's tree could not be digested.
 #[derive(Debug, thiserror::Error)]
-pub enum TreeError {
+pub(crate) enum TreeError {
     #[error("could not read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -57,7 +57,7 @@ pub enum TreeError {
 
 /// What one entry of a tree is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NodeKind {
+pub(crate) enum NodeKind {
     Folder,
     File { executable: bool },
     Link { target: PathBuf },
@@ -65,7 +65,7 @@ pub enum NodeKind {
 
 /// One entry of a module's tree.
 #[derive(Debug, Clone)]
-pub struct Node {
+pub(crate) struct Node {
     /// Relative to the tree's root (for a bare file: its file name).
     pub relative: PathBuf,
     /// Where it is on disk now.
@@ -75,7 +75,7 @@ pub struct Node {
 
 /// A walked tree: its entries in digest order, and their identities.
 #[derive(Debug, Clone)]
-pub struct Tree {
+pub(crate) struct Tree {
     pub nodes: Vec<Node>,
     pub state: TreeState,
 }
@@ -85,14 +85,14 @@ pub struct Tree {
 /// and what counts is what it leads to, as for the digest), every entry
 /// beneath it by `lstat` (links beneath are recorded as links).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TreeState {
+pub(crate) struct TreeState {
     entries: Vec<(PathBuf, FileIdentity)>,
 }
 
 impl TreeState {
     /// The identity the walk took of the tree's root (where a link given as
     /// the root led).
-    pub fn root_identity(&self) -> Option<&FileIdentity> {
+    pub(crate) fn root_identity(&self) -> Option<&FileIdentity> {
         self.entries.first().map(|(_, identity)| identity)
     }
 
@@ -122,7 +122,7 @@ impl TreeState {
 
     /// Whether every entry had last changed at least [`modhost_runner::file_identity::RACY`]
     /// before `at`, so this state can vouch for a digest taken at `at`.
-    pub fn settled_at(&self, at: SystemTime) -> bool {
+    pub(crate) fn settled_at(&self, at: SystemTime) -> bool {
         self.entries
             .iter()
             .all(|(_, identity)| identity.settled_at(at))
@@ -131,7 +131,7 @@ impl TreeState {
 
 /// Walk the tree at `root`: a folder (everything beneath it) or one file.
 /// Reads no file contents.
-pub fn walk(root: &Path) -> Result<Tree, TreeError> {
+pub(crate) fn walk(root: &Path) -> Result<Tree, TreeError> {
     let read = |path: &Path| {
         let path = path.to_path_buf();
         move |source| TreeError::Read { path, source }
@@ -271,7 +271,7 @@ fn stays_inside(root: &Path, link: &Path, target: &Path) -> bool {
 }
 
 /// The tree digest (blake3, hex) of `tree`'s entries, reading every file.
-pub fn digest(tree: &Tree) -> Result<String, TreeError> {
+pub(crate) fn digest(tree: &Tree) -> Result<String, TreeError> {
     let mut hasher = blake3::Hasher::new();
     hasher.update(b"modhost-tree-v1\0");
     for node in &tree.nodes {
@@ -306,7 +306,7 @@ pub fn digest(tree: &Tree) -> Result<String, TreeError> {
 }
 
 /// Walk and digest the tree at `root` in one go.
-pub fn walk_and_digest(root: &Path) -> Result<(Tree, String), TreeError> {
+pub(crate) fn walk_and_digest(root: &Path) -> Result<(Tree, String), TreeError> {
     #[cfg(test)]
     DIGESTS_ON_THIS_THREAD.with(|count| count.set(count.get() + 1));
     let tree = walk(root)?;

@@ -40,7 +40,7 @@ pub struct CapabilityOverride {
 }
 
 impl CapabilityOverride {
-    pub fn is_enabled(&self) -> bool {
+    pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.unwrap_or(true)
     }
 }
@@ -55,7 +55,7 @@ pub struct OverrideError {
 }
 
 /// The override for a capability, by either spelling of its key.
-pub fn find_override<'a>(
+pub(crate) fn find_override<'a>(
     overrides: &'a BTreeMap<String, CapabilityOverride>,
     module_id: &str,
     capability_id: &str,
@@ -65,7 +65,7 @@ pub fn find_override<'a>(
 
 /// Like [`find_override`], with the key as the operator spelled it (for
 /// messages that point at the line to change).
-pub fn find_override_entry<'a>(
+pub(crate) fn find_override_entry<'a>(
     overrides: &'a BTreeMap<String, CapabilityOverride>,
     module_id: &str,
     capability_id: &str,

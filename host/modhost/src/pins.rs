@@ -44,7 +44,7 @@ use modhost_runner::atomic_file::write_bytes_atomically;
 use modhost_runner::file_identity::{FileIdentity, Glance};
 
 /// The file name inside the host home.
-pub const PINS_FILE: &str = "pins.json";
+pub(crate) const PINS_FILE: &str = "pins.json";
 
 /// The format this modhost writes.
 pub const FORMAT: u32 = 2;
@@ -120,7 +120,7 @@ impl PinRecord {
 
 /// The on-disk shape of `pins.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PinFile {
+pub(crate) struct PinFile {
     /// Format version of this file.
     pub format: u32,
     #[serde(default)]
@@ -142,7 +142,7 @@ pub struct PinFile {
 /// be reused): a re-read `pins.json` is a new `Pins`, a rediscovered module
 /// a new descriptor, and either compares again.
 #[derive(Debug, Default)]
-pub struct PinsWatch {
+pub(crate) struct PinsWatch {
     cached: std::sync::Mutex<Option<(FileIdentity, std::sync::Arc<Pins>)>>,
     standings: std::sync::Mutex<std::collections::HashMap<String, Compared>>,
 }
@@ -233,7 +233,7 @@ impl PinsWatch {
 
 /// The pins of one host home.
 #[derive(Debug, Clone)]
-pub struct Pins {
+pub(crate) struct Pins {
     path: PathBuf,
     file: PinFile,
 }
@@ -266,7 +266,7 @@ pub enum PinsError {
 impl Pins {
     /// Load the pins of the home at `home`, to read them. A missing file is
     /// an empty set. To change them, use [`Pins::load_locked`].
-    pub fn load(home: &Path) -> Result<Pins, PinsError> {
+    pub(crate) fn load(home: &Path) -> Result<Pins, PinsError> {
         let path = home.join(PINS_FILE);
         let file = match std::fs::read(&path) {
             Ok(bytes) => {
@@ -295,18 +295,21 @@ impl Pins {
     /// Load the pins to change them. Only pins loaded under the home's lock
     /// (held by the caller until the change is saved) can be changed: no
     /// other writer can read the same state and overwrite this change.
-    pub fn load_locked<'a>(home: &Path, lock: &'a HomeLock) -> Result<LockedPins<'a>, PinsError> {
+    pub(crate) fn load_locked<'a>(
+        home: &Path,
+        lock: &'a HomeLock,
+    ) -> Result<LockedPins<'a>, PinsError> {
         Ok(LockedPins {
             pins: Pins::load(home)?,
             _lock: lock,
         })
     }
 
-    pub fn get(&self, module: &str) -> Option<&PinRecord> {
+    pub(crate) fn get(&self, module: &str) -> Option<&PinRecord> {
         self.file.modules.get(module)
     }
 
-    pub fn records(&self) -> impl Iterator<Item = &PinRecord> {
+    pub(crate) fn records(&self) -> impl Iterator<Item = &PinRecord> {
         self.file.modules.values()
     }
 
@@ -327,7 +330,7 @@ impl Pins {
     }
 
     /// How `descriptor`, served by bytes with digest `digest`, stands against its pin.
-    pub fn standing(&self, descriptor: &Descriptor, digest: &str) -> PinStanding {
+    pub(crate) fn standing(&self, descriptor: &Descriptor, digest: &str) -> PinStanding {
         match self.get(&descriptor.id) {
             None => PinStanding::Unpinned,
             Some(record) => {
@@ -344,20 +347,20 @@ impl Pins {
 
 /// Pins loaded under the home's lock: the only ones that can be changed.
 #[derive(Debug)]
-pub struct LockedPins<'a> {
+pub(crate) struct LockedPins<'a> {
     pins: Pins,
     _lock: &'a HomeLock,
 }
 
 impl LockedPins<'_> {
     /// Record `record`, replacing any earlier pin of the same module, and save.
-    pub fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
+    pub(crate) fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
         self.pins.file.modules.insert(record.module.clone(), record);
         self.pins.save()
     }
 
     /// Remove the pin of `module` and save. Returns whether there was one.
-    pub fn unpin(&mut self, module: &str) -> Result<bool, PinsError> {
+    pub(crate) fn unpin(&mut self, module: &str) -> Result<bool, PinsError> {
         let had = self.pins.file.modules.remove(module).is_some();
         if had {
             self.pins.save()?;

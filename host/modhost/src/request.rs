@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 
 /// The caller's arguments, split into what goes where.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PlacedArguments {
+pub(crate) struct PlacedArguments {
     /// The value of `input`.
     pub input: Value,
     /// Keys that pass through at the request root.
@@ -24,7 +24,7 @@ pub struct PlacedArguments {
 }
 
 /// Split a caller's arguments into `input` and pass-through keys.
-pub fn place_arguments(args: Value) -> PlacedArguments {
+pub(crate) fn place_arguments(args: Value) -> PlacedArguments {
     let mut object = match args {
         Value::Object(object) if object.contains_key("input") => object,
         // No explicit input: the whole value is the input (a reserved name
@@ -67,7 +67,7 @@ pub fn place_arguments(args: Value) -> PlacedArguments {
 /// later) and two calls in one nanosecond still differ. The prefix is
 /// written once: the process id is a system call each time, and modhost
 /// never forks without exec.
-pub fn new_request_id() -> String {
+pub(crate) fn new_request_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let prefix = PREFIX.get_or_init(|| {

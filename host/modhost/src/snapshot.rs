@@ -62,7 +62,7 @@ use crate::module_tree::{self, NodeKind, TreeError};
 
 /// Why a snapshot could not be made.
 #[derive(Debug, thiserror::Error)]
-pub enum SnapshotError {
+pub(crate) enum SnapshotError {
     #[error(transparent)]
     Tree(#[from] TreeError),
     #[error("could not {action} {path}: {source}")]
@@ -91,12 +91,12 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Snaps
 }
 
 /// `cache/snapshots/<digest>/`, whether it exists or not.
-pub fn snapshot_dir(layout: &HomeLayout, digest: &str) -> PathBuf {
+pub(crate) fn snapshot_dir(layout: &HomeLayout, digest: &str) -> PathBuf {
     layout.snapshots_dir().join(digest)
 }
 
 /// The snapshot of `digest` if it is already in the store.
-pub fn existing(layout: &HomeLayout, digest: &str) -> Option<PathBuf> {
+pub(crate) fn existing(layout: &HomeLayout, digest: &str) -> Option<PathBuf> {
     if !is_hex_digest(digest) {
         return None;
     }
@@ -109,7 +109,7 @@ pub fn existing(layout: &HomeLayout, digest: &str) -> Option<PathBuf> {
 /// The snapshot of the tree at `source_root` (a module folder or a bare
 /// file), which must digest to `digest`: reused when present, else copied,
 /// verified and moved into the store.
-pub fn ensure(
+pub(crate) fn ensure(
     layout: &HomeLayout,
     source_root: &Path,
     digest: &str,
@@ -210,7 +210,7 @@ fn copy_file(from: &Path, to: &Path) -> Result<(), SnapshotError> {
 /// folders removed. The caller holds the home's lock (`_lock`), so no pin is
 /// written meanwhile. Best effort: a snapshot that cannot be removed stays,
 /// and nothing is removed when pins.json cannot be read.
-pub fn remove_unused(layout: &HomeLayout, _lock: &HomeLock) -> Vec<PathBuf> {
+pub(crate) fn remove_unused(layout: &HomeLayout, _lock: &HomeLock) -> Vec<PathBuf> {
     let pins = match crate::pins::Pins::load(layout.root()) {
         Ok(pins) => pins,
         Err(e) => {

@@ -28,7 +28,7 @@ use serde_json::Value;
 
 /// Why a value was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SchemaFailure {
+pub(crate) enum SchemaFailure {
     /// The schema itself does not compile (the module's fault).
     BadSchema(String),
     /// Each violation, as `<json pointer>: <problem>`.
@@ -54,7 +54,7 @@ fn check_with(validator: &jsonschema::Validator, instance: &Value) -> Result<(),
 
 /// Compiled schemas, shared by every call of a host.
 #[derive(Debug, Default)]
-pub struct Validators {
+pub(crate) struct Validators {
     compiled: Mutex<HashMap<String, Compiled>>,
     /// By (descriptor, schema) address: see the module docs.
     by_address: Mutex<HashMap<(usize, usize), Owned>>,
@@ -79,7 +79,7 @@ const MAX_COMPILED: usize = 512;
 impl Validators {
     /// Check `instance` against `schema`, compiling it only the first time
     /// this text is seen.
-    pub fn check(&self, schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
+    pub(crate) fn check(&self, schema: &Value, instance: &Value) -> Result<(), SchemaFailure> {
         match self.compiled(schema).as_ref() {
             Ok(validator) => check_with(validator, instance),
             Err(failure) => Err(failure.clone()),
@@ -89,7 +89,7 @@ impl Validators {
     /// [`Validators::check`] of `schema`, one of `owner`'s capability
     /// schemas: found by address after the first time, not by its text. A
     /// schema that is not `owner`'s own is looked up by its text.
-    pub fn check_in(
+    pub(crate) fn check_in(
         &self,
         owner: &Arc<Descriptor>,
         schema: &Value,
@@ -138,7 +138,7 @@ impl Validators {
     /// pay for the compile (nor, for the host's first schema, for
     /// `jsonschema`'s own one-time set-up: its meta-schemas, about a
     /// megabyte of allocations). A broken schema is remembered as broken.
-    pub fn prepare(&self, schema: &Value) {
+    pub(crate) fn prepare(&self, schema: &Value) {
         self.compiled(schema);
     }
 

@@ -18,6 +18,7 @@
 // A public field, signature or trait impl that reaches a type no user can
 // name is a compile error: the type is made private or exported on purpose.
 #![deny(unnameable_types)]
+#![deny(unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -475,7 +475,7 @@ impl WasmEngine {
 
     /// Load the component at `module` (on a blocking thread, see `load_async_announcing`) and
     /// run one call of it: the transport seam's entry point for components.
-    pub async fn run_module(
+    pub(crate) async fn run_module(
         &self,
         module: &Path,
         call: &Call<'_>,

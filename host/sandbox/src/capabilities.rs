@@ -71,7 +71,7 @@ pub fn prepare() -> Option<CapabilityDrop> {
 
 /// Whether the host's permitted set is not empty. (An unprivileged host's
 /// full bounding set gives a module nothing under `no_new_privs`.)
-pub fn host_holds_capabilities() -> bool {
+pub(crate) fn host_holds_capabilities() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
@@ -96,7 +96,7 @@ fn last_cap() -> libc::c_ulong {
 impl CapabilityDrop {
     /// The same drop for a child of a thread that has taken steps 1 to 3
     /// ([`CapabilityDrop::lock_and_empty_bounding`]).
-    pub fn after_inherited_bounding(self) -> CapabilityDrop {
+    pub(crate) fn after_inherited_bounding(self) -> CapabilityDrop {
         CapabilityDrop {
             inherited: true,
             ..self
@@ -106,7 +106,7 @@ impl CapabilityDrop {
     /// Drop every capability. Runs in the child between `clone` and `exec`:
     /// system calls on values and stack memory only; the errno of the first
     /// step that failed.
-    pub fn drop_all(&self) -> Result<(), libc::c_int> {
+    pub(crate) fn drop_all(&self) -> Result<(), libc::c_int> {
         if !self.inherited {
             self.lock_and_empty_bounding()?;
         }
@@ -117,7 +117,7 @@ impl CapabilityDrop {
     /// ambient set cleared. Per thread and inherited by every child the
     /// thread starts; the thread keeps its effective and permitted sets.
     #[allow(unsafe_code)]
-    pub fn lock_and_empty_bounding(&self) -> Result<(), libc::c_int> {
+    pub(crate) fn lock_and_empty_bounding(&self) -> Result<(), libc::c_int> {
         // SAFETY: prctl with integer arguments.
         check(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, LOCKED_SECUREBITS, 0, 0, 0) })?;
         let mut cap: libc::c_ulong = 0;

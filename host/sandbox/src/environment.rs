@@ -78,7 +78,7 @@ pub fn module_path_is_resolved() -> bool {
 
 /// Mark the calling thread as one that must not run a version manager (a
 /// spawner thread: `crate::spawner`).
-pub fn never_ask_managers_on_this_thread() {
+pub(crate) fn never_ask_managers_on_this_thread() {
     NO_MANAGERS.with(|flag| flag.set(true));
 }
 
@@ -122,7 +122,7 @@ static RESOLVED_PATH: OnceLock<Option<OsString>> = OnceLock::new();
 
 /// `path` with each version manager's `shims` folder replaced by the `bin/`
 /// folders of the installations the manager selects.
-pub fn resolve_shims(path: &OsStr) -> OsString {
+pub(crate) fn resolve_shims(path: &OsStr) -> OsString {
     let dirs: Vec<PathBuf> = std::env::split_paths(path)
         .flat_map(|dir| match shim_manager(&dir) {
             Some(manager) => match selected_bins(&manager) {

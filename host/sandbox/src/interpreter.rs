@@ -76,7 +76,7 @@ pub fn resolve(program: &Path, more: &[PathBuf], path_env: &dyn Fn() -> Option<O
 /// [`resolve`] with the PATH a module that looks commands up gets
 /// ([`crate::environment::module_path`]), cached by the
 /// files' identities.
-pub fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
+pub(crate) fn resolve_cached(program: &Path, more: &[PathBuf]) -> Arc<Chain> {
     type Key = Vec<(PathBuf, Option<(std::time::SystemTime, u64)>)>;
     /// A chain, and the PATH its resolution looked commands up in (`None`:
     /// it looked nothing up, and holds whatever PATH is).

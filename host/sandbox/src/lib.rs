@@ -77,6 +77,7 @@
 // A public field, signature or trait impl that reaches a type no user can
 // name is a compile error: the type is made private or exported on purpose.
 #![deny(unnameable_types)]
+#![deny(unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 
@@ -231,7 +232,7 @@ const DEV_NULL: &str = "/dev/null";
 /// change, and never for a bare module's parent (`modules/` itself).
 /// [`prepare`] refuses a call that would execute a file inside one of its
 /// read-write roots before it asks for these rules.
-pub fn path_rules_with(
+pub(crate) fn path_rules_with(
     program: &Path,
     grants: &[Grant],
     chain: &interpreter::Chain,
@@ -384,7 +385,7 @@ fn executable_where_modules_write(
 /// user, writable by nobody, and overlapping no read-write grant of the
 /// call. `None` for every other program, a module run from `modules/<id>/`
 /// included.
-pub fn approved_snapshot_root(program: &Path, grants: &[Grant]) -> Option<PathBuf> {
+pub(crate) fn approved_snapshot_root(program: &Path, grants: &[Grant]) -> Option<PathBuf> {
     use std::os::unix::fs::MetadataExt;
     let snapshot = program.ancestors().skip(1).find(|dir| {
         let is_digest = dir
@@ -414,7 +415,7 @@ pub fn approved_snapshot_root(program: &Path, grants: &[Grant]) -> Option<PathBu
 
 /// What of its own installation a module may read: its folder, or only
 /// itself when it lies bare in the shared `modules/` folder.
-pub fn module_root(program: &Path) -> PathBuf {
+pub(crate) fn module_root(program: &Path) -> PathBuf {
     match program.parent() {
         Some(parent)
             if !parent.as_os_str().is_empty()
@@ -473,7 +474,7 @@ impl Confinement {
 
     /// Whether a landlock domain will be applied.
     #[cfg(test)]
-    pub fn is_landlocked(&self) -> bool {
+    pub(crate) fn is_landlocked(&self) -> bool {
         #[cfg(target_os = "linux")]
         return self.child.ruleset.is_some();
         #[cfg(not(target_os = "linux"))]
@@ -508,7 +509,7 @@ impl ChildConfinement {
     /// Whether the calling thread may start the child: a confinement that
     /// leaves parts to a spawner thread ([`spawner`]) only from that thread,
     /// since the child inherits them from it. Checked before the clone.
-    pub fn may_start_here(&self) -> bool {
+    pub(crate) fn may_start_here(&self) -> bool {
         self.0
             .spawner
             .is_none_or(|spawner| spawner.thread == spawner::current_thread())
@@ -517,7 +518,7 @@ impl ChildConfinement {
     /// What the child passes in `setpgid`'s third argument: the host's key,
     /// which the base filter a spawner thread carries asks of that call
     /// (`seccomp::Layer::Base`); 0 without one.
-    pub fn group_key(&self) -> u64 {
+    pub(crate) fn group_key(&self) -> u64 {
         self.0.group_key
     }
 }
@@ -654,7 +655,7 @@ fn shortfall_at_preparation(
 /// plus [`PROCESS_MARGIN`] stops a fork bomb without breaking honest helpers.
 /// The count is cached for a few seconds: scanning `/proc` on every call
 /// would cost more than the spawn itself.
-pub fn process_cap() -> u64 {
+pub(crate) fn process_cap() -> u64 {
     use std::sync::Mutex;
     use std::time::{Duration, Instant};
     static CACHE: Mutex<Option<(Instant, u64)>> = Mutex::new(None);

@@ -41,7 +41,7 @@ pub struct PathRule {
 
 impl PathRule {
     /// The access and opening as one byte, for the ruleset cache's key.
-    pub fn kind_byte(&self) -> u8 {
+    pub(crate) fn kind_byte(&self) -> u8 {
         self.access as u8 | (self.opening as u8) << 4
     }
 }

@@ -60,7 +60,7 @@ static CGROUP: OnceLock<Result<PidsCgroup, String>> = OnceLock::new();
 
 /// The cgroup a root host's modules join.
 #[derive(Debug)]
-pub struct PidsCgroup {
+pub(crate) struct PidsCgroup {
     path: PathBuf,
     /// The file a write of `0` to moves the writer in (`tasks` under v1,
     /// `cgroup.procs` under v2), opened for writing, close-on-exec.
@@ -72,7 +72,7 @@ impl PidsCgroup {
     /// the child between `clone` and `exec`: one `write` on a descriptor
     /// opened in the parent.
     #[allow(unsafe_code)]
-    pub fn join(&self) -> Result<(), libc::c_int> {
+    pub(crate) fn join(&self) -> Result<(), libc::c_int> {
         const SELF: &[u8] = b"0";
         // SAFETY: write of a static byte string to an open descriptor.
         let written = unsafe {
@@ -102,7 +102,7 @@ pub(super) fn process_bound() -> Option<&'static PidsCgroup> {
 }
 
 /// The host's modules' cgroup, created once; `Err` says why there is none.
-pub fn host_cgroup(max: u64) -> Result<&'static PidsCgroup, &'static str> {
+pub(crate) fn host_cgroup(max: u64) -> Result<&'static PidsCgroup, &'static str> {
     CGROUP
         .get_or_init(|| create(max))
         .as_ref()

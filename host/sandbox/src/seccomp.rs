@@ -56,7 +56,7 @@ mod dispatch;
 /// What is not enforced where no filter is built (only x86_64 and aarch64
 /// Linux have one).
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub const UNSUPPORTED_REASON: &str = "no seccomp filter for this architecture (only x86_64 and aarch64): device nodes, namespaces, mount, ptrace, keyctl, bpf, executable memfds, non-TCP sockets and leaving the process group are not refused";
+pub(crate) const UNSUPPORTED_REASON: &str = "no seccomp filter for this architecture (only x86_64 and aarch64): device nodes, namespaces, mount, ptrace, keyctl, bpf, executable memfds, non-TCP sockets and leaving the process group are not refused";
 
 /// A test on one argument of a system call.
 #[derive(Debug, Clone, Copy)]
@@ -166,7 +166,7 @@ const CLONE_NAMESPACES: [&[ArgTest]; 7] = [
 
 /// Refused with `EPERM` for every confined module.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub const REFUSED: &[Refused] = &[
+pub(crate) const REFUSED: &[Refused] = &[
     // Leaving the process group the host kills at the end of the call.
     always("setsid", libc::SYS_setsid),
     always("setpgid", libc::SYS_setpgid),
@@ -281,7 +281,7 @@ pub const REFUSED: &[Refused] = &[
 ];
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub const REFUSED: &[Refused] = &[];
+pub(crate) const REFUSED: &[Refused] = &[];
 
 const fn always(name: &'static str, number: libc::c_long) -> Refused {
     Refused {
@@ -329,7 +329,7 @@ const NOT_AN_IP_FAMILY: [ArgTest; 2] = [
 ///
 /// `socketpair` stays allowed for stream and seqpacket pairs (see
 /// [`SOCKETPAIR_DATAGRAM`]).
-pub fn socket_rules(network: bool) -> When {
+pub(crate) fn socket_rules(network: bool) -> When {
     if !network {
         return When::Always;
     }
@@ -351,7 +351,7 @@ pub fn socket_rules(network: bool) -> When {
 /// from ABI 9. `SOCK_RAW` too: `AF_UNIX` makes it a datagram socket
 /// (`unix_create`). Stream and seqpacket pairs refuse an address, and stay
 /// allowed: runtimes use them for their own pipes.
-pub const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 2] = [
+pub(crate) const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 2] = [
     &[ArgTest::MaskedEq {
         arg: 1,
         mask: SOCK_TYPE_MASK,
@@ -417,7 +417,7 @@ const GROUP_CALLS: [libc::c_long; 2] = [libc::SYS_setsid, libc::SYS_setpgid];
 
 /// The argument of `setpgid(pid, pgid)` that carries the host's key: the
 /// third, which the kernel ignores for a call of two.
-pub const KEY_ARG: u8 = 2;
+pub(crate) const KEY_ARG: u8 = 2;
 
 /// `setpgid` without the host's key in [`KEY_ARG`]: what [`Layer::Base`]
 /// refuses of the process-group calls.
@@ -427,7 +427,7 @@ const SETPGID_WITHOUT_KEY: [&[ArgTest]; 1] = [&[ArgTest::NotHostKey { arg: KEY_A
 /// It lives in the host's memory and in the kernel's copy of
 /// [`Layer::Base`]; a module in a landlock domain reads neither (see
 /// [`Layer::Base`]). `Err` when the kernel gave no random bytes.
-pub fn host_key() -> Result<u64, String> {
+pub(crate) fn host_key() -> Result<u64, String> {
     static KEY: OnceLock<Result<u64, String>> = OnceLock::new();
     KEY.get_or_init(draw_key).clone()
 }

@@ -90,7 +90,7 @@ impl Part {
     /// The parts a call implies: all of them, but TCP only when the
     /// capability did not declare `network` (a network capability is allowed
     /// TCP and UDP; raw, packet and netlink sockets stay refused).
-    pub fn implied_by(network: bool) -> impl Iterator<Item = Part> {
+    pub(crate) fn implied_by(network: bool) -> impl Iterator<Item = Part> {
         Part::ALL
             .into_iter()
             .filter(move |part| !(network && *part == Part::Tcp))
@@ -121,7 +121,7 @@ pub enum Enforcement {
 }
 
 /// The landlock ABI at which filesystem confinement counts as full.
-pub const FULL_FS_ABI: u32 = 5;
+pub(crate) const FULL_FS_ABI: u32 = 5;
 
 const LANDLOCK_REMEDY: &str =
     "run on Linux 6.10 or newer with landlock in the lsm= boot list (landlock ABI 5+)";
@@ -164,7 +164,7 @@ impl ConfinementSupport {
 
     /// The same machine, where a root host could not set up the pids
     /// cgroup its modules join, for `reason`.
-    pub fn without_process_bound(self, reason: &'static str) -> Self {
+    pub(crate) fn without_process_bound(self, reason: &'static str) -> Self {
         ConfinementSupport {
             process_bound_missing: Some(reason),
             ..self
@@ -186,17 +186,17 @@ impl ConfinementSupport {
     }
 
     /// TCP bind and connect can be denied by landlock (ABI 4).
-    pub fn landlock_tcp(&self) -> bool {
+    pub(crate) fn landlock_tcp(&self) -> bool {
         self.at_least(4)
     }
 
     /// Signals and abstract UNIX sockets are scoped to the domain (ABI 6).
-    pub fn landlock_scopes(&self) -> bool {
+    pub(crate) fn landlock_scopes(&self) -> bool {
         self.at_least(6)
     }
 
     /// Connecting to pathname UNIX sockets is confined by landlock (ABI 9).
-    pub fn landlock_unix_sockets(&self) -> bool {
+    pub(crate) fn landlock_unix_sockets(&self) -> bool {
         self.at_least(9)
     }
 
@@ -397,7 +397,7 @@ impl ConfinementSupport {
 
 /// A call's unenforced parts as one sentence (the reason of a refusal, or
 /// the warning a best-effort call carries).
-pub fn describe_unenforced(parts: &[PartSupport]) -> String {
+pub(crate) fn describe_unenforced(parts: &[PartSupport]) -> String {
     let list: Vec<String> = parts
         .iter()
         .map(|p| format!("{} ({})", p.part.label(), p.why))

@@ -26,7 +26,7 @@ use std::path::{Component, Path, PathBuf};
 
 /// Bounds on what one archive may unpack to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ArchiveLimits {
+pub(crate) struct ArchiveLimits {
     /// Total bytes of file contents, after decompression.
     pub max_total_bytes: u64,
     /// Entries of any kind (files, folders, links).
@@ -44,14 +44,14 @@ impl Default for ArchiveLimits {
 
 /// The archive formats `install` accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArchiveFormat {
+pub(crate) enum ArchiveFormat {
     TarGz,
     Zip,
 }
 
 impl ArchiveFormat {
     /// The format a file name announces (`.tar.gz`, `.tgz`, `.zip`), if any.
-    pub fn of_path(path: &Path) -> Option<ArchiveFormat> {
+    pub(crate) fn of_path(path: &Path) -> Option<ArchiveFormat> {
         let name = path.file_name()?.to_str()?.to_ascii_lowercase();
         if name.ends_with(".tar.gz") || name.ends_with(".tgz") {
             Some(ArchiveFormat::TarGz)
@@ -65,7 +65,7 @@ impl ArchiveFormat {
 
 /// Why an archive was refused. Every variant names the archive.
 #[derive(Debug, thiserror::Error)]
-pub enum ArchiveError {
+pub(crate) enum ArchiveError {
     #[error("{archive}: {source}")]
     Io {
         archive: PathBuf,
@@ -95,7 +95,7 @@ pub enum ArchiveError {
 ///
 /// Returns the regular files written, relative to `into`, in archive order.
 /// On any error `into` is removed.
-pub fn extract(
+pub(crate) fn extract(
     archive: &Path,
     format: ArchiveFormat,
     into: &Path,

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 /// Why a digest could not be confirmed.
 #[derive(Debug, thiserror::Error)]
-pub enum DigestError {
+pub(crate) enum DigestError {
     #[error("could not read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -44,7 +44,11 @@ pub enum DigestError {
 /// `source` again: a file swapped at that path once its bytes were
 /// checked (by a module writing the folder it lies in) is never what gets
 /// installed.
-pub fn receive(source: &Path, into: &Path, expected: Option<&str>) -> Result<String, DigestError> {
+pub(crate) fn receive(
+    source: &Path,
+    into: &Path,
+    expected: Option<&str>,
+) -> Result<String, DigestError> {
     let expected = expected.map(expected_sha256).transpose()?;
     let read_error = |source_error| DigestError::Read {
         path: source.to_path_buf(),

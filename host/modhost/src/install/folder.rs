@@ -18,7 +18,7 @@ use crate::module_tree::{self, NodeKind, TreeError};
 
 /// Why a folder could not be copied.
 #[derive(Debug, thiserror::Error)]
-pub enum FolderError {
+pub(crate) enum FolderError {
     #[error(transparent)]
     Tree(#[from] TreeError),
     #[error("{path} changed while it was being copied: {why}; nothing was copied from it")]
@@ -34,7 +34,7 @@ pub enum FolderError {
 /// Copy the module folder `source` to `target` (which must not exist),
 /// keeping each file's executable bit. On failure `target` may hold part of
 /// the copy; the caller's staging folder is removed as a whole.
-pub fn copy_folder(source: &Path, target: &Path) -> Result<(), FolderError> {
+pub(crate) fn copy_folder(source: &Path, target: &Path) -> Result<(), FolderError> {
     let tree = module_tree::walk(source)?;
     copy_tree(source, &tree, target)
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Where the module sits in an unpacked tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Located {
+pub(crate) struct Located {
     /// The folder that becomes `modules/<id>/` (the tree's root, or its one
     /// top-level folder).
     pub folder: PathBuf,
@@ -21,7 +21,7 @@ pub struct Located {
 
 /// Why no single module could be found.
 #[derive(Debug, thiserror::Error)]
-pub enum LocateError {
+pub(crate) enum LocateError {
     #[error("could not read {path}: {source}")]
     Read {
         path: PathBuf,
@@ -43,7 +43,7 @@ pub enum LocateError {
 
 /// Find the module in the unpacked tree at `root`. When several candidates
 /// exist, the one whose name (without `.wasm`) is `preferred` wins.
-pub fn locate_module(root: &Path, preferred: Option<&str>) -> Result<Located, LocateError> {
+pub(crate) fn locate_module(root: &Path, preferred: Option<&str>) -> Result<Located, LocateError> {
     let entries = read_entries(root)?;
     // One top-level folder and nothing else: the module lives in it.
     let folder = match entries.as_slice() {

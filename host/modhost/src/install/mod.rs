@@ -6,19 +6,19 @@
 //! (that is [`crate::manage`]'s job). Everything here writes only beneath a
 //! staging folder it is given, and leaves nothing behind when it fails.
 
-pub mod archive;
-pub mod digest;
-pub mod folder;
-pub mod locate;
+pub(crate) mod archive;
+pub(crate) mod digest;
+pub(crate) mod folder;
+pub(crate) mod locate;
 
-pub use archive::{ArchiveFormat, ArchiveLimits, extract};
-pub use digest::{DigestError, receive};
-pub use folder::copy_folder;
-pub use locate::locate_module;
+pub(crate) use archive::{ArchiveFormat, ArchiveLimits, extract};
+pub(crate) use digest::{DigestError, receive};
+pub(crate) use folder::copy_folder;
+pub(crate) use locate::locate_module;
 
 /// Names a module may not take: the host's own, and the folders of its home
 /// (a module named `state` would read as the state folder in every listing).
-pub const RESERVED_IDS: &[&str] = &[
+pub(crate) const RESERVED_IDS: &[&str] = &[
     "modhost",
     "host",
     "modules",
@@ -32,6 +32,6 @@ pub const RESERVED_IDS: &[&str] = &[
 
 /// Whether `id` is reserved. Names starting with `.` are hidden and never
 /// valid module ids anyway (see [`crate::discovery::is_module_id`]).
-pub fn is_reserved_id(id: &str) -> bool {
+pub(crate) fn is_reserved_id(id: &str) -> bool {
     id.starts_with('.') || RESERVED_IDS.contains(&id)
 }

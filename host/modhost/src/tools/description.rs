@@ -14,7 +14,7 @@ use modproto::{Cost, Descriptor, Effects, RootKind};
 use crate::grants::{self, Authority, RootAuthority};
 
 /// `base` followed by a blank line and the effect summary.
-pub fn tool_description(base: &str, descriptor: &Descriptor, effects: &Effects) -> String {
+pub(crate) fn tool_description(base: &str, descriptor: &Descriptor, effects: &Effects) -> String {
     let base = base.trim();
     let summary = effect_summary(descriptor, effects);
     if base.is_empty() {
@@ -27,7 +27,7 @@ pub fn tool_description(base: &str, descriptor: &Descriptor, effects: &Effects) 
 /// One line per fact: reads, writes, network, runs, cost, approval. Reads
 /// lists every root the call is granted (a writable root can be read too),
 /// writes the ones granted read-write, runs the binaries it may be given.
-pub fn effect_summary(descriptor: &Descriptor, effects: &Effects) -> String {
+pub(crate) fn effect_summary(descriptor: &Descriptor, effects: &Effects) -> String {
     let authority = grants::authority(descriptor, effects);
     let mut lines = vec!["Effects:".to_owned()];
     lines.push(match authority.roots.as_slice() {

@@ -143,7 +143,7 @@ impl ToolOutcome {
 
 /// How to turn a module's root names into host paths, for artifact lines.
 #[derive(Debug, Clone, Copy)]
-pub struct RootPaths<'a> {
+pub(crate) struct RootPaths<'a> {
     pub descriptor: &'a Descriptor,
     pub home: &'a HomeLayout,
     pub workspace: Option<&'a Path>,
@@ -163,7 +163,7 @@ impl RootPaths<'_> {
 }
 
 /// Shape an invocation's result for the model.
-pub fn outcome(
+pub(crate) fn outcome(
     tool: &ToolDef,
     result: Result<InvokeResult, InvokeFailure>,
     roots: &RootPaths<'_>,
@@ -239,7 +239,7 @@ fn success(tool: &ToolDef, result: InvokeResult, roots: &RootPaths<'_>) -> ToolO
 
 /// The root name a spilled output is reported under: not a module root, the
 /// host's own folder ([`super::spill`]).
-pub const SPILL_ROOT: &str = "modhost-spill";
+pub(crate) const SPILL_ROOT: &str = "modhost-spill";
 
 /// Save `body` in the host's spill folder, outside every root a module is
 /// granted, and describe it as an artifact whose `file` is where it lies.
@@ -262,7 +262,7 @@ fn save_full_output(
 }
 
 /// What happened and what to do, for a failed call.
-pub fn failure_text(tool: &ToolDef, failure: &InvokeFailure) -> String {
+pub(crate) fn failure_text(tool: &ToolDef, failure: &InvokeFailure) -> String {
     let mut text = format!(
         "{} failed ({}): {}",
         tool.name, failure.kind, failure.message

@@ -45,7 +45,8 @@ pub enum Format {
 }
 
 /// Every format name, as `--format` takes it.
-pub const FORMAT_NAMES: &[&str] = &["json", "mcp", "openai", "openai-responses", "anthropic"];
+pub(crate) const FORMAT_NAMES: &[&str] =
+    &["json", "mcp", "openai", "openai-responses", "anthropic"];
 
 impl std::str::FromStr for Format {
     type Err = String;

@@ -127,7 +127,7 @@ pub(crate) fn failure(e: &InvokeError) -> InvokeFailure {
 
 /// The modules whose capabilities become tools: enabled, described, and not
 /// refused by the contract pin.
-pub fn tool_modules(discovered: &[InstalledModule]) -> Vec<ModuleEntry> {
+pub(crate) fn tool_modules(discovered: &[InstalledModule]) -> Vec<ModuleEntry> {
     discovered
         .iter()
         .filter(|m| m.is_invocable())

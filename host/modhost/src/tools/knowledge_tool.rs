@@ -22,7 +22,7 @@ const CAPABILITY: &str = "knowledge";
 /// tool that can only answer "nothing here" is noise in every agent's
 /// context). Its name stays reserved either way: the registry refuses a
 /// module tool that claims it.
-pub fn is_offered(modules: &[ModuleEntry]) -> bool {
+pub(crate) fn is_offered(modules: &[ModuleEntry]) -> bool {
     modules.iter().any(|m| !m.descriptor.knowledge.is_empty())
 }
 
@@ -36,7 +36,7 @@ pub(crate) fn is_this(tool: &ToolDef) -> bool {
 /// model cannot guess a module that is not there. It is allowed unless an
 /// approval rule of the operator's says otherwise (`tool =
 /// "modhost__knowledge"`, `module = "modhost"`, or a rule for every tool).
-pub fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> ToolDef {
+pub(crate) fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> ToolDef {
     let ids: Vec<&str> = modules
         .iter()
         .filter(|m| !m.descriptor.knowledge.is_empty())
@@ -88,7 +88,11 @@ pub fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> ToolDef
 
 /// Answer one call of `tool` (this tool's definition: only the modules its
 /// schema lists are served).
-pub fn run(tool: &ToolDef, modules: &BTreeMap<String, ModuleEntry>, input: &Value) -> ToolOutcome {
+pub(crate) fn run(
+    tool: &ToolDef,
+    modules: &BTreeMap<String, ModuleEntry>,
+    input: &Value,
+) -> ToolOutcome {
     let Some(module_id) = input.get("module").and_then(Value::as_str) else {
         return ToolOutcome::failure(format!(
             "{KNOWLEDGE_TOOL} failed (invalid_input): \"module\" (a string) is required\n\

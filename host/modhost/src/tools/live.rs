@@ -70,7 +70,7 @@ use super::{Invoker, Loaded};
 use modhost_runner::file_identity::{Fingerprint, Glance};
 
 /// How often an idle server looks for operator changes.
-pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+pub(crate) const POLL_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Where a live toolbox loads its tools from again.
 pub(crate) trait ToolSource<I>: Send + Sync + 'static {

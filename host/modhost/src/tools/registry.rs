@@ -13,7 +13,7 @@ use crate::overrides::{self, CapabilityOverride};
 
 /// The tools of a set of modules, and what was refused while building them.
 #[derive(Debug, Clone, Default)]
-pub struct Registry {
+pub(super) struct Registry {
     pub tools: Vec<ToolDef>,
     /// Tools left out, one line each (name collisions).
     pub problems: Vec<String>,
@@ -21,7 +21,7 @@ pub struct Registry {
 
 /// Build one tool per enabled capability of `modules`, plus the knowledge
 /// tool when some module ships knowledge.
-pub fn build_registry(
+pub(super) fn build_registry(
     modules: &[ModuleEntry],
     approval: &ApprovalConfig,
     overrides: &BTreeMap<String, CapabilityOverride>,

@@ -38,18 +38,23 @@ use rustix::io::Errno;
 use crate::home::HomeLayout;
 
 /// How many spills of one module are kept: the newest ones.
-pub const KEEP_PER_MODULE: usize = 64;
+pub(crate) const KEEP_PER_MODULE: usize = 64;
 
 /// A saved full output: where it is on the host and its file name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Spilled {
+pub(crate) struct Spilled {
     pub file: PathBuf,
     pub file_name: String,
 }
 
 /// Save `body` as `<home>/spill/<module>/<tool>-<unique>.txt`, following no
 /// symlink below the home.
-pub fn save(home: &HomeLayout, module: &str, tool: &str, body: &str) -> std::io::Result<Spilled> {
+pub(crate) fn save(
+    home: &HomeLayout,
+    module: &str,
+    tool: &str,
+    body: &str,
+) -> std::io::Result<Spilled> {
     for name in [module, tool] {
         if !is_plain_name(name) {
             return Err(std::io::Error::new(

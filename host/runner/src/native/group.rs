@@ -109,7 +109,7 @@ impl Leader {
 
     /// Whether the leader has exited (reaped or not), asked of its pidfd
     /// without waiting.
-    pub fn has_exited(&self) -> bool {
+    pub(crate) fn has_exited(&self) -> bool {
         self.wait_exit(Some(Duration::ZERO)).unwrap_or(false)
     }
 
@@ -137,7 +137,7 @@ impl Leader {
 
     /// Wait for the leader to exit, kill its group, reap it, blocking the
     /// calling thread.
-    pub fn wait_kill_reap(&self) -> std::io::Result<ExitStatus> {
+    pub(crate) fn wait_kill_reap(&self) -> std::io::Result<ExitStatus> {
         self.wait_exit(None)?;
         self.kill_and_reap()
     }
@@ -153,7 +153,7 @@ impl Leader {
     /// shut down meanwhile) kills the group and reaps on a thread of its
     /// own; a pidfd the runtime cannot poll is waited for on the blocking
     /// pool; and the guard stands down only once the leader is reaped.
-    pub fn reap_when_exited(
+    pub(crate) fn reap_when_exited(
         self: Arc<Self>,
     ) -> impl Future<Output = std::io::Result<ExitStatus>> + Send + 'static {
         let unreaped = ReapIfDropped(Some(Arc::clone(&self)));

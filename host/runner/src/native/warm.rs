@@ -41,8 +41,8 @@
 //! - **Bounded processes.** At most [`MAX_SPECS`] specs keep processes
 //!   waiting, [`DEPTH`] each, the least recently called giving its place to
 //!   a new one, so a client that calls many tools (or one tool with
-//!   ever-new grants) does not accumulate processes: [`MAX_WAITING`] at
-//!   most. A waiting process holds four descriptors the runtime polls (its
+//!   ever-new grants) does not accumulate processes: `DEPTH * MAX_SPECS`
+//!   at most. A waiting process holds four descriptors the runtime polls (its
 //!   pipes and pidfd) and no thread.
 //!
 //! [`WarmPool::shutdown`] kills and reaps every waiting process; dropping the
@@ -62,19 +62,21 @@ use super::process::{self, SpawnSpec, Started, attach, spawn_off_runtime};
 /// How many processes each spec keeps started: a client calling one tool in
 /// a tight loop comes back before one process could finish starting, and a
 /// second, started a call earlier, has had twice as long.
-pub const DEPTH: usize = 2;
+pub(crate) const DEPTH: usize = 2;
 
 /// How many call specs may keep processes started.
-pub const MAX_SPECS: usize = 16;
+pub(crate) const MAX_SPECS: usize = 16;
 
-/// The most processes a pool keeps waiting (or starting) at once.
-pub const MAX_WAITING: usize = DEPTH * MAX_SPECS;
+/// The most processes a pool keeps waiting (or starting) at once: what
+/// the two bounds above imply, stated for the tests that check it.
+#[cfg(test)]
+pub(crate) const MAX_WAITING: usize = DEPTH * MAX_SPECS;
 
 /// How long a spec's processes wait for its next call before they are
 /// ended and not replaced. An agent working with a tool calls it again
 /// within seconds; one that stopped should not leave confined processes
 /// behind for the rest of a long session.
-pub const IDLE_LIFE: Duration = Duration::from_secs(60);
+pub(crate) const IDLE_LIFE: Duration = Duration::from_secs(60);
 
 /// A process being started in the background (`None` when that failed).
 type Starting = JoinHandle<Option<Started>>;
@@ -125,7 +127,7 @@ impl WarmPool {
 
     /// A pool whose processes are ended once their spec had no call for
     /// `idle_life`.
-    pub fn with_idle_life(idle_life: Duration) -> WarmPool {
+    pub(crate) fn with_idle_life(idle_life: Duration) -> WarmPool {
         WarmPool {
             shared: Arc::default(),
             idle_life,
@@ -154,7 +156,7 @@ impl WarmPool {
     /// of the least recently called one, whose processes are ended in the
     /// background. Must be called on a tokio runtime, and only after a call
     /// the host allowed to start ahead ([`crate::Call::start_ahead`]).
-    pub fn refill(&self, spec: &SpawnSpec) {
+    pub(crate) fn refill(&self, spec: &SpawnSpec) {
         let now = Instant::now();
         let mut evicted = None;
         {

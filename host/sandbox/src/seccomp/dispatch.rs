@@ -44,7 +44,7 @@ const OFFSET_ARCH: u32 = 4;
 
 /// What one system call number gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SyscallAction {
+pub(super) enum SyscallAction {
     Allow,
     /// Refused with this errno whatever its arguments.
     Errno(u32),
@@ -72,7 +72,7 @@ struct Interval {
 /// as seccompiler's programs do), then the tree over `table` (number,
 /// verdict; numbers unique), then `blocks`. Numbers from `foreign_from` up
 /// (x86_64's x32 ABI, whose numbers have bit 30 set) get `foreign`.
-pub fn assemble(
+pub(super) fn assemble(
     audit_arch: u32,
     table: &[(u32, SyscallAction)],
     foreign_from: Option<(u32, SyscallAction)>,
@@ -119,7 +119,7 @@ pub fn assemble(
 /// nothing that is kept jumps into the prefix; the prefix is checked to be
 /// exactly what seccompiler emits, so a new seccompiler layout fails here
 /// rather than filter wrongly.
-pub fn rule_block(
+pub(super) fn rule_block(
     program: &[sock_filter],
     audit_arch: u32,
     number: u32,
@@ -322,12 +322,12 @@ fn tree(intervals: &[Interval]) -> Vec<Op> {
 /// A cBPF interpreter for the instructions seccomp programs here use, to
 /// check programs against the tables they were made from.
 #[cfg(test)]
-pub mod cbpf {
+pub(super) mod cbpf {
     use seccompiler::sock_filter;
 
     /// `struct seccomp_data`, as the filter sees it.
     #[derive(Debug, Clone, Copy)]
-    pub struct Data {
+    pub(crate) struct Data {
         pub nr: u32,
         pub arch: u32,
         pub args: [u64; 6],
@@ -355,7 +355,7 @@ pub mod cbpf {
 
     /// How a run ended.
     #[derive(Debug, Clone, Copy)]
-    pub struct Outcome {
+    pub(crate) struct Outcome {
         /// The seccomp return value.
         pub ret: u32,
         /// Instructions executed.
@@ -368,7 +368,7 @@ pub mod cbpf {
     /// Run `program` on `data`. Panics on an instruction it does not know,
     /// a jump out of the program, or falling off its end (the kernel
     /// rejects those programs).
-    pub fn run(program: &[sock_filter], data: &Data) -> Outcome {
+    pub(crate) fn run(program: &[sock_filter], data: &Data) -> Outcome {
         let mut a: u32 = 0;
         let mut pc = 0usize;
         let mut steps = 0;

@@ -40,7 +40,7 @@ const ADJACENT_GROUPS: &[&[&str]] = &[
 ];
 
 /// `schema` as an OpenAI or Anthropic tool's parameters, or why it cannot be.
-pub fn input_schema(schema: &Value) -> Result<Value, String> {
+pub(super) fn input_schema(schema: &Value) -> Result<Value, String> {
     let mut schema = schema.clone();
     let Some(root) = schema.as_object_mut() else {
         return Err("its input schema is not a JSON object".to_owned());
@@ -69,7 +69,7 @@ pub fn input_schema(schema: &Value) -> Result<Value, String> {
 
 /// A schema (input or output) with its non-standard formats dropped, for
 /// clients that validate with Ajv (MCP).
-pub fn without_non_standard_formats(schema: &Value, role: SchemaRole) -> Value {
+pub(super) fn without_non_standard_formats(schema: &Value, role: SchemaRole) -> Value {
     let mut schema = schema.clone();
     for construct in portability::scan(&schema.clone(), role) {
         if let Construct::NonStandardFormat { pointer, .. } = construct {

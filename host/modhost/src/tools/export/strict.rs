@@ -75,7 +75,7 @@ const STRICT_FORMATS: &[&str] = &[
 
 /// `schema` (already [`super::portable::input_schema`]) in strict form, or
 /// why it cannot be made strict without changing its meaning.
-pub fn strict_schema(schema: &Value) -> Result<Value, String> {
+pub(super) fn strict_schema(schema: &Value) -> Result<Value, String> {
     let mut schema = schema.clone();
     let defs = definitions(&schema);
     make_strict(&mut schema, &mut String::new(), &defs)?;
