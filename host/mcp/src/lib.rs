@@ -52,6 +52,16 @@
 //!   `listChanged: true` and sent `notifications/tools/list_changed`;
 //!   stateless clients hear of changes on a `subscriptions/listen` stream
 //!   (`list_changes.rs`).
+//!
+//! # API
+//!
+//! - [`HostServer::open`] builds the server from a `modhost::Host` with
+//!   [`ServeOptions`], exactly as `modhost mcp` does; `.serve_stdio()` runs it.
+//! - [`serve`] and [`serve_until`] run any [`Backend`] over any byte pipes;
+//!   [`ToolboxBackend`] is the backend over a `modhost::tools::Toolbox`;
+//!   [`serve_stdio`] adds stdin, stdout and the signals.
+//! - [`line`](mod@line): the framing of client lines (bounded, UTF-8 checked), public
+//!   so the fuzz target drives the very functions the server uses.
 
 // A public field, signature or trait impl that reaches a type no user can
 // name is a compile error: the type is made private or exported on purpose.

@@ -25,7 +25,7 @@
 //!   rule let the call through. A call the default allows needed no approval
 //!   and carries no record: the record means "someone (or a rule the
 //!   operator wrote) approved this", never "nothing objected".
-//! - Approval is the host's alone: the record ([`approval_record`]) is written
+//! - Approval is the host's alone: the record (`approval_record`) is written
 //!   here, and any `approval` a caller puts in its arguments is stripped by the
 //!   request builder (it is a reserved key).
 

@@ -8,7 +8,7 @@
 //!   in the folder. `.disabled` in the folder disables it.
 //! - `modules/<name>` (an executable or `.wasm` file) is a bare module.
 //!   A bare module cannot be disabled in place; enable/disable first move it
-//!   into its own folder ([`crate::manage`]).
+//!   into its own folder (`crate::manage`).
 //!
 //! Design decisions:
 //!
@@ -19,7 +19,7 @@
 //! - **Bounded and parallel.** Modules are described a few at a time
 //!   (`describe_concurrency`), each with its own timeout, so one hung module
 //!   costs one timeout, not one per module after it.
-//! - **Cached by identity and content.** See [`crate::describe_cache`]: an
+//! - **Cached by identity and content.** See `crate::describe_cache`: an
 //!   unchanged module is neither hashed nor run.
 //! - **Named by its folder.** A module's id is its folder's name (or the bare
 //!   file's stem), never the id its descriptor claims; a descriptor claiming
@@ -27,7 +27,7 @@
 //! - **What runs is the approved snapshot.** A module's digest covers its
 //!   whole tree (`crate::module_tree`). Under `pins = "enforce"` and
 //!   `"warn"`, a pinned module whose tree still has its pinned digest runs
-//!   from its snapshot ([`crate::snapshot`]): [`InstalledModule::program`] is
+//!   from its snapshot (`crate::snapshot`): [`InstalledModule::program`] is
 //!   the snapshot's entry file, for describe and for every call, so nothing
 //!   written into `modules/<id>/` after approval runs. A folder that changed
 //!   since its pin:

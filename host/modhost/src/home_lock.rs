@@ -1,7 +1,7 @@
 //! One writer at a time: the exclusive lock on a host home.
 //!
 //! Every read-modify-write of host state (`pins.json`, the describe cache
-//! index, install, remove, enable/disable) holds [`HomeLock`] for its whole
+//! index, install, remove, enable/disable) holds `HomeLock` for its whole
 //! duration: read the current state, change it, write it back. Without it two
 //! `modhost pin` commands both read the old `pins.json` and the second rename
 //! silently drops the first one's change (a revoked approval stays in force).

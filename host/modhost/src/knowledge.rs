@@ -17,7 +17,7 @@
 //!   reader of a transcript can tell where an instruction came from.
 //! - **Read from what runs.** For a pinned module the folder given here is its
 //!   approved snapshot (`InstalledModule::knowledge_dir`, see
-//!   [`crate::snapshot`]), so the documents are the approved bytes even if
+//!   `crate::snapshot`), so the documents are the approved bytes even if
 //!   `modules/<id>/` is edited later.
 //! - Paths are untrusted: a declared path must be clean and relative and must
 //!   resolve (after symlinks) inside the module's own folder. A module

@@ -8,7 +8,7 @@
 //! installed modules (each one's standing, and with
 //! [`InstalledModule::summary`] why), [`Host::invoke`] a capability; for an
 //! agent, [`tools::open_toolbox`] turns the enabled capabilities into tools
-//! and [`tools::export`] writes them in a provider's shape. The MCP server
+//! and [`tools::export()`] writes them in a provider's shape. The MCP server
 //! (the `modhost-mcp` crate) is a client of the same API, and so is the
 //! command line (`modhost-cli`), which also reads the operator's
 //! configuration, plans grants and checks knowledge through the public
@@ -79,11 +79,29 @@
 //! builds it) and `modhost-cli` (the `modhost` binary, a client of the
 //! public APIs only). This crate has no clap, anyhow or MCP code.
 //!
+//! # What is public
+//!
+//! The types at the crate root (re-exported below) are the API most users
+//! need. The public modules are what an operator's tool needs beyond a call,
+//! each for one concept, and nothing else is `pub` (`unreachable_pub` is
+//! denied below):
+//!
+//! - [`home`] and [`home_lock`]: where a home keeps what, and the one-writer lock;
+//! - [`config`], [`approval`] and [`overrides`]: what the operator decides in
+//!   `config.toml` (limits, approval rules, per-capability overrides);
+//! - [`discovery`], [`contract`] and [`pins`]: what is installed, which
+//!   contract governs it, and the operator's approval of its exact bytes;
+//! - [`grants`]: which paths a call's roots and binaries resolve to;
+//! - [`knowledge`]: the markdown overlays and skills a module ships;
+//! - [`conformance_caller`]: how `modhost conformance` reaches a live module;
+//! - [`tools`]: every enabled capability as an agent tool, its policy, its
+//!   call, and [`tools::export()`] to a provider's shape;
+//! - [`host`]: [`Host`] and the workspace rules.
+//!
 //! Features: `wasm` (default) runs WebAssembly components; without it the
 //! host is native-only and refuses a component with a clear error.
 
-// The public API is exactly what is re-exported below (and `tools`, `mcp`):
-// a public field, signature or trait impl that reaches a type a user
+// A public field, signature or trait impl that reaches a type a user
 // cannot name is a compile error, so an internal type never leaks into the
 // API unlisted (it is either made private or named here on purpose).
 #![deny(unnameable_types)]

@@ -1,7 +1,7 @@
 //! Integrity pins: the operator's approval of exact bytes and an exact descriptor.
 //!
 //! `pins.json` in the host home records, per module, the tree digest of its
-//! files ([`crate::module_tree`]: every file of its folder, names, modes and
+//! files (`crate::module_tree`: every file of its folder, names, modes and
 //! contents), the digest of the descriptor (and of each
 //! capability, so a refusal can say *what* changed), the contract version and
 //! when it was pinned. Under `pins = "enforce"` (the default) an unpinned
@@ -16,7 +16,7 @@
 //! details are in [`crate::discovery`]'s header).
 //!
 //! Pinning also stores the approved tree in the snapshot store
-//! ([`crate::snapshot`]) before the pin is written: what a pinned module runs
+//! (`crate::snapshot`) before the pin is written: what a pinned module runs
 //! is that snapshot, so the approval covers what executes, not only what was
 //! checked.
 //!

@@ -7,13 +7,30 @@
 //! only `Exchange` and [`RunError`], never a transport's details.
 //!
 //! The state a transport keeps across calls lives in [`Engines`], one per
-//! [`crate::Host`]: the wasm engine (compiled components, the epoch ticker),
+//! `modhost::Host`: the wasm engine (compiled components, the epoch ticker),
 //! created on the first component call (a long-running host whose home holds
 //! a component sets it up while it starts) so a host that only ever runs
 //! native modules never pays for it, and, in a long-running host that asked for it,
 //! the [`native::WarmPool`] of processes started ahead of their calls.
 //! Without the `wasm` feature a component call is a clear "built without
 //! component support" error.
+//!
+//! # API
+//!
+//! The library (`modhost`) is its one user and reaches only this
+//! (`unreachable_pub` is denied below):
+//!
+//! - [`run`] one [`Call`] under [`CallLimits`] on a [`Transport`], with the
+//!   [`Engines`] of its host; the answer is an [`Exchange`] or a
+//!   [`RunError`]; progress goes to a [`NotificationSink`].
+//! - [`native::start_blocking`] starts a module from a
+//!   [`native::SpawnSpec`] without a call (the conformance caller), and
+//!   [`native::WarmPool`] keeps processes started ahead of their calls.
+//! - `wasm::WasmEngine` (feature `wasm`): compile, keep and run components;
+//!   `wasm::watch_compiles` lets a test see a compile happen.
+//! - [`file_identity`] (what a file is, cheaply: the pin and cache key) and
+//!   [`atomic_file`] (write a file whole or not at all), shared by the layers
+//!   above.
 
 // A public field, signature or trait impl that reaches a type no user can
 // name is a compile error: the type is made private or exported on purpose.
@@ -131,7 +148,7 @@ impl Engines {
     /// ahead ([`native::warm`]), and the next instance of each component
     /// made ahead (`wasm/ahead.rs`, the first one at load,
     /// [`Engines::load_components_ahead`]): only of calls marked [`Call::start_ahead`],
-    /// and for at most [`native::warm::IDLE_LIFE`] after the last one. For
+    /// and for at most `native::warm::IDLE_LIFE` after the last one. For
     /// hosts that serve many calls (the MCP server); such a host must call
     /// [`Engines::shutdown`] before it ends.
     pub fn keep_warm(mut self) -> Engines {
@@ -260,7 +277,7 @@ impl Engines {
     /// For engines that keep processes warm: resolve the `PATH` native
     /// modules that look commands up start with, on a background thread now
     /// (a version manager takes tens of milliseconds to answer, see
-    /// [`native::environment`]), so their first call does not wait for it.
+    /// `native::environment`), so their first call does not wait for it.
     /// `modules`: each native module the host serves, as its program and
     /// whether it may be granted executables; nothing is asked when none of
     /// them needs the answer. A no-op for other engines.

@@ -2,7 +2,7 @@
 //!
 //! Lifecycle of a call:
 //!
-//! 1. Spawn the executable ([`spawn`]) in its own process group, confined,
+//! 1. Spawn the executable (`spawn`) in its own process group, confined,
 //!    with a cleared environment (only [`modhost_sandbox::environment::is_allowed_env`] passes: PATH, LANG,
 //!    LC_*, TZ and the host's own `MODHOST_*`; never the caller's secrets),
 //!    working directory the module's folder; or take the process a
@@ -28,12 +28,12 @@
 //!   cancellation goes through [`group::Group`]'s `Drop`.
 //! - **A response ends the read.** We never wait for stdout EOF after the
 //!   response: a grandchild holding stdout open must not hang the host.
-//! - **Strict framing, shared.** Lines are judged by [`super::framing`], as
+//! - **Strict framing, shared.** Lines are judged by `super::framing`, as
 //!   the wasm transport's are: one response, nothing after it, unique keys,
 //!   unknown notifications ignored with a host warning.
 //! - **The request is written while stdout is read.** A module may answer
 //!   before it has read all of a large request; its answer ends the call.
-//! - **Read to the end after the response** (bounded by [`EXIT_GRACE`]),
+//! - **Read to the end after the response** (bounded by `EXIT_GRACE`),
 //!   except in a long-running host that answers a successful call at once
 //!   and ends its process in the background: there only what arrived with
 //!   the response is checked.

@@ -30,7 +30,7 @@
 //!   growth beyond the cap is refused by a [`wasmtime::ResourceLimiter`];
 //!   stdout beyond the output cap traps the guest (`wasm/stdio.rs`). Each
 //!   failure maps to its own [`RunError`] kind.
-//! - **Same framing as native.** Lines are judged by [`super::framing`], so
+//! - **Same framing as native.** Lines are judged by `super::framing`, so
 //!   both transports accept and refuse exactly the same bytes. After the
 //!   response the guest gets a short grace to return (what it writes
 //!   meanwhile is judged too: a second response is `bad_response`), then its

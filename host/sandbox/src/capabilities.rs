@@ -46,7 +46,7 @@ const LOCKED_SECUREBITS: libc::c_ulong = (1 << 0) // SECBIT_NOROOT
 
 /// What the child needs to drop every capability, prepared in the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CapabilityDrop {
+pub(crate) struct CapabilityDrop {
     /// The highest capability number this kernel knows.
     last_cap: libc::c_ulong,
     /// Steps 1 to 3 were taken by the thread that starts the child, which
@@ -59,7 +59,7 @@ pub struct CapabilityDrop {
 /// some): then its modules must drop them. A host without capabilities has
 /// nothing to drop, and could not touch the bounding set anyway.
 /// Read once per host: its capabilities do not change while it runs.
-pub fn prepare() -> Option<CapabilityDrop> {
+pub(crate) fn prepare() -> Option<CapabilityDrop> {
     static DROP: std::sync::OnceLock<Option<CapabilityDrop>> = std::sync::OnceLock::new();
     *DROP.get_or_init(|| {
         host_holds_capabilities().then(|| CapabilityDrop {

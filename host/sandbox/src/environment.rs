@@ -37,7 +37,7 @@
 //!   since a spawner thread starts nothing but modules
 //!   (`crate::spawner`); one that asks anyway gets the host's
 //!   `PATH` for that call, and nothing is remembered. A manager that does
-//!   not answer within [`MANAGER_TIMEOUT`], or answers nothing usable, leaves
+//!   not answer within `MANAGER_TIMEOUT`, or answers nothing usable, leaves
 //!   its `shims` folder in place: the module then fails as before, and the
 //!   sandbox remedy names the denied path.
 
@@ -59,7 +59,7 @@ pub fn is_allowed_env(name: &str) -> bool {
 }
 
 /// The variables a module starts with: the allowed ones of the host, `PATH`
-/// with version-manager shims resolved ([`module_path`]) when
+/// with version-manager shims resolved ([`module_path()`]) when
 /// `resolved_path` ([`crate::interpreter::path_needs_resolving`]).
 pub fn module_environment(resolved_path: bool) -> impl Iterator<Item = (OsString, OsString)> {
     let path = if resolved_path { module_path() } else { None };
@@ -71,7 +71,7 @@ pub fn module_environment(resolved_path: bool) -> impl Iterator<Item = (OsString
         })
 }
 
-/// Whether [`module_path`] has its answer (asking for it now costs nothing).
+/// Whether [`module_path()`] has its answer (asking for it now costs nothing).
 pub fn module_path_is_resolved() -> bool {
     RESOLVED_PATH.get().is_some()
 }
@@ -86,7 +86,7 @@ thread_local! {
     static NO_MANAGERS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Start computing [`module_path`] on a thread of its own, for a host that
+/// Start computing [`module_path()`] on a thread of its own, for a host that
 /// will serve calls: a version manager takes tens of milliseconds to answer
 /// (`pyenv prefix` is a shell script running a dozen programs), which the
 /// first native call would otherwise wait for. Runs only the managers, the
@@ -104,7 +104,7 @@ pub fn resolve_module_path_ahead() {
 
 /// The host's `PATH` with shims resolved (computed once per process), as
 /// the modules that need it get it. On a thread that must not run a
-/// manager ([`never_ask_managers_on_this_thread`]) and before the answer is
+/// manager (`never_ask_managers_on_this_thread`) and before the answer is
 /// known: the host's `PATH` as it is, remembered nowhere.
 pub fn module_path() -> Option<OsString> {
     if let Some(path) = RESOLVED_PATH.get() {

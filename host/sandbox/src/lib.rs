@@ -26,7 +26,7 @@
 //! root host, which the kernel exempts from it, a pids cgroup: [`pids`]), on
 //! the size of any one file written (`RLIMIT_FSIZE`), and no core dumps. A
 //! host with capabilities (root) drops every one of them in the child
-//! ([`capabilities`]). Seccomp filters ([`seccomp`]) refuse the kernel
+//! (`capabilities`). Seccomp filters (`seccomp`) refuse the kernel
 //! surface a module never needs (device nodes, namespaces, mounts, ptrace,
 //! keyrings, bpf, ...), every socket but TCP/UDP over IP (and those too
 //! without `network`), and `setsid`/`setpgid` (but the child's own
@@ -45,20 +45,20 @@
 //!   cgroup, `prctl`/`capset` to drop capabilities,
 //!   `prctl(PR_SET_NO_NEW_PRIVS)`, `landlock_restrict_self`,
 //!   `prctl(PR_SET_SECCOMP)`) on values, descriptors and filters prepared
-//!   beforehand ([`child`]): async-signal-safe, no allocation, no panic. The landlock
+//!   beforehand (`child`): async-signal-safe, no allocation, no panic. The landlock
 //!   crate's own `restrict_self` is not used there because it consumes and
 //!   drops a builder and builds error values (which may allocate).
 //! - **What every call shares is carried by the spawner threads.** The
 //!   bounding set, securebits, `no_new_privs` and all but the process-group
 //!   calls of the seccomp filter are per thread in Linux and inherited at
 //!   `clone`: the threads modules are
-//!   started from take them once ([`spawner`]), and [`prepare`] leaves them
+//!   started from take them once (`spawner`), and [`prepare`] leaves them
 //!   out of the child's steps (about 80 us per child). A confinement so
 //!   prepared is only started from its thread
-//!   ([`ChildConfinement::may_start_here`]).
+//!   (`ChildConfinement::may_start_here`).
 //! - **The enforcement level is computed, part by part.** [`probe`] asks the
 //!   kernel once for its landlock ABI and whether it filters with seccomp;
-//!   [`ConfinementSupport`] (`support.rs`) says which [`Part`] of a call's
+//!   `ConfinementSupport` (`support.rs`) says which `Part` of a call's
 //!   confinement (filesystem, TCP, UDP and raw sockets, UNIX sockets, ...)
 //!   is enforced and by what. A call whose effects imply a part this machine
 //!   cannot enforce carries a host warning naming it; `confinement =
@@ -73,6 +73,26 @@
 //!   would show other processes' command lines. Node and Python start
 //!   without it; `/proc/meminfo` and `/proc/cpuinfo` (facts about the
 //!   machine, not its processes) are granted.
+//!
+//! # API
+//!
+//! One user, `modhost-runner`, and this is all it reaches (nothing else is
+//! `pub`: `unreachable_pub` is denied below):
+//!
+//! - [`prepare`] builds a call's [`Confinement`] from its [`Grant`]s,
+//!   [`ResourceLimits`] and [`ConfinementMode`]; [`Confinement::into_child`]
+//!   gives the [`ChildConfinement`] a child enters; errors are
+//!   [`ConfineError`] (with a kind and a remedy).
+//! - [`spawn::spawn`] starts the confined child; [`spawner_pool::run`] runs
+//!   it on a spawner thread that already carries what every call shares.
+//! - [`probe`] and [`support`] say what this kernel enforces, part by part.
+//! - [`denial`] reads a module's stderr for the sandbox's refusals and names
+//!   the grant that would allow it; [`environment`] is the module's
+//!   environment and PATH; [`interpreter`] resolves a script's interpreter
+//!   chain; [`mount_table`] answers "is this path on a kernel filesystem, do
+//!   these two paths overlap"; [`pids`] owns the host's pids cgroup.
+//! - [`PathRule`], [`PathAccess`] and [`Opening`] describe one landlock rule
+//!   (for `modhost doctor` and the tests that show a ruleset).
 
 // A public field, signature or trait impl that reaches a type no user can
 // name is a compile error: the type is made private or exported on purpose.
@@ -691,7 +711,7 @@ fn count_user_processes() -> u64 {
 }
 
 #[cfg(target_os = "linux")]
-pub mod capabilities;
+mod capabilities;
 #[cfg(target_os = "linux")]
 mod child;
 #[cfg(target_os = "linux")]
@@ -703,11 +723,11 @@ pub mod pids;
 #[cfg(target_os = "linux")]
 mod ruleset;
 #[cfg(target_os = "linux")]
-pub mod seccomp;
+mod seccomp;
 #[cfg(target_os = "linux")]
 pub mod spawn;
 #[cfg(target_os = "linux")]
-pub mod spawner;
+mod spawner;
 #[cfg(target_os = "linux")]
 pub mod spawner_pool;
 

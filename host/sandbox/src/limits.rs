@@ -6,7 +6,7 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResourceLimits {
     /// Processes the module's user may have. Counted per user by the kernel,
-    /// so this is the user's current count plus a margin (see [`process_cap`](crate::process_cap)).
+    /// so this is the user's current count plus a margin (see `process_cap` in `lib.rs`).
     pub processes: u64,
     /// The largest file the module may write, in bytes.
     pub file_size: u64,

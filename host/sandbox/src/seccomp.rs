@@ -60,7 +60,7 @@ pub(crate) const UNSUPPORTED_REASON: &str = "no seccomp filter for this architec
 
 /// A test on one argument of a system call.
 #[derive(Debug, Clone, Copy)]
-pub enum ArgTest {
+pub(crate) enum ArgTest {
     /// `(arg & mask) == value`.
     MaskedEq { arg: u8, mask: u64, value: u64 },
     /// `arg != value`.
@@ -74,7 +74,7 @@ pub enum ArgTest {
 
 /// When a listed system call is refused.
 #[derive(Debug, Clone, Copy)]
-pub enum When {
+pub(crate) enum When {
     Always,
     /// When any of the rules holds; a rule holds when all its tests do.
     AnyOf(&'static [&'static [ArgTest]]),
@@ -82,7 +82,7 @@ pub enum When {
 
 /// One refused system call.
 #[derive(Debug, Clone, Copy)]
-pub struct Refused {
+pub(crate) struct Refused {
     pub name: &'static str,
     pub number: libc::c_long,
     pub when: When,
@@ -373,7 +373,7 @@ pub(crate) const SOCKETPAIR_DATAGRAM: [&[ArgTest]; 2] = [
 /// every system call as [`Layer::Full`] does (a test runs both over the
 /// tables).
 #[derive(Debug)]
-pub struct Programs {
+pub(crate) struct Programs {
     program: Program,
     /// `None` when there is no [`host_key`].
     base: Option<Program>,
@@ -382,7 +382,7 @@ pub struct Programs {
 
 /// Which part of a call's filter to install.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layer {
+pub(crate) enum Layer {
     /// Everything: what a child started from an ordinary thread installs.
     Full,
     /// Everything, but `setpgid` with the host's key ([`host_key`]) in
@@ -471,7 +471,7 @@ impl Programs {
     /// `clone` and `exec`: one `prctl` on memory prepared before the clone,
     /// nothing else. `no_new_privs` must already be set.
     #[allow(unsafe_code)]
-    pub fn install(&self, layer: Layer) -> Result<(), libc::c_int> {
+    pub(crate) fn install(&self, layer: Layer) -> Result<(), libc::c_int> {
         let program = match layer {
             Layer::Full => &self.program,
             Layer::Base => match &self.base {
@@ -508,7 +508,7 @@ impl Programs {
 
 /// The filter of a call with (or without) network, compiled once per host.
 /// `Err` says why it could not be built (an unsupported architecture).
-pub fn programs(network: bool) -> Result<&'static Programs, String> {
+pub(crate) fn programs(network: bool) -> Result<&'static Programs, String> {
     static WITHOUT_NETWORK: OnceLock<Result<Programs, String>> = OnceLock::new();
     static WITH_NETWORK: OnceLock<Result<Programs, String>> = OnceLock::new();
     let cell = if network {

@@ -35,7 +35,7 @@
 //!   reaping it, and kill its group while the pgid still belongs to it
 //!   (`runner::native::group`);
 //! - a failure is reported as a stage and an errno in the memory the child
-//!   shares with the parent ([`ChildContext::failure`]), written before the
+//!   shares with the parent (`ChildContext::failure`), written before the
 //!   child exits; the parent reads it once the clone returns, which is
 //!   after the child exec'd or exited (`CLONE_VFORK`), so it never waits
 //!   for the child's descriptors to close as a report pipe would (on this
@@ -43,7 +43,7 @@
 //!   microseconds per spawn).
 //!
 //! The child's stack is kept by the calling thread for its next spawn
-//! ([`ChildStack`]): mapping and unmapping a fresh one per spawn costs page
+//! (`ChildStack`): mapping and unmapping a fresh one per spawn costs page
 //! faults and, in a host with many threads, a TLB shootdown on every
 //! unmap. A thread's stack is never used by two children at once: the
 //! thread is suspended (`CLONE_VFORK`) until its child has exec'd or exited.

@@ -73,7 +73,7 @@ pub(super) fn carried() -> Option<Carried> {
 
 /// The calling thread's id.
 #[allow(unsafe_code)]
-pub fn current_thread() -> libc::pid_t {
+pub(crate) fn current_thread() -> libc::pid_t {
     // SAFETY: gettid takes nothing and cannot fail.
     unsafe { libc::gettid() }
 }
@@ -83,7 +83,7 @@ pub fn current_thread() -> libc::pid_t {
 /// sets emptied, `no_new_privs`, the base seccomp layer. Irreversible: only on a thread
 /// made for starting modules (see the module documentation). A part that
 /// fails is left to each child; [`carried`] says which were taken.
-pub fn carry(network: bool) {
+pub(crate) fn carry(network: bool) {
     if carried().is_some() {
         return;
     }

@@ -12,7 +12,7 @@
 //! - **Two pools, by network.** The base seccomp layer differs for calls
 //!   with and without network, so each flavour has its threads.
 //! - **Grown on demand, bounded.** A pool starts a thread when a start
-//!   finds none idle, up to [`MAX_THREADS`]; beyond that, starts queue (a
+//!   finds none idle, up to `MAX_THREADS`; beyond that, starts queue (a
 //!   start holds its thread for the clone and exec, well under a
 //!   millisecond). Threads live as long as the host: a spawner thread cannot be
 //!   turned back into an ordinary thread, and the next call wants it.

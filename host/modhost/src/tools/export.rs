@@ -13,10 +13,10 @@
 //!   with tsc against the official SDKs' definitions (`tests/providers/`).
 //! - **Transform faithfully or leave out.** A provider format gets the
 //!   module's schema changed only where the change keeps its meaning
-//!   ([`portable`]); a tool whose schema a provider would reject is left out
+//!   (`portable`); a tool whose schema a provider would reject is left out
 //!   of that export, with the reason ([`Export::left_out`]), so one tool
 //!   never breaks a whole request. MCP and `json` take every tool.
-//! - **Strict only when faithful** ([`strict`]): with `--strict` each OpenAI
+//! - **Strict only when faithful** (`strict`): with `--strict` each OpenAI
 //!   tool is strict when that keeps its meaning, else exported as it was
 //!   and reported ([`Export::not_strict`]).
 //!

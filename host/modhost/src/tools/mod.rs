@@ -17,7 +17,7 @@
 //!   approval `PolicyDecision`; `modhost tools` and `modhost mcp` leave out what is
 //!   denied, `modhost invoke` refuses it naming the rule.
 //! - Nothing here knows about a CLI, a terminal or MCP; the surfaces
-//!   (`cli::tools`, `cli::mcp`, [`crate::mcp`]) adapt [`ToolDef`]s and
+//!   (`cli::tools`, `cli::mcp`, `crate::mcp`) adapt [`ToolDef`]s and
 //!   [`ToolOutcome`]s to their shapes.
 
 use std::sync::Arc;

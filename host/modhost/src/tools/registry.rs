@@ -111,7 +111,7 @@ fn refuse_collisions(candidates: Vec<ToolDef>) -> Registry {
 }
 
 /// The policy gate for one direct call of `capability` (what `modhost
-/// invoke` applies; the [`Toolbox`] applies the same decisions to its
+/// invoke` applies; the `Toolbox` applies the same decisions to its
 /// registered tools): an override that disables the capability refuses it,
 /// then the approval rules decide. On success, the host's approval record
 /// the request must carry, if any.

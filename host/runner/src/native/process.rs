@@ -202,7 +202,7 @@ pub struct Spawned {
 /// Start the process for `spec` on the calling thread, which blocks until
 /// the exec succeeded or failed; no runtime needed. The one start of a
 /// native module outside a call: the conformance battery starts every
-/// process with it, exactly as a call's start ([`spawn_off_runtime`]) does.
+/// process with it, exactly as a call's start (`spawn_off_runtime`) does.
 pub fn start_blocking(spec: &SpawnSpec) -> Result<Spawned, RunError> {
     spawn(spec, None)
 }

@@ -35,11 +35,11 @@
 //!   pool itself never starts anything but after such a call: nothing runs
 //!   when a host starts.
 //! - **A bounded idle life.** A spec whose last call was more than
-//!   [`IDLE_LIFE`] ago has its processes ended (killed and reaped) and not
+//!   `IDLE_LIFE` ago has its processes ended (killed and reaped) and not
 //!   replaced, by one expiry task per pool that runs only while something
 //!   waits.
-//! - **Bounded processes.** At most [`MAX_SPECS`] specs keep processes
-//!   waiting, [`DEPTH`] each, the least recently called giving its place to
+//! - **Bounded processes.** At most `MAX_SPECS` specs keep processes
+//!   waiting, `DEPTH` each, the least recently called giving its place to
 //!   a new one, so a client that calls many tools (or one tool with
 //!   ever-new grants) does not accumulate processes: `DEPTH * MAX_SPECS`
 //!   at most. A waiting process holds four descriptors the runtime polls (its
@@ -81,7 +81,7 @@ pub(crate) const IDLE_LIFE: Duration = Duration::from_secs(60);
 /// A process being started in the background (`None` when that failed).
 type Starting = JoinHandle<Option<Started>>;
 
-/// Up to [`DEPTH`] waiting (or starting) processes per [`SpawnSpec`], and
+/// Up to `DEPTH` waiting (or starting) processes per [`SpawnSpec`], and
 /// the endings of answered calls still running in the background.
 #[derive(Debug)]
 pub struct WarmPool {
@@ -120,7 +120,7 @@ impl Default for WarmPool {
 }
 
 impl WarmPool {
-    /// A pool whose processes wait at most [`IDLE_LIFE`] for a call.
+    /// A pool whose processes wait at most `IDLE_LIFE` for a call.
     pub fn new() -> WarmPool {
         WarmPool::with_idle_life(IDLE_LIFE)
     }
@@ -137,7 +137,7 @@ impl WarmPool {
     /// The oldest process waiting for `spec`, if one is (or is still
     /// starting: waiting for it is never slower than starting another),
     /// alive, and confined as a start now would be
-    /// ([`process::confined_as_now`]); one that is not is ended.
+    /// (`process::confined_as_now`); one that is not is ended.
     pub async fn take(&self, spec: &SpawnSpec) -> Option<Started> {
         let starting = {
             let mut waiting = self.shared.lock_waiting();
