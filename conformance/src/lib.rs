@@ -7,8 +7,10 @@
 //!   syntax, the contract pin, unique ids, schemas that compile and have an
 //!   object root, effects that name declared roots and binaries, skills that
 //!   exist, knowledge files whose sha256 matches, tool names that stay
-//!   distinct after mangling, provider portability warnings) and, for a
-//!   contract-2 module, the no-weakening check;
+//!   distinct after mangling, `effects.network` host entries that parse,
+//!   without redundant ones, and a warning for "any public host", provider
+//!   portability warnings) and, for a contract-2 module, the no-weakening
+//!   check;
 //! - [`check_no_weakening`]: contract 2's rule that a capability declares at
 //!   least the effects of every operation that names it. It takes a
 //!   [`modproto::contract::V2Accepted`], which only the contract pin
@@ -37,6 +39,7 @@
 
 mod battery;
 mod finding;
+mod network;
 mod no_weakening;
 pub mod portability;
 pub mod schema;

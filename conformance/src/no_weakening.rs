@@ -8,14 +8,30 @@
 //! at the layer a reviewer reads and makes the gate fire on nothing, so the
 //! comparison is mechanical and every gap is a finding.
 //!
+//! The network is compared host by host ([`Network::covers`]): an operation
+//! that reaches any public host (`external: true`) needs a capability that
+//! declares `network: true`; one that names hosts needs each of them granted
+//! by an entry of the capability's list (`*.example.org:443` grants
+//! `a.example.org:443`, never `example.org:443` or another port), and the
+//! finding names exactly the hosts missing. A malformed `external` entry is
+//! an error of its own (`network.malformed_host`), not a weakening.
+//!
+//! Output is compared as a fact of its own: an operation whose output is
+//! untrusted (it reaches outside the machine, or says
+//! `semantics.untrusted_output: true`) needs a capability whose output is
+//! untrusted too ([`modproto::Effects::output_is_untrusted`]). Declaring
+//! `untrusted_output: false` there would keep an agent that reads the
+//! result out of lockdown, so it is a weakening like any other.
+//!
 //! The check takes a [`V2Accepted`], which only the contract pin can
 //! produce: operations are never treated as binding before the pin ran.
 
-use modproto::Descriptor;
 use modproto::contract::V2Accepted;
+use modproto::{Descriptor, Network};
 use std::collections::HashSet;
 
 use crate::finding::{ConformanceReport, Finding};
+use crate::network;
 
 /// Every way the capabilities of `accepted` weaken its operations, one
 /// finding per gap. Empty when the projection is faithful.
@@ -43,6 +59,13 @@ pub fn check_no_weakening(accepted: &V2Accepted) -> Vec<Finding> {
         }
         let semantics = &operation.semantics;
         check_declared(descriptor, op, semantics, &mut findings);
+        // Malformed entries are findings of their own; the comparison below
+        // is of the entries that parse.
+        let named = descriptor
+            .capability(&operation.capability)
+            .map(|c| c.id.as_str());
+        findings.extend(network::check_external(op, &semantics.external, named));
+        let external = network::well_formed(&semantics.external);
 
         let Some(capability) = descriptor.capability(&operation.capability) else {
             findings.push(Finding::error(
@@ -85,17 +108,8 @@ pub fn check_no_weakening(accepted: &V2Accepted) -> Vec<Finding> {
                 );
             }
         }
-        if semantics.external && !effects.network {
-            findings.push(
-                Finding::error(
-                    "weakening.external_without_network",
-                    format!(
-                        "operation {op:?} reaches outside the machine, but capability {cap:?} declares effects.network false"
-                    ),
-                    format!("set effects.network to true on capability {cap:?}"),
-                )
-                .on(cap),
-            );
+        if let Some(finding) = external_weakening(op, cap, &effects.network, &external) {
+            findings.push(finding.on(cap));
         }
         for binary in &semantics.runs {
             if !effects.spawns.contains(binary) {
@@ -111,6 +125,34 @@ pub fn check_no_weakening(accepted: &V2Accepted) -> Vec<Finding> {
                 );
             }
         }
+        // Trusted output where the operation's is untrusted (it reaches
+        // the network, or says so) would keep an agent that reads it out
+        // of lockdown: the capability must not say less than the operation.
+        // A gap that comes from the defaults alone follows from a network
+        // the capability does not declare, which is its own finding above.
+        let declared = effects.untrusted_output.is_some() || semantics.untrusted_output.is_some();
+        if declared && semantics.output_is_untrusted() && !effects.output_is_untrusted() {
+            let why = match semantics.untrusted_output {
+                Some(true) => "declares untrusted output",
+                _ => "reaches outside the machine, so its output is untrusted",
+            };
+            let remedy = match effects.untrusted_output {
+                Some(false) => format!(
+                    "remove \"untrusted_output\": false from the effects of capability {cap:?}"
+                ),
+                _ => format!("set effects.untrusted_output to true on capability {cap:?}"),
+            };
+            findings.push(
+                Finding::error(
+                    "weakening.untrusted_output_declared_trusted",
+                    format!(
+                        "operation {op:?} {why}, but capability {cap:?} declares its output trusted"
+                    ),
+                    remedy,
+                )
+                .on(cap),
+            );
+        }
         if semantics.needs_approval && !effects.approval {
             findings.push(
                 Finding::error(
@@ -125,6 +167,58 @@ pub fn check_no_weakening(accepted: &V2Accepted) -> Vec<Finding> {
         }
     }
     findings
+}
+
+/// The gap when capability `cap`'s `network` does not cover everything
+/// operation `op` reaches (`external`, its well-formed entries), naming
+/// exactly the entries it lacks.
+fn external_weakening(
+    op: &str,
+    cap: &str,
+    network: &Network,
+    external: &Network,
+) -> Option<Finding> {
+    if network.covers(external) {
+        return None;
+    }
+    let (reaches, remedy) = match external {
+        Network::Hosts(hosts) => {
+            let missing: Vec<&str> = hosts
+                .iter()
+                .filter(|h| !network.covers(&Network::Hosts(vec![(*h).clone()])))
+                .map(String::as_str)
+                .collect();
+            let quoted = missing
+                .iter()
+                .map(|h| format!("{h:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let remedy = match network {
+                Network::Hosts(list) if !list.is_empty() => {
+                    format!("add {quoted} to the effects.network of capability {cap:?}")
+                }
+                _ => {
+                    format!("declare \"network\": [{quoted}] in the effects of capability {cap:?}")
+                }
+            };
+            (missing.join(", "), remedy)
+        }
+        // `None` is covered by everything; this is `AnyPublic`.
+        _ => (
+            "any public host".to_owned(),
+            format!(
+                "set effects.network to true on capability {cap:?}, or have operation {op:?} name the hosts it reaches in semantics.external"
+            ),
+        ),
+    };
+    Some(Finding::error(
+        "weakening.external_without_network",
+        format!(
+            "operation {op:?} reaches {reaches}, but capability {cap:?} does not declare it: its effects.network is {}",
+            network.summary()
+        ),
+        remedy,
+    ))
 }
 
 /// The roots and binaries an operation names must be declared by the module:
@@ -249,6 +343,11 @@ mod tests {
                 "weakening.run_not_spawned",
             ),
             (
+                "untrusted output declared trusted",
+                |d| d["capabilities"][0]["effects"]["untrusted_output"] = json!(false),
+                "weakening.untrusted_output_declared_trusted",
+            ),
+            (
                 "approval needed but not required",
                 |d| d["capabilities"][0]["effects"]["approval"] = json!(false),
                 "weakening.approval_not_required",
@@ -326,6 +425,209 @@ mod tests {
                 .iter()
                 .all(|f| f.capability.as_deref() == Some("sessions.assay"))
         );
+    }
+
+    /// `good()` with the capability's `effects.network` and the operation's
+    /// `semantics.external` replaced.
+    fn with_network(network: Value, external: Value) -> Vec<Finding> {
+        let mut fixture = good();
+        fixture["capabilities"][0]["effects"]["network"] = network;
+        fixture["operations"][0]["semantics"]["external"] = external;
+        check_no_weakening(&accept(fixture))
+    }
+
+    #[test]
+    fn a_host_list_covers_the_hosts_an_operation_reaches_by_name_or_wildcard() {
+        for (network, external) in [
+            (json!(["*.example.org:443"]), json!(["a.example.org:443"])),
+            (
+                json!(["*.example.org"]),
+                json!(["a.b.example.org", "*.c.example.org:443"]),
+            ),
+            (json!(["api.github.com:443"]), json!(["API.GitHub.com."])),
+            (json!(["api.github.com:443"]), json!(false)),
+            (json!(["api.github.com:443"]), json!([])),
+            (json!(false), json!(false)),
+        ] {
+            let findings = with_network(network.clone(), external.clone());
+            assert!(findings.is_empty(), "{network} / {external}: {findings:#?}");
+        }
+    }
+
+    #[test]
+    fn any_public_host_is_wider_than_every_host_list() {
+        for network in [
+            json!(["*.example.org:443", "api.github.com"]),
+            json!([]),
+            json!(false),
+        ] {
+            let findings = with_network(network.clone(), json!(true));
+            assert_eq!(
+                ids(&findings),
+                vec!["weakening.external_without_network"],
+                "{network}"
+            );
+            let f = &findings[0];
+            assert!(f.reason.contains("reaches any public host"), "{}", f.reason);
+            assert!(
+                f.remedy.contains("set effects.network to true"),
+                "{}",
+                f.remedy
+            );
+            assert_eq!(f.capability.as_deref(), Some("sessions.assay"));
+        }
+    }
+
+    #[test]
+    fn a_capability_declaring_true_covers_every_operation() {
+        for external in [
+            json!(true),
+            json!(false),
+            json!(["a.example.org:443", "198.51.100.7:80"]),
+        ] {
+            let findings = with_network(json!(true), external.clone());
+            assert!(findings.is_empty(), "{external}: {findings:#?}");
+        }
+    }
+
+    #[test]
+    fn a_host_outside_the_capability_s_list_is_named_in_the_finding() {
+        let findings = with_network(
+            json!(["*.example.org:443"]),
+            json!(["a.example.org:443", "example.org", "a.example.org:80"]),
+        );
+        assert_eq!(ids(&findings), vec!["weakening.external_without_network"]);
+        let f = &findings[0];
+        // The apex and another port are not covered; the subdomain is.
+        assert!(
+            f.reason
+                .contains("reaches example.org, a.example.org:80, but"),
+            "{}",
+            f.reason
+        );
+        assert!(f.reason.contains("*.example.org:443"), "{}", f.reason);
+        assert_eq!(
+            f.remedy,
+            "add \"example.org\", \"a.example.org:80\" to the effects.network of capability \"sessions.assay\""
+        );
+
+        let findings = with_network(json!(false), json!(["a.example.org:443"]));
+        assert_eq!(ids(&findings), vec!["weakening.external_without_network"]);
+        assert!(
+            findings[0].reason.contains("effects.network is none"),
+            "{}",
+            findings[0].reason
+        );
+        assert!(
+            findings[0]
+                .remedy
+                .contains("declare \"network\": [\"a.example.org:443\"]"),
+            "{}",
+            findings[0].remedy
+        );
+    }
+
+    #[test]
+    fn a_malformed_external_entry_is_its_own_error_not_a_weakening() {
+        let findings = with_network(
+            json!(["*.example.org:443"]),
+            json!(["https://a.example.org/x", "b.example.org"]),
+        );
+        assert_eq!(
+            ids(&findings),
+            vec!["network.malformed_host"],
+            "{findings:#?}"
+        );
+        let f = &findings[0];
+        assert!(f.is_error());
+        assert!(
+            f.reason
+                .contains("semantics.external of operation \"assay\""),
+            "{}",
+            f.reason
+        );
+        assert!(
+            f.remedy.starts_with("write \"a.example.org:443\""),
+            "{}",
+            f.remedy
+        );
+        assert_eq!(f.capability.as_deref(), Some("sessions.assay"));
+        assert!(
+            !check_host_conformance(&accept({
+                let mut d = good();
+                d["operations"][0]["semantics"]["external"] = json!(["*.org"]);
+                d
+            }))
+            .conforms()
+        );
+    }
+
+    /// The attack: a fetching capability that declares its output trusted
+    /// so that what it fetches never locks an agent down. Its operation
+    /// reaches the network (or says its output is untrusted), so that is a
+    /// weakening; where neither says so, `false` is the capability's own
+    /// business.
+    #[test]
+    fn declaring_trusted_output_where_the_operation_s_is_untrusted_is_a_weakening() {
+        let verdict = |effects: Value, semantics: Value| {
+            let mut d = good();
+            d["capabilities"][0]["effects"] = effects;
+            d["operations"][0]["semantics"] = semantics;
+            check_no_weakening(&accept(d))
+        };
+        for (effects, semantics, why) in [
+            (
+                json!({"network": true, "untrusted_output": false}),
+                json!({"external": true}),
+                "reaches outside the machine",
+            ),
+            (
+                json!({"network": ["a.example.org"], "untrusted_output": false}),
+                json!({"external": ["a.example.org"]}),
+                "reaches outside the machine",
+            ),
+            (
+                json!({}),
+                json!({"untrusted_output": true}),
+                "declares untrusted output",
+            ),
+            (
+                json!({"untrusted_output": false}),
+                json!({"untrusted_output": true}),
+                "declares untrusted output",
+            ),
+        ] {
+            let findings = verdict(effects.clone(), semantics.clone());
+            assert_eq!(
+                ids(&findings),
+                vec!["weakening.untrusted_output_declared_trusted"],
+                "{effects} / {semantics}: {findings:#?}"
+            );
+            assert!(findings[0].reason.contains(why), "{}", findings[0].reason);
+            assert_eq!(findings[0].capability.as_deref(), Some("sessions.assay"));
+        }
+        for (effects, semantics) in [
+            (json!({"network": true}), json!({"external": true})),
+            (
+                json!({"untrusted_output": true}),
+                json!({"untrusted_output": true}),
+            ),
+            (
+                json!({"network": true, "untrusted_output": false}),
+                json!({"external": false}),
+            ),
+            (
+                json!({"network": true, "untrusted_output": false}),
+                json!({"external": true, "untrusted_output": false}),
+            ),
+            (json!({"untrusted_output": true}), json!({})),
+        ] {
+            let findings = verdict(effects.clone(), semantics.clone());
+            assert!(
+                findings.is_empty(),
+                "{effects} / {semantics}: {findings:#?}"
+            );
+        }
     }
 
     #[test]

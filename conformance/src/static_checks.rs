@@ -57,6 +57,7 @@ pub fn check_descriptor_with(
     check_unique_names(descriptor, &mut findings);
     for capability in &descriptor.capabilities {
         check_capability(descriptor, capability, &mut findings);
+        findings.extend(crate::network::check_capability(capability));
         findings.extend(crate::portability::check_capability(capability));
     }
     check_unnamed_roots(descriptor, &mut findings);
@@ -591,7 +592,8 @@ mod tests {
                     "input_schema": {"type": "array", "anyOf": [{"minItems": 1}],
                                      "items": {"$ref": "https://example.com/item.json"}},
                     "output_schema": {"type": "not-a-type"},
-                    "effects": {"reads": ["ghost"], "writes": ["src"], "spawns": ["curl"]},
+                    "effects": {"reads": ["ghost"], "writes": ["src"], "spawns": ["curl"],
+                                "network": ["https://x.example.org", "*.example.org", "a.example.org"]},
                     "skills": ["missing-skill"]
                 },
                 {
@@ -633,6 +635,8 @@ mod tests {
             "knowledge.duplicate_id",
             "knowledge.missing",
             "knowledge.path_unsafe",
+            "network.malformed_host",
+            "network.redundant_host",
             "portability.empty_description",
             "portability.name_too_long",
             "portability.remote_ref",
@@ -663,6 +667,7 @@ mod tests {
             "portability.remote_ref",
             "portability.top_level_combinator",
             "contract.operations_ignored",
+            "network.redundant_host",
         ] {
             assert!(warning(id), "{id} should be a warning");
         }
@@ -705,6 +710,32 @@ mod tests {
         let findings = check(d);
         let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, vec!["weakening.external_without_network"]);
+    }
+
+    #[test]
+    fn network_declarations_are_checked_on_every_capability() {
+        let mut d = good();
+        d["capabilities"][0]["effects"]["network"] = json!(["api.github.com/repos"]);
+        let findings = check(d);
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        let f = &findings[0];
+        assert_eq!(f.id, "network.malformed_host");
+        assert!(f.is_error());
+        assert_eq!(f.capability.as_deref(), Some("files.search"));
+        assert!(
+            f.reason.contains("\"api.github.com/repos\""),
+            "{}",
+            f.reason
+        );
+
+        let mut d = good();
+        d["capabilities"][0]["effects"]["network"] = json!(true);
+        let ids: Vec<String> = check(d).into_iter().map(|f| f.id).collect();
+        assert_eq!(ids, vec!["network.any_public_host"]);
+
+        let mut d = good();
+        d["capabilities"][0]["effects"]["network"] = json!(["api.github.com:443"]);
+        assert!(check(d).is_empty());
     }
 
     #[test]

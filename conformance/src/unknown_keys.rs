@@ -51,12 +51,25 @@ pub(crate) const CAPABILITY_KEYS: &[&str] = &[
     "skills",
     "examples",
 ];
-pub(crate) const EFFECTS_KEYS: &[&str] =
-    &["reads", "writes", "network", "spawns", "cost", "approval"];
+pub(crate) const EFFECTS_KEYS: &[&str] = &[
+    "reads",
+    "writes",
+    "network",
+    "spawns",
+    "cost",
+    "approval",
+    "untrusted_output",
+];
 pub(crate) const EXAMPLE_KEYS: &[&str] = &["description", "input"];
 pub(crate) const OPERATION_KEYS: &[&str] = &["id", "capability", "semantics"];
-pub(crate) const SEMANTICS_KEYS: &[&str] =
-    &["reads", "mutates", "external", "runs", "needs_approval"];
+pub(crate) const SEMANTICS_KEYS: &[&str] = &[
+    "reads",
+    "mutates",
+    "external",
+    "runs",
+    "needs_approval",
+    "untrusted_output",
+];
 pub(crate) const KNOWLEDGE_KEYS: &[&str] = &["overlays", "skills"];
 pub(crate) const DOCUMENT_KEYS: &[&str] = &["id", "title", "path", "sha256"];
 

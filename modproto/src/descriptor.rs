@@ -1,5 +1,6 @@
 //! What a module says about itself: the answer to `describe`.
 
+use crate::network::Network;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -178,9 +179,10 @@ pub struct Effects {
     /// Root names it writes.
     #[serde(default)]
     pub writes: Vec<String>,
-    /// Whether it reaches outside the machine.
+    /// Where it connects: none, any public host, or the hosts listed
+    /// (see [`crate::network`]).
     #[serde(default)]
-    pub network: bool,
+    pub network: Network,
     /// Binary names it runs.
     #[serde(default)]
     pub spawns: Vec<String>,
@@ -189,12 +191,25 @@ pub struct Effects {
     /// Whether the module itself asks that every call be approved.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approval: bool,
+    /// Whether what it returns is untrusted content (a web page, a mail, a
+    /// third party's text) that may try to steer whoever reads it. Absent
+    /// means: untrusted exactly when it uses the network
+    /// ([`Effects::output_is_untrusted`]). A host that serves an agent
+    /// locks the agent's connection down once such a result reached it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted_output: Option<bool>,
 }
 
 impl Effects {
     /// Reads at most, no network, nothing spawned.
     pub fn is_read_only(&self) -> bool {
-        self.writes.is_empty() && !self.network && self.spawns.is_empty()
+        self.writes.is_empty() && !self.network.is_used() && self.spawns.is_empty()
+    }
+
+    /// Whether its output is untrusted content: as declared, else whenever
+    /// it uses the network (what it brings back, someone else wrote).
+    pub fn output_is_untrusted(&self) -> bool {
+        self.untrusted_output.unwrap_or(self.network.is_used())
     }
 }
 
@@ -251,15 +266,30 @@ pub struct Semantics {
     /// Roots it changes.
     #[serde(default)]
     pub mutates: Vec<String>,
-    /// Whether it reaches outside the machine.
+    /// Where it reaches outside the machine: nowhere (`false`), anywhere
+    /// public (`true`), or the hosts listed; the capability's
+    /// `effects.network` must cover it.
     #[serde(default)]
-    pub external: bool,
+    pub external: Network,
     /// Binaries it runs.
     #[serde(default)]
     pub runs: Vec<String>,
     /// Whether every call must be approved.
     #[serde(default)]
     pub needs_approval: bool,
+    /// Whether what it returns is untrusted content; absent means: exactly
+    /// when it reaches outside the machine ([`Semantics::output_is_untrusted`]).
+    /// A capability that carries it must not declare its output trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub untrusted_output: Option<bool>,
+}
+
+impl Semantics {
+    /// Whether the operation's output is untrusted content: as declared,
+    /// else whenever it reaches outside the machine.
+    pub fn output_is_untrusted(&self) -> bool {
+        self.untrusted_output.unwrap_or(self.external.is_used())
+    }
 }
 
 /// Markdown documents a module ships for agents and people.

@@ -36,6 +36,7 @@ pub mod error_kind;
 pub mod framing;
 pub mod invoke;
 pub mod jsonrpc;
+pub mod network;
 pub mod notify;
 pub mod schema_formats;
 pub mod strict_json;
@@ -49,6 +50,7 @@ pub use error_code::ErrorCode;
 pub use error_kind::{ErrorKind, HostErrorKind, HostOnlyKind, ModuleErrorKind, OwnKind};
 pub use invoke::{Approval, ArtifactRef, GrantedRoot, InvokeParams, InvokeResult, RESERVED_KEYS};
 pub use jsonrpc::{Id, Message, Notification, Request, Response, RpcError};
+pub use network::{HostName, HostPattern, HostPatternError, Network};
 pub use notify::{LogParams, ProgressParams};
 
 /// The version of the wire protocol: framing, methods and message shapes.

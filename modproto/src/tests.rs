@@ -31,12 +31,12 @@ fn full_descriptor() -> Descriptor {
             "id": "sessions.assay", "title": "Assay", "description": "Scores sessions.",
             "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
             "output_schema": {"type": "object"},
-            "effects": {"reads": ["transcripts"], "writes": ["artifacts"], "network": false, "spawns": ["git"], "cost": "local"},
+            "effects": {"reads": ["transcripts"], "writes": ["artifacts"], "network": false, "spawns": ["git"], "cost": "local", "untrusted_output": true},
             "skills": ["assay-guide"],
             "examples": [{"description": "last one", "input": {"n": 1}}]
         }],
         "operations": [{"id": "assay", "capability": "sessions.assay",
-            "semantics": {"reads": ["transcripts"], "mutates": ["artifacts"], "external": false, "runs": ["git"], "needs_approval": false}}],
+            "semantics": {"reads": ["transcripts"], "mutates": ["artifacts"], "external": false, "runs": ["git"], "needs_approval": false, "untrusted_output": true}}],
         "knowledge": {"overlays": [{"id": "intro", "path": "knowledge/intro.md", "sha256": "ab"}],
                       "skills": [{"id": "assay-guide", "title": "Guide", "path": "knowledge/assay.md", "sha256": "cd"}]},
         "warnings": ["index is stale"]
@@ -65,6 +65,42 @@ fn minimal_descriptor_takes_defaults() {
     assert!(d.operations.is_empty() && d.knowledge.is_empty());
     assert!(d.capabilities[0].effects.is_read_only());
     round_trip(&d);
+}
+
+/// The attack this default closes: a module that reads the network and
+/// says nothing about its output. Its output is untrusted all the same;
+/// only an explicit `false` says otherwise, and the field is written back
+/// exactly as declared.
+#[test]
+fn output_is_untrusted_when_the_network_is_used_unless_declared() {
+    let effects = |value: Value| -> Effects { serde_json::from_value(value).unwrap() };
+    for (declared, untrusted) in [
+        (json!({}), false),
+        (json!({"network": false}), false),
+        (json!({"network": []}), false),
+        (json!({"network": true}), true),
+        (json!({"network": ["api.github.com:443"]}), true),
+        (json!({"network": true, "untrusted_output": false}), false),
+        (json!({"untrusted_output": true}), true),
+        (json!({"reads": ["inbox"], "untrusted_output": true}), true),
+    ] {
+        let e = effects(declared.clone());
+        assert_eq!(e.output_is_untrusted(), untrusted, "{declared}");
+        round_trip(&e);
+        let written = serde_json::to_value(&e).unwrap();
+        assert_eq!(
+            written.get("untrusted_output"),
+            declared.get("untrusted_output"),
+            "written back as declared: {written}"
+        );
+    }
+    let semantics = |value: Value| -> Semantics { serde_json::from_value(value).unwrap() };
+    assert!(semantics(json!({"external": true})).output_is_untrusted());
+    assert!(semantics(json!({"external": ["a.example.org"]})).output_is_untrusted());
+    assert!(!semantics(json!({"external": true, "untrusted_output": false})).output_is_untrusted());
+    assert!(!semantics(json!({})).output_is_untrusted());
+    assert!(semantics(json!({"untrusted_output": true})).output_is_untrusted());
+    assert!(serde_json::from_value::<Effects>(json!({"untrusted_output": "yes"})).is_err());
 }
 
 #[test]
@@ -416,6 +452,8 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
         json!({"id": "m", "version": "1.0.0", "capabilities": [], "roots": [{"name": "r", "kind": "state", "access": "write"}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "output_schema": true}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"netwrk": true}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"untrusted_output": "yes"}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"untrusted": true}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "outputschema": {}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [], "contract_version": "2.0.0-beta"}),
     ] {

@@ -55,12 +55,17 @@
 //! - **Failures are values** ([`ModError`]): a kind, a message naming what
 //!   failed, a remedy. A panic still becomes a JSON-RPC error, never a
 //!   silent exit.
+//! - **Network hosts are declared by name and checked at build**
+//!   ([`Capability::network_hosts`], [`Capability::any_public_host`]): an
+//!   entry the host would refuse panics on the author's first run, naming
+//!   the fix.
 //! - The sdk depends on `modproto` only, never on the host.
 
 mod ctx;
 mod error;
 mod input_check;
 mod module;
+mod network;
 mod root;
 mod serve;
 #[cfg(test)]
@@ -69,7 +74,10 @@ mod serve_tests;
 pub use ctx::Ctx;
 pub use error::ModError;
 pub use module::{Capability, Module, NoInput, reads};
+pub use network::{HostEntryError, host_list};
 pub use root::{DirEntry, EntryKind, Root, Stat, clean_relative};
 pub use serve::MAX_REQUEST_BYTES;
 
-pub use modproto::{self, Access, Cost, Effects, KnowledgeDoc, RootKind, Semantics};
+pub use modproto::{
+    self, Access, Cost, Effects, HostPattern, KnowledgeDoc, Network, RootKind, Semantics,
+};

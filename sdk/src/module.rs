@@ -18,8 +18,8 @@
 use std::fmt;
 
 use modproto::{
-    Access, BinaryDecl, Descriptor, Effects, Example, KnowledgeDoc, Operation, RootDecl, RootKind,
-    Semantics,
+    Access, BinaryDecl, Descriptor, Effects, Example, KnowledgeDoc, Network, Operation, RootDecl,
+    RootKind, Semantics,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -162,6 +162,10 @@ impl Module {
 pub struct Capability {
     declaration: modproto::Capability,
     handler: Handler,
+    /// Whether `effects.network` was declared on its own
+    /// ([`Capability::network_hosts`], [`Capability::any_public_host`]), so
+    /// that [`Capability::effects`] keeps it.
+    network_declared: bool,
 }
 
 impl fmt::Debug for Capability {
@@ -209,6 +213,7 @@ impl Capability {
                 examples: Vec::new(),
             },
             handler,
+            network_declared: false,
         }
     }
 
@@ -224,9 +229,45 @@ impl Capability {
     }
 
     /// What it may do beyond computing. Declare every root it touches.
+    ///
+    /// A network declared with [`Capability::network_hosts`] or
+    /// [`Capability::any_public_host`] is kept when `effects.network` is
+    /// left at its default (none).
+    ///
+    /// # Panics
+    ///
+    /// When `effects.network` is a different network than the one already
+    /// declared on its own.
     pub fn effects(mut self, effects: Effects) -> Self {
-        self.declaration.effects = effects;
+        let declared = std::mem::replace(&mut self.declaration.effects, effects).network;
+        if self.network_declared {
+            let given = std::mem::replace(&mut self.declaration.effects.network, declared);
+            if given != Network::None {
+                self = self.declare_network(given);
+            }
+        }
         self
+    }
+
+    /// Set `effects.network`, refusing a second, different declaration
+    /// (which of two the author meant cannot be guessed).
+    pub(crate) fn declare_network(mut self, network: Network) -> Self {
+        let current = &self.declaration.effects.network;
+        assert!(
+            !self.network_declared || *current == network,
+            "capability {}: effects.network is declared twice, as {} and as {}; keep one",
+            self.declaration.id,
+            current.summary(),
+            network.summary()
+        );
+        self.declaration.effects.network = network;
+        self.network_declared = true;
+        self
+    }
+
+    /// The capability's id.
+    pub(crate) fn id(&self) -> &str {
+        &self.declaration.id
     }
 
     /// An input that must succeed on any valid grant; conformance runs it.

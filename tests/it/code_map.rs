@@ -27,6 +27,7 @@ const CHECKED_SECTIONS: &[&str] = &[
     "conformance/",
     "host/sandbox/",
     "host/runner/",
+    "host/egress/",
     "host/modhost/",
     "host/mcp/",
     "host/cli/",

@@ -6,9 +6,10 @@
 
 use crate::support::Home;
 
-const PARTS: [&str; 11] = [
+const PARTS: [&str; 12] = [
     "filesystem",
     "tcp",
+    "egress",
     "udp_and_raw_sockets",
     "unix_sockets",
     "abstract_sockets",
@@ -42,7 +43,7 @@ fn doctor_lists_every_part_of_confinement_enforced_and_why() {
         confinement["host_runs_as_root"], true,
         "the suite runs as root"
     );
-    let capabilities = &parts[8]["why"];
+    let capabilities = &parts[9]["why"];
     assert!(
         capabilities
             .as_str()
@@ -55,6 +56,7 @@ fn doctor_lists_every_part_of_confinement_enforced_and_why() {
     for line in [
         "the host runs as root",
         "UDP and raw sockets",
+        "network egress",
         "inherited descriptors",
     ] {
         assert!(human.stdout.contains(line), "{line:?} in {}", human.stdout);

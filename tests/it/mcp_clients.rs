@@ -95,6 +95,9 @@ fn client_home() -> ClientHome {
         std::fs::set_permissions(&path, permissions).expect("chmod script");
         home.run(&["pin", id]).expect_code(0);
     }
+    // The clients check approval per call of the `net` tool; the lockdown
+    // its first (untrusted) result would start is `lockdown.rs`'s subject.
+    home.write_config("[lockdown]\nenabled = false\n");
     write_file(&home.workspace(), "notes.txt", "hello\n");
     let root = home.outside().join("client-root");
     write_file(&root, "only-in-root.txt", format!("{ROOT_MARKER}\n"));

@@ -167,8 +167,11 @@ fn descriptors_inherited_by_the_host_do_not_reach_the_module() {
     assert_eq!(written, "", "the module wrote through descriptor 7");
 }
 
+/// The attack: a capability that declares network opens sockets of its own
+/// to the operator's loopback services, TCP and UDP, past its egress proxy.
+/// Both are refused in the kernel, and the services see no one.
 #[test]
-fn a_capability_that_declares_network_gets_tcp_and_udp() {
+fn a_capability_that_declares_network_gets_no_socket_past_its_proxy() {
     let home = installed();
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -178,16 +181,19 @@ fn a_capability_that_declares_network_gets_tcp_and_udp() {
     });
     let run = home.invoke("attacker", "attacker.network", &input, &["--approve"]);
     let report = run.invoke_result()["output"].clone();
-    assert_eq!(report["tcp"]["ok"], true, "{report:#}");
-    assert_eq!(report["udp"]["ok"], true, "{report:#}");
-    let (mut stream, _) = tcp.accept().unwrap();
-    let mut got = String::new();
-    stream.read_to_string(&mut got).unwrap();
-    assert_eq!(got, "tcp-ok");
-    udp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_refused(&report["tcp"], &[EACCES], "a TCP connect past the proxy");
+    assert_refused(&report["udp"], &[EACCES], "a UDP socket past the proxy");
+    tcp.set_nonblocking(true).unwrap();
+    assert!(
+        tcp.accept().is_err(),
+        "the loopback TCP service was reached"
+    );
+    udp.set_nonblocking(true).unwrap();
     let mut buf = [0u8; 16];
-    let n = udp.recv(&mut buf).unwrap();
-    assert_eq!(&buf[..n], b"udp-ok");
+    assert!(
+        udp.recv(&mut buf).is_err(),
+        "the loopback UDP service got a datagram"
+    );
 }
 
 const ENOSYS: i64 = 38;

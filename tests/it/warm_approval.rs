@@ -110,6 +110,9 @@ fn an_approved_call_runs_its_module_once_and_nothing_starts_ahead_of_approval() 
     );
     // Writes only its own state: `allow`, so it may be started ahead.
     install_counting_module(&home, "eager", &json!({"writes": ["state"]}));
+    // What is tested is the approval of each call, not the lockdown the
+    // network tool's result would start (`lockdown.rs`).
+    home.write_config("[lockdown]\nenabled = false\n");
 
     let ws = home.workspace();
     let mut server = McpStdio::start(&home, Some(&ws), |command| {

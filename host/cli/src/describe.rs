@@ -31,10 +31,15 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     // Authority is per capability: preview each one's plan exactly as a
     // call would get it (`Host::grants`), without touching the disk.
     let mut plans = BTreeMap::new();
+    let mut networks = BTreeMap::new();
     if let Some(descriptor) = &module.descriptor {
         for capability in &descriptor.capabilities {
             let plan = host.grants(&module, capability, &overrides, false)?;
             plans.insert(capability.id.clone(), plan);
+            networks.insert(
+                capability.id.clone(),
+                host.network_grant(&module, capability),
+            );
         }
     }
     let mut host_warnings = module.host_warnings.clone();
@@ -73,7 +78,16 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                 .collect();
             (
                 capability.clone(),
-                json!({"roots": roots, "binaries": plan.binaries}),
+                json!({
+                    "roots": roots,
+                    "binaries": plan.binaries,
+                    "network": networks.get(capability),
+                    "untrusted_output": module
+                        .descriptor
+                        .as_deref()
+                        .and_then(|d| d.capability(capability))
+                        .map(|c| c.effects.output_is_untrusted()),
+                }),
             )
         })
         .collect();
@@ -161,9 +175,36 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                 "      reads: [{}]  writes: [{}]  network: {}  cost: {}",
                 effects.reads.join(", "),
                 effects.writes.join(", "),
-                effects.network,
+                effects.network.summary(),
                 effects.cost.as_str()
             );
+            if effects.network.is_used() {
+                match networks.get(&capability.id).and_then(Option::as_ref) {
+                    Some(view) => outln!(
+                        "      connects to: {} (through the host's egress proxy)",
+                        view.summary
+                    ),
+                    None => outln!("      connects to: nothing (config.toml grants it no host)"),
+                }
+            }
+            // What a `modhost mcp` connection in lockdown (one that
+            // received untrusted content) would let this call do.
+            if let Some(view) = networks.get(&capability.id).and_then(Option::as_ref) {
+                outln!(
+                    "      in lockdown: connects to {} ([lockdown] allowed_hosts)",
+                    view.under_lockdown
+                );
+            }
+            if !effects.writes.is_empty() || !effects.spawns.is_empty() {
+                outln!(
+                    "      in lockdown: runs only after a person approves each call (it writes or runs programs)"
+                );
+            }
+            if effects.output_is_untrusted() {
+                outln!(
+                    "      output: untrusted content; a `modhost mcp` connection that receives it is locked down ([lockdown] in config.toml)"
+                );
+            }
             let Some(plan) = plans.get(&capability.id) else {
                 continue;
             };

@@ -154,6 +154,14 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
             for warning in &outcome.host_warnings {
                 eprintln!("host warning: {warning}");
             }
+            if let Some(network) = &outcome.network {
+                if !network.contacted.is_empty() {
+                    eprintln!("network: contacted {}", network.contacted.join(", "));
+                }
+                for refusal in &network.refused {
+                    eprintln!("network: refused {}: {}", refusal.host, refusal.reason);
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Err(error) => report_error(&error, args.json),

@@ -5,7 +5,19 @@
 use serde_json::Value;
 
 use modhost::CallWorkspace;
-use modhost::tools::{CallError, ProgressSink, ToolOutcome};
+use modhost::tools::{CallError, Lockdown, ProgressSink, ToolOutcome};
+
+/// Why a call waits for the user's yes, asked through the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalAsk {
+    /// What asks, as the question says it: the rule (or default, or the
+    /// lockdown) and where the call connects.
+    pub rule: String,
+    /// The connection's lockdown asks it (`modhost::lockdown`): only the
+    /// user's yes runs it, never a line of `config.toml` or a client with
+    /// delegated approval.
+    pub lockdown: bool,
+}
 
 /// What the server needs from the host: the tool list and a way to call one.
 pub trait Backend: Send + Sync + 'static {
@@ -22,15 +34,17 @@ pub trait Backend: Send + Sync + 'static {
 
     /// [`Backend::call_tool`] in `workspace`: the client's first usable root,
     /// none when it named roots and none may be granted, the host's when it
-    /// named none. By default the host's, always.
+    /// named none; on a connection in `lockdown` or not (`lockdown.rs`). By
+    /// default the host's, always, and no lockdown.
     fn call_tool_in(
         &self,
         name: &str,
         arguments: Value,
         progress: Option<ProgressSink>,
         workspace: &CallWorkspace,
+        lockdown: Option<&Lockdown>,
     ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
-        let _ = workspace;
+        let _ = (workspace, lockdown);
         self.call_tool(name, arguments, progress)
     }
 
@@ -47,11 +61,12 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// The rule that makes a call of `name` wait for the user's approval
-    /// (its verdict is `ask` and nobody else answers for it); `None` when
-    /// it runs, or is refused, without asking anyone.
-    fn approval_rule(&self, name: &str) -> Option<String> {
-        let _ = name;
+    /// Why a call of `name`, on a connection in `lockdown` or not, waits
+    /// for the user's approval (its verdict is `ask` and nobody else
+    /// answers for it); `None` when it runs, or is refused, without asking
+    /// anyone.
+    fn approval_rule(&self, name: &str, lockdown: Option<&Lockdown>) -> Option<ApprovalAsk> {
+        let _ = (name, lockdown);
         None
     }
 
@@ -64,7 +79,8 @@ pub trait Backend: Send + Sync + 'static {
         arguments: Value,
         progress: Option<ProgressSink>,
         workspace: &CallWorkspace,
+        lockdown: Option<&Lockdown>,
     ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
-        self.call_tool_in(name, arguments, progress, workspace)
+        self.call_tool_in(name, arguments, progress, workspace, lockdown)
     }
 }

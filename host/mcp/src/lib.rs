@@ -47,6 +47,14 @@
 //!   asked gets an `isError` result saying how to allow the tool. With
 //!   `--delegate-approval` nobody is asked and every call carries the
 //!   record `by: "client"`.
+//! - **Lockdown after taint** (`lockdown.rs`, `modhost::lockdown`). Once a
+//!   result of untrusted content (by default: of a capability that uses
+//!   the network) was returned on a connection, its later calls reach only
+//!   `[lockdown] allowed_hosts`, and tools that write or run programs run
+//!   only after the user's yes for each call, even with
+//!   `--delegate-approval`. One log line says when a connection enters
+//!   it; every result from then on says so in
+//!   `_meta["dev.modhost/lockdown"]`. A new connection starts clean.
 //! - **Live tool lists.** When the backend has a change watch
 //!   ([`Backend::tool_list_changes`]), handshake clients are told
 //!   `listChanged: true` and sent `notifications/tools/list_changed`;
@@ -57,7 +65,8 @@
 //!
 //! - [`HostServer::open`] builds the server from a `modhost::Host` with
 //!   [`ServeOptions`], exactly as `modhost mcp` does; `.serve_stdio()` runs it.
-//! - [`serve`] and [`serve_until`] run any [`Backend`] over any byte pipes;
+//! - [`serve`] and [`serve_until`] run any [`Backend`] (with
+//!   [`ApprovalAsk`], why a call waits for the user) over any byte pipes;
 //!   [`ToolboxBackend`] is the backend over a `modhost::tools::Toolbox`;
 //!   [`serve_stdio`] adds stdin, stdout and the signals.
 //! - [`line`](mod@line): the framing of client lines (bounded, UTF-8 checked), public
@@ -74,7 +83,8 @@ use serde_json::Value;
 
 use modhost::CallWorkspace;
 use modhost::tools::{
-    ApprovedBy, CallError, Invoker, PolicyVerdict, ProgressSink, ToolOutcome, Toolbox, mcp_tool,
+    ApprovedBy, CallError, Invoker, Lockdown, PolicyVerdict, ProgressSink, ToolOutcome, Toolbox,
+    mcp_tool,
 };
 
 mod backend;
@@ -82,6 +92,7 @@ pub(crate) mod elicitation;
 mod host_server;
 pub mod line;
 mod list_changes;
+pub(crate) mod lockdown;
 pub(crate) mod protocol;
 pub(crate) mod revision;
 pub(crate) mod roots;
@@ -95,7 +106,7 @@ mod tests_eras;
 #[cfg(test)]
 mod tests_policy;
 
-pub use backend::Backend;
+pub use backend::{ApprovalAsk, Backend};
 pub use host_server::{HostServer, ServeOptions};
 pub use server::{serve, serve_until};
 
@@ -123,7 +134,7 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         arguments: Value,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
-        self.call_tool_in(name, arguments, progress, &CallWorkspace::Host)
+        self.call_tool_in(name, arguments, progress, &CallWorkspace::Host, None)
             .await
     }
 
@@ -133,12 +144,15 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         arguments: Value,
         progress: Option<ProgressSink>,
         workspace: &CallWorkspace,
+        lockdown: Option<&Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         // Without delegation an `ask` is refused by the gate itself (no
         // approver): the server asks the user first (`call_tool_approved`).
+        // With it, the gate still refuses the client's yes where the
+        // lockdown wants a person's.
         let approver = self.delegate_approval.then_some(ApprovedBy::Client);
         self.toolbox
-            .call_in(name, arguments, approver, progress, workspace)
+            .call_in(name, arguments, approver, progress, workspace, lockdown)
             .await
     }
 
@@ -146,9 +160,20 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         vec![self.toolbox.home().root().to_path_buf()]
     }
 
-    fn approval_rule(&self, name: &str) -> Option<String> {
-        let approval = self.toolbox.approval_of(name)?;
-        (approval.verdict == PolicyVerdict::Ask && !self.delegate_approval).then_some(approval.rule)
+    fn approval_rule(&self, name: &str, lockdown: Option<&Lockdown>) -> Option<ApprovalAsk> {
+        let policy = self.toolbox.policy_of(name, lockdown)?;
+        // A delegated client answers for every `ask`, except the ones the
+        // lockdown keeps for a person.
+        if policy.decision.verdict != PolicyVerdict::Ask
+            || (self.delegate_approval && !policy.needs_a_person)
+        {
+            return None;
+        }
+        // The question names the hosts the yes opens (`CallPolicy`).
+        Some(ApprovalAsk {
+            rule: policy.question,
+            lockdown: policy.needs_a_person,
+        })
     }
 
     async fn call_tool_approved(
@@ -157,9 +182,17 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
         arguments: Value,
         progress: Option<ProgressSink>,
         workspace: &CallWorkspace,
+        lockdown: Option<&Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         self.toolbox
-            .call_in(name, arguments, Some(ApprovedBy::User), progress, workspace)
+            .call_in(
+                name,
+                arguments,
+                Some(ApprovedBy::User),
+                progress,
+                workspace,
+                lockdown,
+            )
             .await
     }
 

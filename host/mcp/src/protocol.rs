@@ -6,8 +6,9 @@
 use modproto::{ErrorCode, ErrorData, RpcError};
 use serde_json::{Map, Value, json};
 
+use super::lockdown::META_LOCKDOWN;
 use super::revision::{self, Revision, keep_fields};
-use modhost::tools::{ToolArtifact, ToolOutcome};
+use modhost::tools::{Lockdown, ToolArtifact, ToolOutcome};
 
 /// The per-request `_meta` key naming the revision (2026-07-28).
 pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -15,6 +16,10 @@ pub(crate) const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocol
 pub(crate) const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// The result `_meta` key identifying the server (2026-07-28).
 pub(crate) const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// The result `_meta` key carrying the hosts a call contacted and those
+/// its egress proxy refused (`{"contacted": [...], "refused": [{"host",
+/// "reason"}]}`).
+pub(crate) const META_NETWORK: &str = "dev.modhost/network";
 /// The notification `_meta` key naming a `subscriptions/listen` stream.
 pub(crate) const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -112,8 +117,13 @@ pub(crate) fn tools_list_result(revision: &Revision, tools: Vec<Value>, ttl_ms: 
 /// The `tools/call` result for an outcome: the text (with its `@artifact`
 /// lines), a `resource_link` per artifact with a host file where the
 /// revision has them, and `structuredContent` when the output is an object
-/// and the revision has it.
-pub(crate) fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
+/// and the revision has it; in `_meta`, what the call's egress proxy saw
+/// and the connection's `lockdown` (`lockdown.rs`).
+pub(crate) fn call_result(
+    revision: &Revision,
+    outcome: &ToolOutcome,
+    lockdown: Option<&Lockdown>,
+) -> Value {
     // Only the members `revision` defines are written: what `keep_fields`
     // would leave, without building the others first.
     let defined = |member: &str| revision.call_result.contains(&member);
@@ -138,6 +148,19 @@ pub(crate) fn call_result(revision: &Revision, outcome: &ToolOutcome) -> Value {
     }
     if defined("isError") {
         result.insert("isError".into(), json!(outcome.is_error));
+    }
+    // Every revision lets a result carry `_meta`: what the call's egress
+    // proxy saw, and the connection's lockdown, go to the client whatever
+    // it speaks.
+    let mut meta = Map::new();
+    if let Some(network) = &outcome.network {
+        meta.insert(META_NETWORK.into(), json!(network));
+    }
+    if let Some(lockdown) = lockdown {
+        meta.insert(META_LOCKDOWN.into(), super::lockdown::meta(lockdown));
+    }
+    if !meta.is_empty() {
+        result.insert("_meta".into(), Value::Object(meta));
     }
     stamp(revision, Value::Object(result))
 }
@@ -262,10 +285,12 @@ mod tests {
                 },
                 file: Some("/h/artifacts/m/my file.txt".into()),
             }],
+            network: None,
+            enters_lockdown: None,
         };
         let r = |v| revision::find(v).unwrap();
         assert_eq!(
-            call_result(r("2025-06-18"), &outcome),
+            call_result(r("2025-06-18"), &outcome, None),
             json!({
                 "content": [
                     {"type": "text", "text": "{}\n@artifact {...}"},
@@ -278,15 +303,15 @@ mod tests {
         );
         // Neither links nor structure where the revision has none.
         assert_eq!(
-            call_result(r("2025-03-26"), &outcome),
+            call_result(r("2025-03-26"), &outcome, None),
             json!({"content": [{"type": "text", "text": "{}\n@artifact {...}"}], "isError": false})
         );
-        let modern = call_result(r("2026-07-28"), &outcome);
+        let modern = call_result(r("2026-07-28"), &outcome, None);
         assert_eq!(modern["resultType"], json!("complete"));
         assert_eq!(modern["_meta"][META_SERVER_INFO]["name"], json!("modhost"));
         let failed = ToolOutcome::failure("boom");
         assert_eq!(
-            call_result(r("2025-11-25"), &failed),
+            call_result(r("2025-11-25"), &failed, None),
             json!({"content": [{"type": "text", "text": "boom"}], "isError": true})
         );
         let array = ToolOutcome {
@@ -294,9 +319,45 @@ mod tests {
             ..ToolOutcome::failure("x")
         };
         assert!(
-            call_result(r("2025-11-25"), &array)
+            call_result(r("2025-11-25"), &array, None)
                 .get("structuredContent")
                 .is_none()
         );
+    }
+}
+
+#[cfg(test)]
+mod lockdown_meta_tests {
+    use super::*;
+
+    /// Every revision's result carries the lockdown, beside what the
+    /// egress proxy saw, and the stateless era's server info stays.
+    #[test]
+    fn a_result_in_lockdown_says_so_in_every_revision() {
+        let lockdown = Lockdown {
+            since: "web__web_get".into(),
+        };
+        let outcome = ToolOutcome {
+            network: Some(modhost::Contacts::default()),
+            ..ToolOutcome::failure("x")
+        };
+        for revision in revision::REVISIONS {
+            let result = call_result(revision, &outcome, Some(&lockdown));
+            assert_eq!(
+                result["_meta"][META_LOCKDOWN],
+                json!({"active": true, "since": "web__web_get"}),
+                "{}",
+                revision.version
+            );
+            assert!(result["_meta"][META_NETWORK].is_object(), "{result}");
+            let clean = call_result(revision, &ToolOutcome::failure("x"), None);
+            assert!(clean["_meta"].get(META_LOCKDOWN).is_none(), "{clean}");
+        }
+        let stateless = revision::REVISIONS
+            .iter()
+            .find(|r| r.era == revision::Era::Stateless)
+            .unwrap();
+        let result = call_result(stateless, &outcome, Some(&lockdown));
+        assert_eq!(result["_meta"][META_SERVER_INFO]["name"], json!("modhost"));
     }
 }

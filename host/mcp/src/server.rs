@@ -14,8 +14,9 @@
 //! Eras (`revision.rs`): each request is served in the revision it names in
 //! its `_meta` (stateless) or, without one, in the revision its connection's
 //! `initialize` chose (the newest handshake revision when there was none, as
-//! before). [`Session`] is all a connection remembers, and only the
-//! handshake era uses it.
+//! before). [`Session`] is all a connection remembers for serving it, and
+//! only the handshake era uses it; what it remembers to restrict it, its
+//! lockdown (`lockdown.rs`), applies in every era.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,15 +28,16 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::Backend;
 use super::elicitation::{self, Answer, PendingApprovals, Questions};
 use super::line::{self, Decoded, Framed, LineFramer, MAX_LINE_BYTES};
 use super::list_changes::{self, Listeners, MAX_SUBSCRIPTIONS, SharedListeners};
+use super::lockdown::ConnectionLockdown;
 use super::protocol::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
 use super::revision::{self, AskUser, Era, Revision, keep_fields};
 use super::roots::NoWorkspace;
+use super::{ApprovalAsk, Backend};
 use modhost::CallWorkspace;
-use modhost::tools::{CallError, Progress, ToolOutcome};
+use modhost::tools::{CallError, Lockdown, Progress, ToolOutcome};
 
 /// The most `tools/call`s that run at once for one client.
 pub(crate) const MAX_CONCURRENT_CALLS: usize = 16;
@@ -73,6 +75,9 @@ struct Connection<B> {
     /// Stateless approval questions awaiting the client's retry.
     approvals: PendingApprovals,
     listeners: SharedListeners,
+    /// Whether the connection is in lockdown (`lockdown.rs`): shared with
+    /// the call tasks, which enter it before they send a tainting result.
+    lockdown: Arc<ConnectionLockdown>,
     /// The backend announces tool-list changes.
     live: bool,
     running: HashMap<Id, AbortHandle>,
@@ -137,6 +142,7 @@ where
         questions: Arc::new(Questions::default()),
         approvals: PendingApprovals::default(),
         listeners,
+        lockdown: Arc::new(ConnectionLockdown::default()),
         live,
         running: HashMap::new(),
         calls: JoinSet::new(),
@@ -492,15 +498,19 @@ impl<B: Backend> Connection<B> {
             None | Some(Value::Null) => json!({}),
             Some(v) => v,
         };
+        // The connection's lockdown as this call is read: every result the
+        // client could have read before sending it was recorded by now.
+        let lockdown = self.lockdown.current();
         // Refused before anything is asked or spent (a stateless approval
         // is consumed when presented).
         if self.calls.len() >= MAX_CONCURRENT_CALLS {
-            let refused = protocol::call_result(revision, &too_many_calls());
+            let refused = protocol::call_result(revision, &too_many_calls(), lockdown.as_ref());
             return self.reply(id, Ok(refused)).await;
         }
-        let approval = match self.backend.approval_rule(&name) {
+        let approval = match self.backend.approval_rule(&name, lockdown.as_ref()) {
             None => Approval::NotNeeded,
-            Some(rule) => {
+            Some(ask) => {
+                let rule = ask.rule.clone();
                 let can_answer = elicitation::client_can_answer(Some(&served.capabilities));
                 let shown = arguments.to_string().len();
                 match revision.ask_user {
@@ -513,15 +523,16 @@ impl<B: Backend> Connection<B> {
                              shows in full, and a yes to arguments you cannot read is not asked for",
                             elicitation::MAX_SHOWN_ARGUMENTS
                         );
-                        let refused = cannot_ask_because(&name, &rule, &why);
-                        let result = protocol::call_result(revision, &refused);
+                        let refused = cannot_ask_because(&name, &ask, &why, lockdown.as_ref());
+                        let result = protocol::call_result(revision, &refused, lockdown.as_ref());
                         return self.reply(id, Ok(result)).await;
                     }
                     AskUser::Request { .. } if can_answer => Approval::AskFirst(
                         elicitation::question(revision, &name, &rule, &arguments),
                     ),
                     AskUser::InputRequired if can_answer => {
-                        match self.round_trip(revision, &params, &name, &rule, &arguments) {
+                        let asked = (name.as_str(), rule.as_str(), &arguments);
+                        match self.round_trip(revision, &params, asked, lockdown.as_ref()) {
                             RoundTrip::Approved => Approval::Given,
                             RoundTrip::Answer(outcome) => return self.reply(id, outcome).await,
                         }
@@ -530,7 +541,7 @@ impl<B: Backend> Connection<B> {
                     // `_meta` did not declare is answered with -32021
                     // (basic/index, "_meta"), never inferred from elsewhere.
                     AskUser::InputRequired => {
-                        let how = cannot_ask(&name, &rule, revision).text;
+                        let how = cannot_ask(&name, &ask, revision, lockdown.as_ref()).text;
                         let remedy = format!(
                             "declare {{\"elicitation\": {{\"form\": {{}}}}}} in \
                              _meta[\"{META_CLIENT_CAPABILITIES}\"] so the user can be asked. {how}"
@@ -539,8 +550,8 @@ impl<B: Backend> Connection<B> {
                         return self.reply(id, Err(error)).await;
                     }
                     _ => {
-                        let refused = cannot_ask(&name, &rule, revision);
-                        let result = protocol::call_result(revision, &refused);
+                        let refused = cannot_ask(&name, &ask, revision, lockdown.as_ref());
+                        let result = protocol::call_result(revision, &refused, lockdown.as_ref());
                         return self.reply(id, Ok(result)).await;
                     }
                 }
@@ -566,15 +577,25 @@ impl<B: Backend> Connection<B> {
             },
             approval,
             token,
+            lockdown,
         };
         let backend = Arc::clone(&self.backend);
         let outbox = self.outbox.clone();
         let questions = Arc::clone(&self.questions);
+        let state = Arc::clone(&self.lockdown);
         let task_id = id.clone();
         let handle = self.calls.spawn(async move {
             let response = run_call(backend.as_ref(), call, &outbox, &questions).await;
             let message = match response {
-                Ok(outcome) => Response::ok(task_id, protocol::call_result(revision, &outcome)),
+                Ok(outcome) => {
+                    // Entered before the result goes out (`lockdown.rs`).
+                    if let Some(entered) = &outcome.enters_lockdown {
+                        state.enter(entered.clone());
+                    }
+                    let result =
+                        protocol::call_result(revision, &outcome, state.current().as_ref());
+                    Response::ok(task_id, result)
+                }
                 Err(e) => Response::err(task_id, call_error(&e)),
             };
             send(&outbox, &Message::Response(message)).await;
@@ -584,14 +605,15 @@ impl<B: Backend> Connection<B> {
 
     /// The stateless era's approval: ask with an `input_required` result, or
     /// read the answer the client's retry brings with our `requestState`.
+    /// `asked` is the call: its tool, the rule that asks, its arguments.
     fn round_trip(
         &mut self,
         revision: &Revision,
         params: &Value,
-        name: &str,
-        rule: &str,
-        arguments: &Value,
+        asked: (&str, &str, &Value),
+        lockdown: Option<&Lockdown>,
     ) -> RoundTrip {
+        let (name, rule, arguments) = asked;
         if let Some(state) = params.get("requestState") {
             let redeemed = match state.as_str() {
                 Some(state) => self.approvals.redeem(state, name, arguments),
@@ -612,7 +634,8 @@ impl<B: Backend> Connection<B> {
                 Some(Answer::Approved) => return RoundTrip::Approved,
                 Some(Answer::Refused(why)) => {
                     let outcome = not_approved(name, &why);
-                    return RoundTrip::Answer(Ok(protocol::call_result(revision, &outcome)));
+                    let result = protocol::call_result(revision, &outcome, lockdown);
+                    return RoundTrip::Answer(Ok(result));
                 }
                 // The retry lacks the answer: ask again.
                 None => {}
@@ -671,16 +694,39 @@ fn missing_meta(method: &str, key: &str) -> RpcError {
 
 /// What the user is told (through the model) when a call waits for an
 /// approval this client cannot ask for.
-fn cannot_ask(name: &str, rule: &str, revision: &Revision) -> ToolOutcome {
+fn cannot_ask(
+    name: &str,
+    ask: &ApprovalAsk,
+    revision: &Revision,
+    lockdown: Option<&Lockdown>,
+) -> ToolOutcome {
     let why = match revision.ask_user {
         AskUser::Never => format!("MCP {} has no elicitation", revision.version),
         _ => "this client did not declare the elicitation capability (form)".to_owned(),
     };
-    cannot_ask_because(name, rule, &why)
+    cannot_ask_because(name, ask, &why, lockdown)
 }
 
-/// [`cannot_ask`], for a reason the caller states.
-fn cannot_ask_because(name: &str, rule: &str, why: &str) -> ToolOutcome {
+/// [`cannot_ask`], for a reason the caller states. A call the lockdown
+/// keeps for the user's yes is told so, since no line of `config.toml`
+/// and no delegation allows it then.
+fn cannot_ask_because(
+    name: &str,
+    ask: &ApprovalAsk,
+    why: &str,
+    lockdown: Option<&Lockdown>,
+) -> ToolOutcome {
+    let rule = &ask.rule;
+    if let (true, Some(lockdown)) = (ask.lockdown, lockdown) {
+        return ToolOutcome::failure(format!(
+            "not run: {name} needs your approval ({rule}) and the server cannot ask you: {why}. \
+             This connection is locked down since {} returned untrusted content: a tool that \
+             writes or runs programs runs only after you approve that one call, which neither \
+             config.toml nor --delegate-approval can do for you. Use a client that can ask you \
+             (elicitation), or continue in a new connection, which starts without lockdown.",
+            lockdown.since
+        ));
+    }
     ToolOutcome::failure(format!(
         "not run: {name} needs approval ({rule}) and the server cannot ask you: {why}. \
          To allow it, add to config.toml:\n\n[[approval.rules]]\ntool = \"{name}\"\ndecision = \"allow\"\n\n\
@@ -810,6 +856,8 @@ struct Invocation {
     approval: Approval,
     /// The client's progress token, when it asked for progress.
     token: Option<Value>,
+    /// The connection's lockdown as the call was read.
+    lockdown: Option<Lockdown>,
 }
 
 /// Ask the user `question` through the client; the answer, a no when it
@@ -847,6 +895,7 @@ async fn run_call<B: Backend>(
         workspace,
         approval,
         token,
+        lockdown,
     } = call;
     let approved = match approval {
         Approval::NotNeeded => false,
@@ -856,15 +905,15 @@ async fn run_call<B: Backend>(
             Answer::Refused(why) => return Ok(not_approved(&name, &why)),
         },
     };
-    let (name, workspace) = (name.as_str(), &workspace);
+    let (name, workspace, lockdown) = (name.as_str(), &workspace, lockdown.as_ref());
     let start = move |progress| async move {
         if approved {
             backend
-                .call_tool_approved(name, arguments, progress, workspace)
+                .call_tool_approved(name, arguments, progress, workspace, lockdown)
                 .await
         } else {
             backend
-                .call_tool_in(name, arguments, progress, workspace)
+                .call_tool_in(name, arguments, progress, workspace, lockdown)
                 .await
         }
     };

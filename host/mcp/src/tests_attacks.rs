@@ -47,6 +47,8 @@ fn ok(text: String) -> ToolOutcome {
         text,
         structured: None,
         artifacts: vec![],
+        network: None,
+        enters_lockdown: None,
     }
 }
 
@@ -64,8 +66,14 @@ impl Backend for Vault {
         arguments: Value,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
-        self.call_tool_in(name, arguments, progress, &modhost::CallWorkspace::Host)
-            .await
+        self.call_tool_in(
+            name,
+            arguments,
+            progress,
+            &modhost::CallWorkspace::Host,
+            None,
+        )
+        .await
     }
 
     async fn call_tool_in(
@@ -74,6 +82,7 @@ impl Backend for Vault {
         _arguments: Value,
         progress: Option<ProgressSink>,
         workspace: &modhost::CallWorkspace,
+        _lockdown: Option<&modhost::tools::Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         match name {
             "where" => {
@@ -102,8 +111,15 @@ impl Backend for Vault {
         vec![self.home.clone()]
     }
 
-    fn approval_rule(&self, name: &str) -> Option<String> {
-        (name == "guarded").then(|| "r".to_owned())
+    fn approval_rule(
+        &self,
+        name: &str,
+        _lockdown: Option<&modhost::tools::Lockdown>,
+    ) -> Option<crate::ApprovalAsk> {
+        (name == "guarded").then(|| crate::ApprovalAsk {
+            rule: "r".to_owned(),
+            lockdown: false,
+        })
     }
 
     async fn call_tool_approved(
@@ -112,11 +128,12 @@ impl Backend for Vault {
         arguments: Value,
         progress: Option<ProgressSink>,
         workspace: &modhost::CallWorkspace,
+        lockdown: Option<&modhost::tools::Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         if name != "guarded" {
             // What the host's gate does: a yes never opens a deny.
             return self
-                .call_tool_in(name, arguments, progress, workspace)
+                .call_tool_in(name, arguments, progress, workspace, lockdown)
                 .await;
         }
         self.runs

@@ -93,6 +93,8 @@ impl Backend for Desk {
                     },
                     file: Some("/h/a.txt".into()),
                 }],
+                network: None,
+                enters_lockdown: None,
             }),
             // What the host's gate does with an `ask` nobody approved.
             "guarded" => Err(CallError::Refused(Refusal::NeedsApproval {
@@ -107,8 +109,15 @@ impl Backend for Desk {
         self.changes.as_ref().map(watch::Sender::subscribe)
     }
 
-    fn approval_rule(&self, name: &str) -> Option<String> {
-        (name == "guarded").then(|| RULE.to_owned())
+    fn approval_rule(
+        &self,
+        name: &str,
+        _lockdown: Option<&modhost::tools::Lockdown>,
+    ) -> Option<crate::ApprovalAsk> {
+        (name == "guarded").then(|| crate::ApprovalAsk {
+            rule: RULE.to_owned(),
+            lockdown: false,
+        })
     }
 
     async fn call_tool_approved(
@@ -117,6 +126,7 @@ impl Backend for Desk {
         arguments: Value,
         progress: Option<ProgressSink>,
         _workspace: &modhost::CallWorkspace,
+        _lockdown: Option<&modhost::tools::Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         if name != "guarded" {
             return self.call_tool(name, arguments, progress).await;
@@ -127,6 +137,8 @@ impl Backend for Desk {
             text: "ran, approved by the user".into(),
             structured: None,
             artifacts: vec![],
+            network: None,
+            enters_lockdown: None,
         })
     }
 }

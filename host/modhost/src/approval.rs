@@ -19,7 +19,13 @@
 //! - **The default is decided from declared effects**, the same facts the
 //!   model reads in the tool description: a read-only local capability is
 //!   allowed; one that writes outside its own state and artifacts roots,
-//!   reaches the network, runs a binary, or asks for approval itself, asks.
+//!   connects anywhere, runs a binary, or asks for approval itself, asks.
+//!   Where it connects is what the call is granted (the declaration as the
+//!   operator narrowed it, `crate::network_grant`), never the bare
+//!   declaration: the default's rule says `connects to 198.51.100.6:8080`,
+//!   and every approval question ([`CallPolicy::question`], the CLI's
+//!   prompt and `approval_required` message, the MCP server's elicitation)
+//!   names those hosts, whichever rule asks.
 //! - The decision names the rule (or the default) that made it, so a refusal
 //!   can always say why, and the approval record a module receives says which
 //!   rule let the call through. A call the default allows needed no approval
@@ -31,8 +37,11 @@
 
 use std::fmt;
 
+use modhost_egress::{CallGrant, HostGrant};
 use modproto::{Capability, Descriptor, RootKind};
 use serde::{Deserialize, Serialize};
+
+use crate::network_grant;
 
 /// The `[approval]` section of `config.toml`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -129,13 +138,50 @@ impl PolicyDecision {
     }
 }
 
+/// What the operator's policy says about one call of a tool: the
+/// decision, the question an approval asks, and who may answer it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallPolicy {
+    pub decision: PolicyDecision,
+    /// What asking for approval says: the rule that asks and where the
+    /// call connects (the default's rule says it already; another rule's
+    /// gets `; it connects to ...`).
+    pub question: String,
+    /// Only a person's yes for this one call runs it (a connection in
+    /// lockdown, `crate::lockdown`): neither an allow rule nor a client
+    /// with delegated approval answers for it.
+    pub needs_a_person: bool,
+}
+
+impl CallPolicy {
+    /// The policy of a call that `decision` decides and that is granted
+    /// `network`.
+    pub(crate) fn new(decision: PolicyDecision, network: Option<&CallGrant>) -> CallPolicy {
+        let question = match network {
+            Some(grant) if decision.from_rule => format!(
+                "{}; it connects to {}",
+                decision.rule,
+                network_grant::summary(grant)
+            ),
+            _ => decision.rule.clone(),
+        };
+        CallPolicy {
+            decision,
+            question,
+            needs_a_person: false,
+        }
+    }
+}
+
 /// Decide the policy for capability `capability` of module `descriptor`,
-/// exposed as tool `tool`.
+/// exposed as tool `tool`, whose calls are granted `network`
+/// (`crate::network_grant::call_grant`).
 pub(crate) fn decide(
     config: &ApprovalConfig,
     descriptor: &Descriptor,
     capability: &Capability,
     tool: &str,
+    network: Option<&CallGrant>,
 ) -> PolicyDecision {
     let subject = Subject {
         module: &descriptor.id,
@@ -143,7 +189,8 @@ pub(crate) fn decide(
         effects: &capability.effects,
         tool,
     };
-    strictest_rule(config, &subject).unwrap_or_else(|| default_decision(descriptor, capability))
+    strictest_rule(config, &subject)
+        .unwrap_or_else(|| default_decision(descriptor, capability, network))
 }
 
 /// The decision for a tool the host itself provides (listed under the
@@ -210,7 +257,7 @@ fn effect_matches(class: EffectClass, effects: &modproto::Effects) -> bool {
     match class {
         EffectClass::ReadOnly => effects.is_read_only(),
         EffectClass::Writes => !effects.writes.is_empty(),
-        EffectClass::Network => effects.network,
+        EffectClass::Network => effects.network.is_used(),
         EffectClass::Spawns => !effects.spawns.is_empty(),
     }
 }
@@ -247,8 +294,13 @@ fn rule_label(index: usize, rule: &Rule) -> String {
     format!("rule #{} ({matchers})", index + 1)
 }
 
-/// The decision when no rule matches: from the declared effects.
-fn default_decision(descriptor: &Descriptor, capability: &Capability) -> PolicyDecision {
+/// The decision when no rule matches: from the declared effects, and the
+/// network the call is granted.
+fn default_decision(
+    descriptor: &Descriptor,
+    capability: &Capability,
+    network: Option<&CallGrant>,
+) -> PolicyDecision {
     let effects = &capability.effects;
     let mut reasons = Vec::new();
     if effects.approval {
@@ -271,8 +323,11 @@ fn default_decision(descriptor: &Descriptor, capability: &Capability) -> PolicyD
     if !foreign_writes.is_empty() {
         reasons.push(format!("writes {}", foreign_writes.join(", ")));
     }
-    if effects.network {
-        reasons.push("reaches the network".to_owned());
+    // What the call gets, not what the module declared: a declaration the
+    // operator narrowed asks about the hosts left, and one narrowed to
+    // nothing (or a call in lockdown left no host) connects nowhere.
+    if let Some(grant) = network.filter(|grant| !admits_nothing(grant)) {
+        reasons.push(format!("connects to {}", network_grant::summary(grant)));
     }
     if !effects.spawns.is_empty() {
         reasons.push(format!("runs {}", effects.spawns.join(", ")));
@@ -292,6 +347,11 @@ fn default_decision(descriptor: &Descriptor, capability: &Capability) -> PolicyD
     }
 }
 
+/// Whether `grant` lets a call reach nothing at all.
+fn admits_nothing(grant: &CallGrant) -> bool {
+    matches!(&grant.hosts, HostGrant::Only(hosts) if hosts.is_empty()) && grant.private.is_empty()
+}
+
 /// Who approved a call that the policy did not simply allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ApprovedBy {
@@ -306,6 +366,12 @@ pub enum ApprovedBy {
 }
 
 impl ApprovedBy {
+    /// Whether a person said yes to this one call (not a client answering
+    /// for every call, nor a rule).
+    pub fn is_a_person(self) -> bool {
+        !matches!(self, ApprovedBy::Client)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ApprovedBy::Flag => "flag",
@@ -323,6 +389,10 @@ pub enum Refusal {
     Denied { tool: String, rule: String },
     #[error("{tool} needs approval ({rule}) and none was given")]
     NeedsApproval { tool: String, rule: String },
+    /// A connection in lockdown: only a person's yes for this call counts
+    /// (`crate::lockdown`).
+    #[error("{tool} needs a person's approval ({rule}) and none was given")]
+    NeedsPerson { tool: String, rule: String },
     /// An operator override (`enabled = false`) removed the tool.
     #[error("{tool} is disabled by the override [capabilities.{key:?}] in config.toml")]
     Disabled { tool: String, key: String },
@@ -338,6 +408,9 @@ impl Refusal {
             Refusal::NeedsApproval { .. } => {
                 "approve the call (modhost invoke --approve), or add an allow rule for it to [[approval.rules]] in config.toml"
             }
+            Refusal::NeedsPerson { .. } => {
+                "a person must approve this one call: answer the approval question the MCP client shows (a client without elicitation cannot run it now); while the connection is locked down neither an allow rule nor a client's delegated approval counts, and a new connection starts without lockdown"
+            }
             Refusal::Disabled { .. } => {
                 "remove `enabled = false` from that override in config.toml if the capability should run"
             }
@@ -351,7 +424,9 @@ impl Refusal {
     pub fn kind(&self) -> modproto::ErrorKind {
         match self {
             Refusal::Denied { .. } => modproto::ModuleErrorKind::Denied.into(),
-            Refusal::NeedsApproval { .. } => modproto::HostErrorKind::ApprovalRequired.into(),
+            Refusal::NeedsApproval { .. } | Refusal::NeedsPerson { .. } => {
+                modproto::HostErrorKind::ApprovalRequired.into()
+            }
             Refusal::Disabled { .. } => modproto::HostErrorKind::Disabled.into(),
         }
     }
@@ -359,7 +434,9 @@ impl Refusal {
     /// The rule (or default) that decided, when a rule did.
     pub fn rule(&self) -> Option<&str> {
         match self {
-            Refusal::Denied { rule, .. } | Refusal::NeedsApproval { rule, .. } => Some(rule),
+            Refusal::Denied { rule, .. }
+            | Refusal::NeedsApproval { rule, .. }
+            | Refusal::NeedsPerson { rule, .. } => Some(rule),
             Refusal::Disabled { .. } => None,
         }
     }
@@ -390,6 +467,33 @@ pub(crate) fn authorize(
             Ok(Some(approval_record("rule", &decision.rule)))
         }
         (PolicyVerdict::Allow, _) => Ok(None),
+    }
+}
+
+/// Gate one call by its [`CallPolicy`]: [`authorize`], except that a
+/// refusal names the policy's question (the hosts the call connects to),
+/// and that a call which needs a person runs only on a person's yes.
+pub(crate) fn authorize_call(
+    policy: &CallPolicy,
+    tool: &str,
+    approver: Option<ApprovedBy>,
+) -> Result<Option<modproto::Approval>, Refusal> {
+    let verdict = policy.decision.verdict;
+    if verdict == PolicyVerdict::Ask
+        && policy.needs_a_person
+        && !approver.is_some_and(ApprovedBy::is_a_person)
+    {
+        return Err(Refusal::NeedsPerson {
+            tool: tool.to_owned(),
+            rule: policy.question.clone(),
+        });
+    }
+    match authorize(&policy.decision, tool, approver) {
+        Err(Refusal::NeedsApproval { tool, .. }) => Err(Refusal::NeedsApproval {
+            tool,
+            rule: policy.question.clone(),
+        }),
+        other => other,
     }
 }
 
@@ -457,8 +561,132 @@ mod tests {
         toml::from_str::<Wrapper>(toml_text).unwrap().approval
     }
 
+    /// The decision for the one capability of `d`, granted the network it
+    /// declares (no operator narrowing).
     fn decide_for(cfg: &ApprovalConfig, d: &Descriptor) -> PolicyDecision {
-        decide(cfg, d, &d.capabilities[0], "files__files_op")
+        let network = network_grant::call_grant(&d.capabilities[0], Default::default());
+        decide(
+            cfg,
+            d,
+            &d.capabilities[0],
+            "files__files_op",
+            network.as_ref(),
+        )
+    }
+
+    fn grant(hosts: &[&str]) -> CallGrant {
+        CallGrant {
+            hosts: HostGrant::Only(
+                hosts
+                    .iter()
+                    .map(|h| modproto::HostPattern::parse(h).unwrap())
+                    .collect(),
+            ),
+            private: Vec::new(),
+        }
+    }
+
+    /// The approval question names the hosts the call would actually get,
+    /// after the operator's narrowing, never the declaration: a person who
+    /// says yes to "any public host" while the call gets one host (or the
+    /// reverse) approved something else than what runs.
+    #[test]
+    fn the_question_names_the_hosts_the_call_gets_not_the_declaration() {
+        let d = module(&json!([]), &json!({"network": true}));
+        let cap = &d.capabilities[0];
+        let narrowed = grant(&["198.51.100.6:8080"]);
+        let cfg = ApprovalConfig::default();
+        let decision = decide(&cfg, &d, cap, "t", Some(&narrowed));
+        assert_eq!(decision.verdict, PolicyVerdict::Ask);
+        assert_eq!(decision.rule, "default: connects to 198.51.100.6:8080");
+        let policy = CallPolicy::new(decision, Some(&narrowed));
+        assert_eq!(policy.question, "default: connects to 198.51.100.6:8080");
+        let refused = authorize_call(&policy, "t", None).unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "t needs approval (default: connects to 198.51.100.6:8080) and none was given"
+        );
+
+        // An operator's rule does not name hosts; the question adds them.
+        let asks =
+            config("[[approval.rules]]\nname = \"net\"\neffect = \"network\"\ndecision = \"ask\"");
+        let policy = CallPolicy::new(
+            decide(&asks, &d, cap, "t", Some(&narrowed)),
+            Some(&narrowed),
+        );
+        assert_eq!(policy.decision.rule, "rule \"net\"");
+        assert_eq!(
+            policy.question,
+            "rule \"net\"; it connects to 198.51.100.6:8080"
+        );
+        assert_eq!(
+            authorize_call(&policy, "t", None).unwrap_err().rule(),
+            Some("rule \"net\"; it connects to 198.51.100.6:8080")
+        );
+        // The approval record keeps the rule alone.
+        let record = authorize_call(&policy, "t", Some(ApprovedBy::Flag))
+            .unwrap()
+            .unwrap();
+        assert_eq!(record.rule.as_deref(), Some("rule \"net\""));
+
+        // Narrowed to nothing, the call connects nowhere: nothing to ask.
+        let nowhere = grant(&[]);
+        assert_eq!(
+            decide(&cfg, &d, cap, "t", Some(&nowhere)).verdict,
+            PolicyVerdict::Allow
+        );
+        assert_eq!(
+            decide(&cfg, &d, cap, "t", None).verdict,
+            PolicyVerdict::Allow
+        );
+    }
+
+    /// A call that needs a person runs on a person's yes only: the client
+    /// answering for every call (`--delegate-approval`) is refused, naming
+    /// why, and so is no approver.
+    #[test]
+    fn a_call_that_needs_a_person_is_not_approved_by_a_client() {
+        let policy = CallPolicy {
+            decision: PolicyDecision {
+                verdict: PolicyVerdict::Ask,
+                rule: "lockdown".into(),
+                from_rule: false,
+            },
+            question: "lockdown since web returned untrusted content: writes workspace".into(),
+            needs_a_person: true,
+        };
+        for approver in [None, Some(ApprovedBy::Client)] {
+            let refused = authorize_call(&policy, "t", approver).unwrap_err();
+            assert!(
+                matches!(refused, Refusal::NeedsPerson { .. }),
+                "{approver:?}"
+            );
+            assert_eq!(
+                refused.kind(),
+                modproto::ErrorKind::from(modproto::HostErrorKind::ApprovalRequired)
+            );
+            assert!(
+                refused.to_string().contains("writes workspace"),
+                "{refused}"
+            );
+            assert!(refused.remedy().contains("new connection"));
+        }
+        for person in [ApprovedBy::User, ApprovedBy::Prompt, ApprovedBy::Flag] {
+            let record = authorize_call(&policy, "t", Some(person)).unwrap().unwrap();
+            assert_eq!(record.by, person.as_str());
+        }
+        let deny = CallPolicy {
+            decision: PolicyDecision {
+                verdict: PolicyVerdict::Deny,
+                rule: "rule \"no\"".into(),
+                from_rule: true,
+            },
+            ..policy
+        };
+        assert!(matches!(
+            authorize_call(&deny, "t", Some(ApprovedBy::User)),
+            Err(Refusal::Denied { .. })
+        ));
     }
 
     #[test]

@@ -20,6 +20,13 @@
 //!
 //! [approval]                       # see crate::approval
 //! [capabilities."files.files.search"]  # see crate::overrides
+//!
+//! [lockdown]                       # see crate::lockdown
+//! enabled = true                   # a connection that received untrusted content is locked down
+//! allowed_hosts = []               # what its calls may still reach: host entries as in effects.network
+//!
+//! [network]                        # see crate::network_config
+//! public_ranges = []               # CIDR ranges of a lab, reachable as if public
 //! ```
 //!
 //! Design decisions: a missing file is an empty configuration (a fresh home
@@ -34,6 +41,8 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::approval::ApprovalConfig;
+use crate::lockdown::LockdownConfig;
+use crate::network_config::NetworkConfig;
 use crate::overrides::CapabilityOverride;
 pub use crate::pins::PinsMode;
 use modhost_runner::CallLimits;
@@ -68,6 +77,14 @@ pub struct Config {
     /// Per-capability overrides, keyed by tool name or `module.capability`.
     #[serde(default)]
     pub capabilities: BTreeMap<String, CapabilityOverride>,
+    /// What a connection that received untrusted content may still do
+    /// (see [`crate::lockdown`]).
+    #[serde(default)]
+    pub lockdown: LockdownConfig,
+    /// What the egress proxy counts as public (see
+    /// [`crate::network_config`]).
+    #[serde(default)]
+    pub network: NetworkConfig,
 }
 
 fn default_warm_processes() -> bool {
@@ -85,6 +102,8 @@ impl Default for Config {
             limits: Limits::default(),
             approval: ApprovalConfig::default(),
             capabilities: BTreeMap::new(),
+            lockdown: LockdownConfig::default(),
+            network: NetworkConfig::default(),
         }
     }
 }
@@ -200,6 +219,14 @@ impl Config {
                 }
             }
         }
+        let lockdown = config.lockdown.problems();
+        if !lockdown.is_empty() {
+            return Err(invalid(lockdown.join("; ")));
+        }
+        let network = config.network.problems();
+        if !network.is_empty() {
+            return Err(invalid(network.join("; ")));
+        }
         if config.limits.describe_concurrency == 0 {
             return Err(invalid(
                 "[limits] describe_concurrency must be at least 1".into(),
@@ -304,6 +331,39 @@ describe_concurrency = 2
             .unwrap_err()
             .to_string();
         assert!(err.contains("absolute"), "{err}");
+    }
+
+    /// A typo in `allowed_hosts` must not silently leave the operator's
+    /// documentation host unreachable, nor be guessed at: the file is
+    /// refused, naming the entry and the fix.
+    #[test]
+    fn lockdown_is_on_with_no_host_and_a_malformed_entry_is_refused_naming_it() {
+        let config = parse("").unwrap();
+        assert!(config.lockdown.enabled);
+        assert!(config.lockdown.allowed_hosts.is_empty());
+        let config = parse(
+            "[lockdown]\nenabled = false\nallowed_hosts = [\"docs.rs:443\", \"*.example.org\"]\n",
+        )
+        .unwrap();
+        assert!(!config.lockdown.enabled);
+        assert_eq!(config.lockdown.patterns().len(), 2);
+        let err = parse("[lockdown]\nallowed_hosts = [\"docs.rs\", \"https://example.org/x\"]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/h/config.toml"), "{err}");
+        assert!(
+            err.contains("[lockdown] allowed_hosts entry \"https://example.org/x\""),
+            "{err}"
+        );
+        assert!(err.contains("did you mean \"example.org:443\""), "{err}");
+        assert!(
+            !err.contains("\"docs.rs\""),
+            "a good entry is not named: {err}"
+        );
+        let err = parse("[lockdown]\nallowed_host = []\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allowed_host"), "{err}");
     }
 
     #[test]

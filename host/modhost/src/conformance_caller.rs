@@ -15,8 +15,11 @@
 //! capability; the answer comes from [`crate::grants::plan`], the one
 //! decision `modhost invoke` makes (the roots the capability names in its
 //! effects, the binaries it names in `effects.spawns`), and the very next
-//! call is confined to exactly that, with network only when the capability
-//! declares it. Every other call (describe, malformed lines, empty stdin) is
+//! call is confined to exactly that. No call gets network, whatever the
+//! capability declares: the battery checks how a module speaks the
+//! protocol, with made-up inputs, and must not send them anywhere (a module
+//! that needs the network for an example fails it, with the reason in its
+//! stderr). Every other call (describe, malformed lines, empty stdin) is
 //! granted nothing, as discovery grants nothing. A module whose capability
 //! uses a root it does not name therefore fails here as it fails under
 //! invoke, and [`unnamed_root_findings`] says which root to name.
@@ -131,7 +134,7 @@ impl ModuleCaller for NativeCaller {
             grants: granted.roots,
             executables: granted.executables,
             module_writes: granted.module_writes,
-            network: granted.network,
+            network: None,
             confinement: self.confinement,
         };
         let Spawned {
@@ -333,8 +336,8 @@ pub trait PlannedCaller: ModuleCaller {
 }
 
 /// What one call is granted: the roots it is confined to, the same roots
-/// and binaries as the invoke request states them, the binaries it may
-/// execute, and whether it may use the network. The default grants nothing.
+/// and binaries as the invoke request states them, and the binaries it may
+/// execute. The default grants nothing.
 #[derive(Debug, Clone, Default)]
 struct CallGrants {
     roots: Vec<Grant>,
@@ -343,7 +346,6 @@ struct CallGrants {
     /// Where modules write: the workspace, the operator's home and the
     /// scratch one.
     module_writes: Vec<PathBuf>,
-    network: bool,
 }
 
 /// The inputs of every capability's plan in one conformance run.
@@ -414,7 +416,6 @@ impl Planner {
                 self.scratch.root().to_path_buf(),
             ],
             roots: plan.roots,
-            network: effects.network,
         })
     }
 }

@@ -634,7 +634,7 @@ pub async fn describe(
         grants: &[],
         executables: &[],
         module_writes: &[],
-        network: false,
+        network: None,
         start_ahead: false,
     };
     let engines = engines.cold();

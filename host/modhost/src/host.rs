@@ -36,6 +36,7 @@ use crate::discovery::{self, InstalledModule};
 pub use crate::error::HostError;
 use crate::grants::{self, GrantContext, GrantPlan};
 use crate::home::HomeLayout;
+use crate::network_grant::NetworkView;
 use crate::validate::Validators;
 use modhost_runner::Engines;
 
@@ -146,6 +147,9 @@ pub struct Host {
     pins: Arc<crate::pins::PinsWatch>,
     /// The last discovery `Host::module` may reuse, shared by clones.
     discovered: Arc<crate::discovery_memo::DiscoveryMemo>,
+    /// The egress proxy of calls with network, started by the first one
+    /// (`crate::call_network`), shared by clones.
+    pub(crate) egress: Arc<std::sync::OnceLock<modhost_egress::Proxy>>,
 }
 
 impl Host {
@@ -197,6 +201,7 @@ impl Host {
             validators: Arc::default(),
             pins: Arc::default(),
             discovered: Arc::default(),
+            egress: Arc::default(),
         })
     }
 
@@ -451,6 +456,23 @@ impl Host {
             }
         }
         Ok(plan)
+    }
+
+    /// The network a call of `capability` of `module` would get now: its
+    /// declaration as `config.toml` narrows it (`crate::network_grant`),
+    /// and what is left of it on a connection in lockdown
+    /// (`crate::lockdown`); `None` for none.
+    pub fn network_grant(
+        &self,
+        module: &InstalledModule,
+        capability: &modproto::Capability,
+    ) -> Option<NetworkView> {
+        let over =
+            crate::overrides::find_override(&self.config.capabilities, &module.id, &capability.id);
+        let grant =
+            crate::network_grant::call_grant(capability, crate::overrides::network_lines(over))?;
+        let locked = crate::lockdown::narrow(&grant, &self.config.lockdown.patterns());
+        Some(NetworkView::new(&grant, &locked))
     }
 }
 

@@ -11,7 +11,13 @@
 //! 3. decide the grants for this call ([`crate::grants`]): exactly the roots
 //!    and binaries the capability names in its effects; a source root that
 //!    does not resolve is left out and becomes a host warning;
-//! 4. run the one call over the module's transport ([`modhost_runner::run`]);
+//! 4. open the call's egress when its capability declares network and the
+//!    operator left it some (`crate::network_grant`, `crate::call_network`;
+//!    on a connection in lockdown, narrowed further: `crate::lockdown`),
+//!    and run the one call over the module's transport
+//!    ([`modhost_runner::run`]); the hosts the module contacted and those
+//!    refused come back with the outcome (and, when the call fails, in its
+//!    diagnosis);
 //! 5. check the answer: a module error becomes [`InvokeError::Module`] with
 //!    the module's kind and remedy, unless its kind is one only the host
 //!    decides (`approval_required`, `unpinned`, `timeout`, ...): that answer
@@ -77,6 +83,11 @@ pub struct InvokeRequest {
     /// (`file_identity::Glance`): the checks below read a path's identity
     /// from it rather than `stat` it again. Empty by default.
     pub(crate) glance: Glance,
+    /// The lockdown of the connection this call comes from (it received
+    /// untrusted content, `crate::lockdown`): the call's network is
+    /// narrowed to what it allows. `None`, the default, for a call with no
+    /// connection behind it (`modhost invoke`).
+    pub lockdown: Option<crate::lockdown::CallLockdown>,
 }
 
 impl InvokeRequest {
@@ -108,6 +119,10 @@ pub struct InvokeOutcome {
     pub artifacts: Vec<CheckedArtifact>,
     /// What the host noticed (missing roots, dropped artifacts, dropped keys).
     pub host_warnings: Vec<String>,
+    /// The hosts the call's module contacted through the egress proxy, and
+    /// those refused with the reason; `None` for a call without network.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<modhost_egress::Contacts>,
     #[serde(skip)]
     pub notifications: Vec<Notification>,
     #[serde(skip)]
@@ -174,6 +189,8 @@ pub enum InvokeError {
         module: String,
         source: RunError,
         host_diagnosis: Vec<String>,
+        /// What the call's egress proxy saw; `None` without network.
+        network: Option<modhost_egress::Contacts>,
     },
     /// The module answered with an error. `host_diagnosis` is why the host
     /// could not grant a root the capability names (a source root whose
@@ -186,6 +203,8 @@ pub enum InvokeError {
         error: RpcError,
         stderr_tail: String,
         host_diagnosis: Vec<String>,
+        /// What the call's egress proxy saw; `None` without network.
+        network: Option<modhost_egress::Contacts>,
     },
     /// The module answered an error with a kind only the host decides: not a
     /// valid response (`bad_response`), whatever the module meant.
@@ -377,7 +396,22 @@ impl InvokeError {
         if !self.stderr_tail().is_empty() {
             value["stderr_tail"] = serde_json::json!(self.stderr_tail());
         }
+        if let Some(network) = self.network() {
+            value["network"] = serde_json::json!(network);
+        }
         value
+    }
+
+    /// What the failed call's egress proxy saw: the hosts it contacted and
+    /// those refused; `None` for a call without network, or one that never
+    /// ran.
+    pub fn network(&self) -> Option<&modhost_egress::Contacts> {
+        match self {
+            InvokeError::Run { network, .. } | InvokeError::Module { network, .. } => {
+                network.as_ref()
+            }
+            _ => None,
+        }
     }
 }
 
@@ -446,6 +480,7 @@ fn module_error(
     error: RpcError,
     stderr_tail: String,
     host_diagnosis: Vec<String>,
+    network: Option<modhost_egress::Contacts>,
 ) -> InvokeError {
     if let Some(Err(claimed)) = error.kind().map(ErrorKind::as_module) {
         return InvokeError::ClaimedHostKind {
@@ -460,6 +495,7 @@ fn module_error(
         error,
         stderr_tail,
         host_diagnosis,
+        network,
     }
 }
 
@@ -693,6 +729,26 @@ impl Host {
             plan.binaries.clear();
         }
         let executables: Vec<std::path::PathBuf> = plan.binaries.values().cloned().collect();
+        let over = crate::overrides::find_override(
+            &self.config().capabilities,
+            &module.id,
+            &capability.id,
+        );
+        let network_grant =
+            crate::network_grant::call_grant(capability, crate::overrides::network_lines(over));
+        // In lockdown the call gets what both its grant and `[lockdown]
+        // allowed_hosts` allow; left with no host, its proxy still runs
+        // and refuses every connection, saying why (`crate::lockdown`).
+        let (network_grant, unlocked_grant) = match (network_grant, &request.lockdown) {
+            (Some(granted), Some(lockdown)) => {
+                let narrowed = lockdown.narrow(&granted);
+                if narrowed != granted {
+                    host_warnings.push(lockdown.warning(&narrowed));
+                }
+                (Some(narrowed), Some(granted))
+            }
+            (granted, _) => (granted, None),
+        };
         let request_id = new_request_id();
         let params = InvokeParams {
             protocol: modproto::PROTOCOL_VERSION.to_owned(),
@@ -732,28 +788,51 @@ impl Host {
                 module_writes.push(place.to_path_buf());
             }
         }
+        // Opened last, just before the run: the proxy serves this call
+        // from here until the ticket drops.
+        let egress = network_grant
+            .map(|grant| {
+                crate::call_network::open(self, grant, module.transport, limits.confinement)
+            })
+            .transpose()?;
         let call = Call {
             request_line: &line,
             limits,
             grants,
             executables: &executables,
             module_writes: &module_writes,
-            network: capability.effects.network,
+            network: egress.as_ref().map(|(_, network)| network),
             start_ahead: request.start_ahead,
         };
-        let exchange = runner::run(
+        let ran = runner::run(
             self.engines(),
             module.transport,
             &module.program,
             &call,
             request.progress.as_ref(),
         )
-        .await
-        .map_err(|source| InvokeError::Run {
-            module: module.id.clone(),
-            source,
-            host_diagnosis: diagnosis.clone(),
-        })?;
+        .await;
+        // The module has exited: what it reached is final, and the ticket
+        // (its listener, any tunnel left) is closed here.
+        let mut contacts = egress.map(|(ticket, _)| ticket.contacts());
+        if let (Some(contacts), Some(lockdown), Some(granted)) =
+            (&mut contacts, &request.lockdown, &unlocked_grant)
+        {
+            lockdown.note_refusals(contacts, granted);
+        }
+        let mut diagnosis = diagnosis;
+        diagnosis.extend(contacts.iter().flat_map(crate::call_network::refusal_lines));
+        let exchange = match ran {
+            Ok(exchange) => exchange,
+            Err(source) => {
+                return Err(InvokeError::Run {
+                    module: module.id.clone(),
+                    source,
+                    host_diagnosis: diagnosis,
+                    network: contacts,
+                });
+            }
+        };
         host_warnings.extend(exchange.host_warnings);
 
         let value = match exchange.response.outcome {
@@ -764,6 +843,7 @@ impl Host {
                     error,
                     exchange.stderr_tail,
                     diagnosis,
+                    contacts,
                 ));
             }
         };
@@ -789,6 +869,7 @@ impl Host {
             result,
             artifacts,
             host_warnings,
+            network: contacts,
             notifications: exchange.notifications,
             stderr_tail: exchange.stderr_tail,
             elapsed: started.elapsed(),

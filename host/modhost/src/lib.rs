@@ -89,6 +89,8 @@
 //! - [`home`] and [`home_lock`]: where a home keeps what, and the one-writer lock;
 //! - [`config`], [`approval`] and [`overrides`]: what the operator decides in
 //!   `config.toml` (limits, approval rules, per-capability overrides);
+//! - [`lockdown`]: what a connection that received untrusted content may
+//!   still do (`[lockdown]`), for a caller that keeps connections;
 //! - [`discovery`], [`contract`] and [`pins`]: what is installed, which
 //!   contract governs it, and the operator's approval of its exact bytes;
 //! - [`grants`]: which paths a call's roots and binaries resolve to;
@@ -109,6 +111,7 @@
 
 pub mod approval;
 pub(crate) mod artifacts;
+pub(crate) mod call_network;
 pub(crate) mod call_workspace;
 pub mod config;
 pub mod conformance_caller;
@@ -124,9 +127,12 @@ pub mod host;
 pub(crate) mod install;
 pub(crate) mod invoke;
 pub mod knowledge;
+pub mod lockdown;
 pub(crate) mod manage;
 pub(crate) mod module_error;
 pub(crate) mod module_tree;
+pub mod network_config;
+pub(crate) mod network_grant;
 pub mod overrides;
 pub mod pins;
 pub(crate) mod request;
@@ -146,8 +152,10 @@ pub use home_lock::HomeLockError;
 pub use host::{Host, HostError, HostOptions, default_workspace, never_a_workspace};
 pub use invoke::{InvokeError, InvokeOutcome, InvokeRequest};
 pub use manage::{InstallReport, InstallRequest, RemoveReport, ReplacedModule};
+pub use modhost_egress::{Contacts, Refusal as NetworkRefusal};
 pub use modhost_runner::RunError;
 pub use modhost_runner::{NotificationSink, Transport};
+pub use network_grant::NetworkView;
 pub use overrides::OverrideError;
 pub use pins::{PinCovers, PinOutcome, PinRecord, PinsError};
 pub use user_home::user_homes;

@@ -6,6 +6,10 @@
 //!
 //! [capabilities.git__git_push]          # or the tool name
 //! enabled = false
+//!
+//! [capabilities."fetch.fetch"]           # network: see crate::network_grant
+//! network = ["docs.rs:443"]              # narrows effects.network
+//! allow_private = ["127.0.0.1:8080"]     # a non-public address it may reach
 //! ```
 //!
 //! Design decisions:
@@ -26,6 +30,8 @@ use std::collections::BTreeMap;
 use modproto::Descriptor;
 use serde::Deserialize;
 
+use crate::network_grant::NetworkLines;
+
 /// One override entry.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,12 +43,29 @@ pub struct CapabilityOverride {
     /// appends stays: it is the host's statement, not the module's).
     #[serde(default)]
     pub description: Option<String>,
+    /// Narrows the hosts the capability may reach: each entry covered by
+    /// its `effects.network`; `[]` for none (`crate::network_grant`).
+    #[serde(default)]
+    pub network: Option<Vec<String>>,
+    /// Non-public addresses (`"127.0.0.1:5432"`) its calls may reach
+    /// through the egress proxy.
+    #[serde(default)]
+    pub allow_private: Vec<String>,
 }
 
 impl CapabilityOverride {
     pub(crate) fn is_enabled(&self) -> bool {
         self.enabled.unwrap_or(true)
     }
+}
+
+/// The network lines of `over`, if any (none: the declaration as is).
+pub(crate) fn network_lines(over: Option<&CapabilityOverride>) -> NetworkLines<'_> {
+    over.map(|o| NetworkLines {
+        network: o.network.as_deref(),
+        allow_private: &o.allow_private,
+    })
+    .unwrap_or_default()
 }
 
 /// Capability overrides in `config.toml` (`[capabilities]`) that name no
@@ -87,9 +110,20 @@ pub fn validate_overrides<'a>(
     let mut problems = Vec::new();
     // key -> the capability it resolves to, to spot two keys for one capability.
     let mut resolved: BTreeMap<(String, String), &str> = BTreeMap::new();
-    for key in overrides.keys() {
+    for (key, over) in overrides {
         match resolve_key(key, &modules) {
             Ok((module, capability)) => {
+                let declared = modules
+                    .iter()
+                    .find(|d| d.id == module)
+                    .and_then(|d| d.capability(&capability));
+                if let Some(declared) = declared {
+                    problems.extend(crate::network_grant::override_problems(
+                        key,
+                        declared,
+                        network_lines(Some(over)),
+                    ));
+                }
                 if let Some(first) = resolved.insert((module.clone(), capability.clone()), key) {
                     problems.push(format!(
                         "{first:?} and {key:?} both name capability {capability} of module {module}; keep one"

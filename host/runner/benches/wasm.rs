@@ -127,7 +127,7 @@ fn main() {
         grants: &[],
         executables: &[],
         module_writes: &[],
-        network: false,
+        network: None,
         start_ahead: false,
     };
     let mut host = Vec::with_capacity(CALLS);

@@ -52,8 +52,10 @@ pub struct Call<'a> {
     /// module writing it could replace what this call runs
     /// ([`modhost_sandbox::prepare`]).
     pub module_writes: &'a [PathBuf],
-    /// Whether the call may use the network (the capability declared it).
-    pub network: bool,
+    /// How the call reaches the network: `None` for no network; else the
+    /// egress proxy the host opened for this call (the capability declared
+    /// network and the operator granted hosts).
+    pub network: Option<&'a CallNetwork>,
     /// Whether a long-running host may serve this call from a process
     /// started ahead of it, and start the next ones for calls like it
     /// ([`native::warm`](crate::native::warm)). Only the host sets it, from its approval policy:
@@ -63,6 +65,39 @@ pub struct Call<'a> {
     /// False (start cold, after approval) for every caller that did not
     /// evaluate the policy.
     pub start_ahead: bool,
+}
+
+/// The network of a call: the egress proxy the host opened for it.
+///
+/// A native process gets the proxy's address in its proxy variables
+/// (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and their lower-case forms) and
+/// may connect to its port and nowhere else
+/// ([`modhost_sandbox::NetworkAccess::Proxy`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallNetwork {
+    /// The proxy's port on 127.0.0.1, in the host's egress network
+    /// namespace when the call is confined.
+    pub proxy_port: u16,
+    /// `http://modhost:<token>@127.0.0.1:<port>`, token and all.
+    pub proxy_url: String,
+}
+
+impl CallNetwork {
+    /// The proxy variables of the module's environment: upper and lower
+    /// case, since clients disagree on which they read (curl reads
+    /// `http_proxy` only in lower case).
+    pub fn environment(&self) -> impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)> {
+        [
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "ALL_PROXY",
+            "https_proxy",
+            "http_proxy",
+            "all_proxy",
+        ]
+        .into_iter()
+        .map(|name| (name.into(), self.proxy_url.clone().into()))
+    }
 }
 
 /// What came back from a call that answered.

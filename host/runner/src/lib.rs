@@ -52,7 +52,9 @@ pub mod native;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
-pub use call::{Call, CallLimits, Exchange, NotificationSink, RunError, STDERR_TAIL_BYTES};
+pub use call::{
+    Call, CallLimits, CallNetwork, Exchange, NotificationSink, RunError, STDERR_TAIL_BYTES,
+};
 pub use modhost_sandbox::Grant;
 
 /// A component a long-running host loads before its first call
@@ -411,7 +413,7 @@ async fn run_component(
     // Instances are made ahead only by a host that keeps things ready (a
     // long-running one, `warm_processes` on), as native processes are.
     let start_ahead = call.start_ahead && engines.keeps_warm();
-    let (limits, network) = (call.limits, call.network);
+    let (limits, network) = (call.limits, call.network.cloned());
     let notifications = notifications.cloned();
     let mut guest: Pin<Box<dyn Future<Output = Result<Exchange, RunError>> + Send>> =
         Box::pin(async move {
@@ -425,7 +427,7 @@ async fn run_component(
                 executables: &executables,
                 // A component executes no file.
                 module_writes: &[],
-                network,
+                network: network.as_ref(),
                 start_ahead,
             };
             engine

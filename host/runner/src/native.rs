@@ -73,7 +73,9 @@ const STDERR_DRAIN: Duration = Duration::from_millis(100);
 ///
 /// Only a call with [`Call::start_ahead`] (its capability is allowed
 /// outright by the host's policy) is served from, or followed by, processes
-/// started ahead; any other call starts cold, after its approval.
+/// started ahead; any other call starts cold, after its approval. A call
+/// with network always starts cold: its process carries the proxy (port
+/// and token) of that call alone.
 pub async fn run(
     program: &Path,
     call: &Call<'_>,
@@ -81,7 +83,7 @@ pub async fn run(
     warm: Option<&WarmPool>,
 ) -> Result<Exchange, RunError> {
     let spec = SpawnSpec::of(program, call);
-    let ahead = warm.filter(|_| call.start_ahead);
+    let ahead = warm.filter(|_| call.start_ahead && call.network.is_none());
     let waiting = match ahead {
         Some(pool) => pool.take(&spec).await,
         None => None,
@@ -415,7 +417,7 @@ pub(crate) mod tests {
             grants: &[],
             executables: tools(),
             module_writes: &[],
-            network: false,
+            network: None,
             start_ahead: false,
         }
     }
@@ -712,7 +714,7 @@ sleep 30"#,
                 grants: Vec::new(),
                 executables: tools().to_vec(),
                 module_writes: Vec::new(),
-                network: false,
+                network: None,
                 confinement,
             };
             let mut start = Box::pin(spawn_off_runtime(spec));
@@ -748,7 +750,7 @@ sleep 30"#,
             grants: Vec::new(),
             executables: tools().to_vec(),
             module_writes: Vec::new(),
-            network: false,
+            network: None,
             confinement: modhost_sandbox::ConfinementMode::Off,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -798,8 +800,12 @@ sleep 30"#,
             .unwrap();
         }
         let grants = [write_grant(out.path())];
+        let network = crate::CallNetwork {
+            proxy_port: 9,
+            proxy_url: "http://modhost:t@127.0.0.1:9".into(),
+        };
         let mut call = call(REQ, 300, 1 << 20);
-        call.network = true;
+        call.network = Some(&network);
         call.grants = &grants;
         let began = std::time::Instant::now();
         let result = run(&module, &call, None, None).await;
@@ -845,7 +851,7 @@ sleep 30",
             grants: &grants,
             executables: tools(),
             module_writes: &[],
-            network: false,
+            network: None,
             start_ahead: false,
         };
         let cancelled =

@@ -20,8 +20,10 @@
 //!   when the call takes it.
 //! - **Only the grants.** Each [`Grant`] is preopened at its guest path
 //!   (`/roots/<name>`) with exactly its access; there is no other filesystem,
-//!   no environment, no network (no sockets, no name lookup), whatever the
-//!   capability declared.
+//!   no environment, no sockets and no name lookup, whatever the capability
+//!   declared. A call with network makes `wasi:http` requests, each sent
+//!   through the call's egress proxy under its grant (`wasm/egress_http.rs`);
+//!   without network every request is refused before anything opens.
 //! - **Bounds that hold by construction.** The async bindings run the guest
 //!   on a fiber: epoch interruption (a 10 ms ticker) makes a spinning guest
 //!   yield to the executor every tick and traps it at the deadline, and a
@@ -39,6 +41,7 @@
 
 mod ahead;
 mod cache;
+mod egress_http;
 mod grant_dir;
 // What the CLI's status line implements and installs.
 pub use cache::{CompileWatcher, watch_compiles};
@@ -64,9 +67,11 @@ use wasmtime::{Config, Engine, ResourceLimiter, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::p2::bindings::CommandPre;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use self::ahead::{Held, InstancesAhead, MadeAhead};
 use self::cache::ComponentCache;
+use self::egress_http::EgressHooks;
 use self::grant_dir::GrantDir;
 use self::known_digests::KnownDigests;
 use self::on_thread::{GuestThreads, NoThread};
@@ -261,6 +266,13 @@ impl WasmEngine {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| WasmError::Engine {
             message: error_chain(&e),
+        })?;
+        // `wasi:http` outgoing requests, each through the call's egress
+        // proxy or refused (`egress_http.rs`).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(|e| {
+            WasmError::Engine {
+                message: error_chain(&e),
+            }
         })?;
         let (cache, warning) = ComponentCache::open(cache_dir, &engine);
         warnings.extend(warning);
@@ -509,12 +521,6 @@ impl WasmEngine {
         stdin_bytes.extend_from_slice(call.request_line.as_bytes());
         stdin_bytes.push(b'\n');
         let mut host_warnings = Vec::new();
-        if call.network {
-            host_warnings.push(
-                "the capability declares network use, but components get no network in this host"
-                    .to_owned(),
-            );
-        }
         let deadline = started + limits.deadline;
         let timeout = || RunError::Timeout {
             deadline_ms: limits.deadline.as_millis() as u64,
@@ -557,7 +563,13 @@ impl WasmEngine {
                 (Held { store, _slot: slot }, None)
             }
         };
-        enter_call(&mut held.store, wasi, Arc::clone(&memory_hit), deadline);
+        enter_call(
+            &mut held.store,
+            wasi,
+            call.network.cloned(),
+            Arc::clone(&memory_hit),
+            deadline,
+        );
 
         let ended = match own_thread {
             Some(thread) => {
@@ -751,6 +763,8 @@ impl WasmEngine {
             },
             making_ahead,
             wasi_used_ahead: false,
+            http: WasiHttpCtx::new(),
+            egress: EgressHooks::default(),
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|state| &mut state.limiter);
@@ -902,7 +916,14 @@ impl WasmEngine {
             false,
         )?;
         let mut store = self.empty_store(false);
-        enter_call(&mut store, wasi, Arc::new(AtomicBool::new(false)), deadline);
+        // The conformance battery's raw runs get no network.
+        enter_call(
+            &mut store,
+            wasi,
+            None,
+            Arc::new(AtomicBool::new(false)),
+            deadline,
+        );
         let guest = run_guest(&component.pre, &mut store, None);
         // Dropping the future on timeout drops the instance with it.
         let outcome = tokio::time::timeout_at(deadline.into(), guest).await;
@@ -1080,11 +1101,13 @@ fn error_chain(error: &wasmtime::Error) -> String {
 fn enter_call(
     store: &mut Store<CallState>,
     wasi: WasiCtx,
+    network: Option<crate::CallNetwork>,
     memory_hit: Arc<AtomicBool>,
     deadline: Instant,
 ) {
     let state = store.data_mut();
     state.wasi = Some(wasi);
+    state.egress.network = network;
     state.limiter.hit = memory_hit;
     store.set_epoch_deadline(1);
     store.epoch_deadline_callback(move |_| {
@@ -1106,6 +1129,23 @@ struct CallState {
     making_ahead: bool,
     /// Whether the guest used WASI then: its instantiation runs guest code.
     wasi_used_ahead: bool,
+    http: WasiHttpCtx,
+    /// Where its `wasi:http` requests go: the call's egress proxy, set with
+    /// its context; none until then.
+    egress: EgressHooks,
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        if self.making_ahead {
+            self.wasi_used_ahead = true;
+        }
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
+        }
+    }
 }
 
 impl WasiView for CallState {
@@ -1294,7 +1334,7 @@ pub(crate) mod tests {
             grants: &[],
             executables: &[],
             module_writes: &[],
-            network: false,
+            network: None,
             start_ahead: false,
         }
     }
@@ -1331,7 +1371,7 @@ pub(crate) mod tests {
             grants,
             executables: &[],
             module_writes: &[],
-            network: false,
+            network: None,
             // As a long-running host's allowed call: instances are made
             // ahead of the next one (`ahead.rs`).
             start_ahead: true,
@@ -1380,7 +1420,7 @@ pub(crate) mod tests {
             grants: &[],
             executables: &[],
             module_writes: &[],
-            network: true,
+            network: None,
             start_ahead: false,
         };
         let (tx, mut rx) = unbounded_channel();
@@ -1390,12 +1430,6 @@ pub(crate) mod tests {
         assert_eq!(
             exchange.response.outcome.unwrap()["output"]["echo"]["progress"],
             true
-        );
-        assert!(
-            exchange
-                .host_warnings
-                .iter()
-                .any(|w| w.contains("no network"))
         );
     }
 
@@ -2128,7 +2162,7 @@ pub(crate) mod tests {
             grants: &[],
             executables: &[],
             module_writes: &[],
-            network: false,
+            network: None,
             start_ahead: false,
         };
         let first = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();

@@ -5,7 +5,8 @@
 //! lock, nothing that can panic (no `unwrap`, no indexing, no formatting,
 //! no arithmetic that can overflow), in debug builds too. Errors are errnos.
 //!
-//! Order: resource limits (lowering needs no privilege), the pids cgroup
+//! Order: the egress network namespace of a call with network (joining
+//! needs `CAP_SYS_ADMIN`), resource limits (lowering needs no privilege), the pids cgroup
 //! (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
 //! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
 //! so nothing above is itself filtered. Steps the spawning thread carries
@@ -14,7 +15,7 @@
 //! child with a landlock domain under the base layer installs no filter of
 //! its own (`seccomp::Layer::Base`).
 
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use super::capabilities::CapabilityDrop;
 use super::errno::last_errno;
@@ -38,6 +39,10 @@ pub(super) struct Prepared {
     /// above); the child must be cloned from that thread
     /// (`ChildConfinement::may_start_here`).
     pub(super) spawner: Option<Carried>,
+    /// The egress network namespace, joined by the child of a call with
+    /// network whose thread does not sit in it already (the namespace's
+    /// descriptor lives as long as the host: `egress_namespace`).
+    pub(super) network_namespace: Option<RawFd>,
     /// The host's key, for the child's own `setpgid` (`seccomp::Layer::Base`).
     pub(super) group_key: u64,
 }
@@ -46,6 +51,7 @@ impl Prepared {
     /// Whether there is anything to enter.
     pub(super) fn is_empty(&self) -> bool {
         self.ruleset.is_none()
+            && self.network_namespace.is_none()
             && self.limits.is_none()
             && self.capabilities.is_none()
             && self.seccomp.is_none()
@@ -56,6 +62,14 @@ impl Prepared {
     pub(super) fn enter(&self) -> Result<(), libc::c_int> {
         if let Some(spawner) = self.spawner {
             die_with_the_host(spawner.host)?;
+        }
+        if let Some(namespace) = self.network_namespace {
+            // SAFETY: setns on a descriptor the host keeps open for its
+            // life; it changes only this process.
+            #[allow(unsafe_code)]
+            if unsafe { libc::setns(namespace, libc::CLONE_NEWNET) } != 0 {
+                return Err(last_errno());
+            }
         }
         if let Some(limits) = self.limits {
             set_limit(libc::RLIMIT_CORE, 0)?;

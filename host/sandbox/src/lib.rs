@@ -18,9 +18,14 @@
 //! - read-only on granted read roots, read-write (never execute, never a
 //!   character or block device node) on granted write roots, read-write on
 //!   `/dev/null`;
-//! - TCP bind and connect denied unless the capability declared `network`
-//!   (landlock ABI 4+); signals to and abstract sockets of processes outside
-//!   the domain denied (ABI 6+).
+//! - TCP bind denied, and TCP connect too unless the call has network, and
+//!   then to its egress proxy's port only (landlock ABI 4+); signals to and
+//!   abstract sockets of processes outside the domain denied (ABI 6+).
+//!
+//! A call with network ([`NetworkAccess::Proxy`]) also runs in the host's
+//! egress network namespace (`egress_namespace`), where nothing but the
+//! proxy's listeners is reachable: the module's only way out is the proxy,
+//! which checks every name and address against the call's grant.
 //!
 //! Resource limits ride along: a cap on processes (`RLIMIT_NPROC`, and for a
 //! root host, which the kernel exempts from it, a pids cgroup: [`pids`]), on
@@ -28,8 +33,8 @@
 //! host with capabilities (root) drops every one of them in the child
 //! (`capabilities`). Seccomp filters (`seccomp`) refuse the kernel
 //! surface a module never needs (device nodes, namespaces, mounts, ptrace,
-//! keyrings, bpf, ...), every socket but TCP/UDP over IP (and those too
-//! without `network`), and `setsid`/`setpgid` (but the child's own
+//! keyrings, bpf, ...), every socket but a TCP stream over IP (and that
+//! too without `network`), and `setsid`/`setpgid` (but the child's own
 //! `setpgid`, which carries a key the module never sees), so whatever the
 //! module starts stays in the process group the host kills when the call
 //! ends.
@@ -107,18 +112,22 @@ use serde::{Deserialize, Serialize};
 use crate::mount_table::MountTable;
 
 pub mod denial;
+mod egress_namespace;
 pub mod environment;
 mod error;
 mod grant;
 pub mod interpreter;
 mod limits;
 pub mod mount_table;
+mod network_access;
 mod path_rule;
 pub mod support;
 
+pub use egress_namespace::{EgressListener, egress_listener};
 pub use error::ConfineError;
 pub use grant::Grant;
 pub use limits::{MAX_FILE_SIZE, PROCESS_MARGIN, ResourceLimits};
+pub use network_access::NetworkAccess;
 pub use path_rule::{Opening, PathAccess, PathRule};
 pub use support::probe;
 
@@ -470,6 +479,7 @@ impl Confinement {
                 seccomp: None,
                 cgroup: None,
                 spawner: None,
+                network_namespace: None,
                 group_key: 0,
             },
             stamp: None,
@@ -553,14 +563,32 @@ pub fn prepare(
     grants: &[Grant],
     executables: &[PathBuf],
     module_writes: &[PathBuf],
-    network: bool,
+    network: NetworkAccess,
     mode: ConfinementMode,
 ) -> Result<Confinement, ConfineError> {
     if mode == ConfinementMode::Off {
         return Ok(Confinement::none());
     }
     let support = probe();
-    let unenforced = support.unenforced(network);
+    // What every call of this network flavour shares, carried by the
+    // calling thread (a spawner thread, `spawner`); a thread of the other
+    // flavour carries nothing this call can use.
+    #[cfg(target_os = "linux")]
+    let carried = spawner::carried().filter(|c| c.network == network.is_used());
+    #[cfg(target_os = "linux")]
+    let egress = egress_for(network, carried);
+    let mut unenforced = support.unenforced(network.is_used());
+    #[cfg(target_os = "linux")]
+    if let Err(reason) = &egress {
+        unenforced.retain(|p| p.part != support::Part::Egress);
+        unenforced.push(support::PartSupport {
+            part: support::Part::Egress,
+            label: support::Part::Egress.label(),
+            enforced: false,
+            why: reason.clone(),
+            remedy: None,
+        });
+    }
     let warning = (!unenforced.is_empty()).then(|| support::describe_unenforced(&unenforced));
     if let (ConfinementMode::Required, Some(reason)) = (mode, &warning) {
         return Err(ConfineError::Unconfined {
@@ -585,7 +613,7 @@ pub fn prepare(
                 return Err(refusal);
             }
             Some(ruleset::build(
-                &path_rules_with(program, grants, &chain, network),
+                &path_rules_with(program, grants, &chain, network.is_used()),
                 network,
                 &support,
                 system_watch(),
@@ -601,11 +629,6 @@ pub fn prepare(
         let _ = (program, grants, executables);
         None
     };
-    // What the calling thread already carries for its children (a spawner
-    // thread, `spawner`) is left out of the child's steps; a thread of the
-    // other network flavour carries nothing this call can use.
-    #[cfg(target_os = "linux")]
-    let carried = spawner::carried().filter(|c| c.network == network);
     // The thread's base lets only a `setpgid` with the host's key through,
     // and a module in a landlock domain cannot learn the key
     // (`seccomp::Layer::Base`): such a child installs no filter of its
@@ -618,7 +641,7 @@ pub fn prepare(
         _ => Some(seccomp::Layer::Full),
     };
     #[cfg(target_os = "linux")]
-    let (seccomp, warning) = match seccomp::programs(network) {
+    let (seccomp, warning) = match seccomp::programs(network.is_used()) {
         Ok(programs) => (layer.map(|layer| (programs, layer)), warning),
         Err(reason) => (None, Some(shortfall_at_preparation(mode, warning, reason)?)),
     };
@@ -642,11 +665,37 @@ pub fn prepare(
             seccomp,
             cgroup,
             spawner: carried,
+            network_namespace: egress.ok().flatten(),
             group_key,
         },
         warning,
         stamp,
     })
+}
+
+/// The egress namespace a call's child joins itself (`Some`), or `None`
+/// when it needs none (no network) or its spawner thread already sits in
+/// it; `Err` when a call with network cannot be put there.
+#[cfg(target_os = "linux")]
+fn egress_for(
+    network: NetworkAccess,
+    carried: Option<spawner::Carried>,
+) -> Result<Option<std::os::fd::RawFd>, String> {
+    use std::os::fd::AsRawFd;
+    if !network.is_used() || carried.is_some_and(|c| c.isolated) {
+        return Ok(None);
+    }
+    let namespace = egress_namespace::namespace().map_err(str::to_owned)?;
+    // A thread under the base seccomp layer cannot let its child `setns`
+    // (the layer refuses namespace calls): a spawner thread that failed to
+    // enter the namespace leaves its calls with network unconfined to
+    // their egress.
+    if carried.is_some_and(|c| c.seccomp_base) {
+        return Err(
+            "the host's spawner thread could not enter the egress network namespace".into(),
+        );
+    }
+    Ok(Some(namespace.as_raw_fd()))
 }
 
 /// A part found unenforceable only while preparing the call (the seccomp

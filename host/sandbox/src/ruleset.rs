@@ -41,7 +41,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, BitFlags, NetPort, PathBeneath, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
 use rustix::fs::{AtFlags, CWD, FileType, Mode, OFlags, ResolveFlags, StatxFlags};
@@ -51,6 +51,7 @@ use super::path_rule::{Opening, PathAccess, PathRule};
 use super::path_watch::{PathWatch, Quiet};
 use super::support::ConfinementSupport;
 use crate::mount_table::MountTable;
+use crate::network_access::NetworkAccess;
 
 /// The most rulesets kept (each is one descriptor).
 const MAX_RULESETS: usize = 64;
@@ -68,8 +69,23 @@ struct Identity {
 /// What decides a ruleset besides its rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Flags {
-    deny_tcp: bool,
+    /// TCP bind and connect handled (landlock ABI 4+): denied but for
+    /// `connect_port`.
+    handle_tcp: bool,
+    /// The one port TCP connect is allowed to (a call's egress proxy).
+    connect_port: Option<u16>,
     scopes: bool,
+}
+
+impl Flags {
+    fn of(network: NetworkAccess, support: &ConfinementSupport) -> Flags {
+        let handle_tcp = support.landlock_tcp();
+        Flags {
+            handle_tcp,
+            connect_port: network.proxy_port().filter(|_| handle_tcp),
+            scopes: support.landlock_scopes(),
+        }
+    }
 }
 
 /// A ruleset kept, with what it was built from.
@@ -155,7 +171,7 @@ fn rights(access: PathAccess) -> BitFlags<AccessFs> {
 /// was checked under.
 pub(super) fn build(
     rules: &[PathRule],
-    network: bool,
+    network: NetworkAccess,
     support: &ConfinementSupport,
     watch: &PathWatch,
     mounts: &Arc<MountTable>,
@@ -164,10 +180,7 @@ pub(super) fn build(
     // Read before any path is looked at: a change after this is the next
     // epoch's (`path_watch.rs`).
     let quiet = watch.settle(Arc::clone(mounts));
-    let flags = Flags {
-        deny_tcp: !network && support.landlock_tcp(),
-        scopes: support.landlock_scopes(),
-    };
+    let flags = Flags::of(network, support);
     let fingerprint = fingerprint(rules, flags);
     // The lock is held only to copy the entry out: the paths are checked
     // with other calls free to look up theirs.
@@ -263,8 +276,9 @@ fn create(
     let mut ruleset = Ruleset::default()
         .handle_access(handled_fs())
         .map_err(|e| error(e.to_string()))?;
-    if flags.deny_tcp {
-        // Handled with no port rule: every TCP bind and connect is denied.
+    if flags.handle_tcp {
+        // Handled with at most one port rule: every TCP bind is denied, and
+        // every connect but to the egress proxy's port.
         ruleset = ruleset
             .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
             .map_err(|e| error(e.to_string()))?;
@@ -275,6 +289,11 @@ fn create(
             .map_err(|e| error(e.to_string()))?;
     }
     let mut created = ruleset.create().map_err(|e| error(e.to_string()))?;
+    if let Some(port) = flags.connect_port {
+        created = created
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
+            .map_err(|e| error(format!("TCP connect to port {port}: {e}")))?;
+    }
     let mut identities = Vec::with_capacity(rules.len());
     for rule in rules {
         // A path that does not exist (a system folder this distribution
@@ -376,17 +395,20 @@ mod tests {
         support: &ConfinementSupport,
     ) -> Result<Built, ConfineError> {
         let unwatched = PathWatch::over(Vec::new());
-        build(rules, false, support, &unwatched, &mount_table::current())
+        build(
+            rules,
+            NetworkAccess::None,
+            support,
+            &unwatched,
+            &mount_table::current(),
+        )
     }
 
     fn cached_identities(
         rules: &[PathRule],
         support: &ConfinementSupport,
     ) -> Vec<Option<Identity>> {
-        let flags = Flags {
-            deny_tcp: support.landlock_tcp(),
-            scopes: support.landlock_scopes(),
-        };
+        let flags = Flags::of(NetworkAccess::None, support);
         let fingerprint = fingerprint(rules, flags);
         lock()
             .iter()
@@ -427,15 +449,36 @@ mod tests {
             },
         ];
         for (i, replace) in replacements.iter().enumerate() {
-            build(&rules, false, &support, &watch, &mount_table::current()).unwrap();
-            build(&rules, false, &support, &watch, &mount_table::current()).unwrap();
+            build(
+                &rules,
+                NetworkAccess::None,
+                &support,
+                &watch,
+                &mount_table::current(),
+            )
+            .unwrap();
+            build(
+                &rules,
+                NetworkAccess::None,
+                &support,
+                &watch,
+                &mount_table::current(),
+            )
+            .unwrap();
             assert!(
                 watch.settle(mount_table::current()).covers(&system),
                 "the folder is not covered"
             );
             let before = cached_identities(&rules, &support);
             replace();
-            build(&rules, false, &support, &watch, &mount_table::current()).unwrap();
+            build(
+                &rules,
+                NetworkAccess::None,
+                &support,
+                &watch,
+                &mount_table::current(),
+            )
+            .unwrap();
             let after = cached_identities(&rules, &support);
             assert_ne!(after, before, "replacement {i}: the old ruleset was reused");
             assert_eq!(after, vec![identity_at(&system)], "replacement {i}");
@@ -494,10 +537,7 @@ mod tests {
                 "{}: {error}",
                 path.display()
             );
-            let flags = Flags {
-                deny_tcp: support.landlock_tcp(),
-                scopes: support.landlock_scopes(),
-            };
+            let flags = Flags::of(NetworkAccess::None, &support);
             let fingerprint = fingerprint(&rules, flags);
             assert!(
                 !lock()

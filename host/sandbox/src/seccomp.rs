@@ -291,13 +291,15 @@ const fn always(name: &'static str, number: libc::c_long) -> Refused {
     }
 }
 
-/// Socket types (`type & 0xf`) a call with network may create: stream and
-/// datagram. Raw, packet and the rest need capabilities a module does not
-/// have, and are refused outright.
+/// Socket types (`type & 0xf`) a call with network may create: stream
+/// only. Datagram sockets would be a way past the egress proxy (DNS or any
+/// UDP protocol to any address: landlock confines TCP only); raw, packet
+/// and the rest need capabilities a module does not have. All refused
+/// outright.
 const SOCK_TYPE_MASK: u64 = 0xf;
-const REFUSED_SOCKET_TYPES: [ArgTest; 14] = {
-    let mut tests = [ArgTest::Ne { arg: 0, value: 0 }; 14];
-    let refused: [u64; 14] = [0, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+const REFUSED_SOCKET_TYPES: [ArgTest; 15] = {
+    let mut tests = [ArgTest::Ne { arg: 0, value: 0 }; 15];
+    let refused: [u64; 15] = [0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
     let mut i = 0;
     while i < refused.len() {
         tests[i] = ArgTest::MaskedEq {
@@ -320,12 +322,22 @@ const NOT_AN_IP_FAMILY: [ArgTest; 2] = [
         value: libc::AF_INET6 as u64,
     },
 ];
+/// A stream protocol other than TCP (the default, 0, is TCP): SCTP and
+/// MPTCP streams are not what landlock's TCP port rules confine.
+const NOT_TCP: [ArgTest; 2] = [
+    ArgTest::Ne { arg: 2, value: 0 },
+    ArgTest::Ne {
+        arg: 2,
+        value: libc::IPPROTO_TCP as u64,
+    },
+];
 
 /// When `socket()` is refused: always without network (every family,
 /// `AF_UNIX` included: a pathname UNIX socket outside the grants is a way
 /// out landlock ABI < 9 does not close; `socketpair` stays allowed, it
-/// reaches nothing outside, but see [`SOCKETPAIR_DATAGRAM`]); with network, every family but IPv4 and IPv6
-/// and every type but stream and datagram.
+/// reaches nothing outside, but see [`SOCKETPAIR_DATAGRAM`]); with network,
+/// everything but a TCP stream over IPv4 or IPv6, whose connect landlock
+/// limits to the egress proxy's port.
 ///
 /// `socketpair` stays allowed for stream and seqpacket pairs (see
 /// [`SOCKETPAIR_DATAGRAM`]).
@@ -333,13 +345,14 @@ pub(crate) fn socket_rules(network: bool) -> When {
     if !network {
         return When::Always;
     }
-    const RULES: [&[ArgTest]; 15] = {
-        let mut rules: [&[ArgTest]; 15] = [&NOT_AN_IP_FAMILY; 15];
+    const RULES: [&[ArgTest]; 17] = {
+        let mut rules: [&[ArgTest]; 17] = [&NOT_AN_IP_FAMILY; 17];
         let mut i = 0;
-        while i < 14 {
+        while i < 15 {
             rules[i + 1] = std::slice::from_ref(&REFUSED_SOCKET_TYPES[i]);
             i += 1;
         }
+        rules[16] = &NOT_TCP;
         rules
     };
     When::AnyOf(&RULES)
@@ -548,6 +561,12 @@ fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
             number: libc::SYS_socketpair,
             when: When::AnyOf(&SOCKETPAIR_DATAGRAM),
         },
+        // No module serves connections. With network, `listen` on an
+        // unbound TCP socket would take a port of the egress namespace
+        // (landlock checks `bind`, not the port `listen` picks itself),
+        // and a module taking them all would starve the host's next proxy
+        // listener; without network there is no socket to listen on.
+        always("listen", libc::SYS_listen),
     ];
     let refused = REFUSED.iter().map(|r| (*r, libc::EPERM));
     let socket = socket.into_iter().map(|r| (r, libc::EACCES));

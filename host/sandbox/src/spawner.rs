@@ -56,6 +56,10 @@ pub(super) struct Carried {
     pub(super) host: libc::pid_t,
     /// Whether the base filter is the one of calls with network.
     pub(super) network: bool,
+    /// Whether the thread sits in the egress network namespace (a thread
+    /// for calls with network, on a host that could make one): its
+    /// children are born there.
+    pub(super) isolated: bool,
     /// `no_new_privs` and the base seccomp layer.
     pub(super) seccomp_base: bool,
     /// Securebits locked, bounding set empty, ambient set clear.
@@ -79,7 +83,8 @@ pub(crate) fn current_thread() -> libc::pid_t {
 }
 
 /// Make the calling thread a spawner thread of the shared confinement of calls
-/// with (or without) `network`: securebits locked, bounding and ambient
+/// with (or without) `network`: for network, in the egress network
+/// namespace; securebits locked, bounding and ambient
 /// sets emptied, `no_new_privs`, the base seccomp layer. Irreversible: only on a thread
 /// made for starting modules (see the module documentation). A part that
 /// fails is left to each child; [`carried`] says which were taken.
@@ -94,6 +99,9 @@ pub(crate) fn carry(network: bool) {
     // (`runner::native::environment`).
     let support = super::probe();
     crate::environment::never_ask_managers_on_this_thread();
+    // First: joining a namespace needs the capabilities dropped below, and
+    // the base seccomp layer refuses it.
+    let isolated = network && crate::egress_namespace::enter();
     // The cgroup is created here too, not joined (see the module documentation).
     let _ = super::pids::process_bound();
     let bounding =
@@ -104,6 +112,7 @@ pub(crate) fn carry(network: bool) {
             thread: current_thread(),
             host: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
             network,
+            isolated,
             seccomp_base,
             bounding,
         }));

@@ -18,9 +18,11 @@
 //! - **Two mechanisms may hold one part.** TCP is held by landlock (ABI 4+)
 //!   and by the seccomp filter (which refuses network sockets to a capability
 //!   without `network`); a part is enforced when either holds it.
-//! - **What a call implies depends on its effects.** A capability that
-//!   declares `network` is not refused because TCP cannot be denied: it is
-//!   allowed TCP anyway. Every other part applies to every call.
+//! - **What a call implies depends on its effects.** A call without network
+//!   implies that TCP is denied; a call with network implies instead that
+//!   its only way out is the egress proxy ([`Part::Egress`]: landlock's TCP
+//!   port rules and the egress network namespace). Every other part applies
+//!   to every call.
 //! - **Probed once.** The landlock ABI, seccomp availability and the host's
 //!   uid do not change while the host runs.
 
@@ -34,6 +36,9 @@ pub enum Part {
     Filesystem,
     /// TCP bind and connect (without `network`).
     Tcp,
+    /// With `network`: TCP connect to the call's egress proxy only, from a
+    /// network namespace where nothing else is reachable.
+    Egress,
     /// UDP, raw IP, packet and netlink sockets.
     UdpAndRawSockets,
     /// Connecting to pathname UNIX sockets outside the grants.
@@ -56,9 +61,10 @@ pub enum Part {
 
 impl Part {
     /// Every part, in the order `doctor` lists them.
-    pub const ALL: [Part; 11] = [
+    pub const ALL: [Part; 12] = [
         Part::Filesystem,
         Part::Tcp,
+        Part::Egress,
         Part::UdpAndRawSockets,
         Part::UnixSockets,
         Part::AbstractSockets,
@@ -75,6 +81,7 @@ impl Part {
         match self {
             Part::Filesystem => "filesystem",
             Part::Tcp => "TCP",
+            Part::Egress => "network egress",
             Part::UdpAndRawSockets => "UDP and raw sockets",
             Part::UnixSockets => "UNIX sockets",
             Part::AbstractSockets => "abstract sockets",
@@ -87,13 +94,11 @@ impl Part {
         }
     }
 
-    /// The parts a call implies: all of them, but TCP only when the
-    /// capability did not declare `network` (a network capability is allowed
-    /// TCP and UDP; raw, packet and netlink sockets stay refused).
+    /// The parts a call implies: all of them, but TCP (denied) only without
+    /// `network` and [`Part::Egress`] only with it.
     pub(crate) fn implied_by(network: bool) -> impl Iterator<Item = Part> {
-        Part::ALL
-            .into_iter()
-            .filter(move |part| !(network && *part == Part::Tcp))
+        let excluded = if network { Part::Tcp } else { Part::Egress };
+        Part::ALL.into_iter().filter(move |part| *part != excluded)
     }
 }
 
@@ -127,6 +132,8 @@ const LANDLOCK_REMEDY: &str =
     "run on Linux 6.10 or newer with landlock in the lsm= boot list (landlock ABI 5+)";
 const SECCOMP_REMEDY: &str =
     "run on x86_64 or aarch64, with a kernel built with seccomp filtering (CONFIG_SECCOMP_FILTER)";
+
+const EGRESS_REMEDY: &str = "run the host as root (it makes a network namespace for calls with network), or set confinement = \"best-effort\" in config.toml to run them with a warning";
 
 const PIDS_REMEDY: &str = "run the host as an unprivileged user, or where it can create a pids cgroup (cgroup v1 pids, or a cgroup v2 tree with pids delegated)";
 
@@ -251,8 +258,27 @@ impl ConfinementSupport {
                     Some(LANDLOCK_REMEDY),
                 ),
             },
+            Part::Egress => match (self.landlock_tcp(), crate::egress_namespace::namespace()) {
+                (true, Ok(_)) => held(format!(
+                    "{landlock} allows TCP connect to the call's egress proxy port only, and the call's process sits in a network namespace of the host with nothing but its own loopback: every connection goes through the proxy, which checks each host and address against the call's grant"
+                )),
+                (false, _) => (
+                    false,
+                    format!(
+                        "{landlock} cannot limit TCP connect to one port (ABI 4 can): a module that declares network could connect past the egress proxy"
+                    ),
+                    Some(LANDLOCK_REMEDY),
+                ),
+                (true, Err(reason)) => (
+                    false,
+                    format!(
+                        "{reason}: a module that declares network shares the host's network, and could reach the operator's loopback services on the proxy's port number"
+                    ),
+                    Some(EGRESS_REMEDY),
+                ),
+            },
             Part::UdpAndRawSockets => if self.seccomp {
-                held("the seccomp filter refuses AF_INET and AF_INET6 sockets (datagram and raw), AF_PACKET and AF_NETLINK; a capability that declares network gets stream and datagram sockets only".into())
+                held("the seccomp filter refuses AF_INET and AF_INET6 sockets but TCP streams, AF_PACKET and AF_NETLINK; a capability that declares network gets TCP stream sockets only (no UDP, so no DNS of its own)".into())
             } else {
                 (
                     false,
@@ -517,6 +543,7 @@ mod tests {
         assert!(support.abi.is_some(), "landlock is not available");
         assert!(support.seccomp, "{:?}", support.seccomp_missing);
         assert_eq!(support.unenforced(false), vec![]);
+        assert_eq!(support.unenforced(true), vec![], "network egress");
         assert!(support.summary().contains("every part enforced"));
     }
 
@@ -556,6 +583,27 @@ mod tests {
         let with: Vec<Part> = old.unenforced(true).iter().map(|p| p.part).collect();
         assert!(without.contains(&Part::Tcp) && !with.contains(&Part::Tcp));
         assert!(with.contains(&Part::Filesystem), "ABI 3 is partial");
+    }
+
+    /// Seccomp alone cannot make the proxy the only way out (it sees the
+    /// socket, not the address): below landlock ABI 4 a call with network
+    /// is not confined to its egress, and says what would fix it.
+    #[test]
+    fn network_calls_need_landlock_tcp_rules_for_their_egress() {
+        let support = ConfinementSupport::new(Some(3), Ok(()), ROOT);
+        assert!(
+            support
+                .unenforced(false)
+                .iter()
+                .all(|p| p.part != Part::Egress)
+        );
+        let egress = support
+            .unenforced(true)
+            .into_iter()
+            .find(|p| p.part == Part::Egress)
+            .expect("egress is not enforced on ABI 3");
+        assert!(egress.why.contains("ABI 4"), "{}", egress.why);
+        assert!(egress.remedy.is_some_and(|r| r.contains("6.10")));
     }
 
     #[test]

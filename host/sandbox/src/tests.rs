@@ -39,7 +39,7 @@ pub(crate) fn run_confined_blocking(
     script: &str,
     grants: &[Grant],
     executables: &[std::path::PathBuf],
-    network: bool,
+    network: NetworkAccess,
 ) -> (bool, String) {
     run_confined_from(
         StartedFrom::Spawner,
@@ -68,7 +68,7 @@ fn run_confined_from(
     script: &str,
     grants: &[Grant],
     executables: &[std::path::PathBuf],
-    network: bool,
+    network: NetworkAccess,
 ) -> (bool, String) {
     let (program, grants, executables) =
         (program.to_owned(), grants.to_vec(), executables.to_vec());
@@ -98,7 +98,7 @@ fn run_confined_from(
             // Some tests call this from the runtime's thread: the child
             // comes back on a channel that may block it.
             let (started, child) = std::sync::mpsc::channel();
-            crate::spawner_pool::run(network, move || {
+            crate::spawner_pool::run(network.is_used(), move || {
                 let _ = started.send(start());
             })
             .unwrap();
@@ -144,7 +144,12 @@ fn run_confined_from(
     (status.exit_status() == Some(0), text)
 }
 
-fn run_confined(program: &str, script: &str, grants: &[Grant], network: bool) -> (bool, String) {
+fn run_confined(
+    program: &str,
+    script: &str,
+    grants: &[Grant],
+    network: NetworkAccess,
+) -> (bool, String) {
     // The tools the scripts run, granted as a capability's `spawns` would.
     let tools: Vec<std::path::PathBuf> = [
         "cat", "ls", "grep", "touch", "rm", "ln", "cp", "kill", "mkdir", "mv", "mknod", "mkfifo",
@@ -156,7 +161,7 @@ fn run_confined(program: &str, script: &str, grants: &[Grant], network: bool) ->
     run_confined_blocking(program, script, grants, &tools, network)
 }
 
-fn sh(script: &str, grants: &[Grant], network: bool) -> (bool, String) {
+fn sh(script: &str, grants: &[Grant], network: NetworkAccess) -> (bool, String) {
     run_confined("/bin/sh", script, grants, network)
 }
 
@@ -196,7 +201,7 @@ fn reading_outside_the_grants_is_denied() {
     let (ok, out) = sh(
         &format!("cat {}/ok.txt", granted.path().display()),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(
         ok && out.contains("granted-content"),
@@ -206,7 +211,7 @@ fn reading_outside_the_grants_is_denied() {
     let (ok, out) = sh(
         &format!("cat {}/secret.txt", outside.path().display()),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(!ok, "reading outside the grants succeeded: {out}");
     assert!(!out.contains("secret-content"), "{out}");
@@ -227,7 +232,7 @@ fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
     let (ok, out) = sh(
         &format!("echo new > {}/created.txt", read_root.path().display()),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(!ok, "creating a file in a read grant succeeded: {out}");
     assert!(!read_root.path().join("created.txt").exists());
@@ -235,7 +240,7 @@ fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
     let (ok, out) = sh(
         &format!("echo changed > {}/existing.txt", read_root.path().display()),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(!ok, "overwriting a file in a read grant succeeded: {out}");
     assert_eq!(
@@ -249,7 +254,7 @@ fn writing_to_a_read_grant_is_denied_and_to_a_write_grant_works() {
             write_root.path().display()
         ),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(
         ok && out.contains("written"),
@@ -276,7 +281,7 @@ fn a_symlink_in_a_grant_does_not_reach_outside() {
     let (ok, out) = sh(
         &format!("cat {}/link", granted.path().display()),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(
         !ok && !out.contains("secret-content"),
@@ -292,7 +297,7 @@ fn executing_from_a_write_grant_is_denied() {
     std::fs::write(&tool, "#!/bin/sh\necho ran\n").unwrap();
     std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
     let grants = [grant("state", state.path(), Access::ReadWrite)];
-    let (ok, out) = sh(&tool.display().to_string(), &grants, false);
+    let (ok, out) = sh(&tool.display().to_string(), &grants, NetworkAccess::None);
     assert!(
         !ok && !out.contains("ran"),
         "a file in a write grant was executed: {out}"
@@ -300,8 +305,7 @@ fn executing_from_a_write_grant_is_denied() {
 }
 
 #[test]
-fn tcp_connect_is_denied_without_network_and_allowed_with_it() {
-    require_landlock(1, "tcp_connect_is_denied_without_network");
+fn tcp_connect_is_denied_without_network() {
     require_landlock(4, "tcp_connect_is_denied_without_network");
     assert!(
         Path::new("/bin/bash").exists(),
@@ -310,17 +314,146 @@ fn tcp_connect_is_denied_without_network_and_allowed_with_it() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-
-    let (ok, out) = run_confined("/bin/bash", &script, &[], false);
+    let (ok, out) = run_confined("/bin/bash", &script, &[], NetworkAccess::None);
     assert!(
         !ok && !out.contains("connected"),
         "TCP connect without network succeeded: {out}"
     );
+}
 
-    let (ok, out) = run_confined("/bin/bash", &script, &[], true);
+/// The attack: a module granted network tries every way past its egress
+/// proxy. It reaches the proxy's port and nothing else: not another
+/// listener in the egress namespace (another call's proxy), not the host's
+/// loopback (a service there on the very port number of its proxy gets
+/// nothing), not an outside address, not IPv6 loopback, not UDP (its own
+/// DNS), not a listening socket of its own.
+#[test]
+fn a_call_with_network_reaches_its_proxy_and_nothing_else() {
+    require_landlock(4, "a_call_with_network_reaches_its_proxy_and_nothing_else");
     assert!(
-        ok && out.contains("connected"),
-        "TCP connect with network failed: {out}"
+        Path::new("/bin/bash").exists(),
+        "needs /bin/bash for /dev/tcp"
+    );
+    let proxy = crate::egress_listener().unwrap();
+    assert!(proxy.isolated, "a root host makes the egress namespace");
+    let port = proxy.listener.local_addr().unwrap().port();
+    let other = crate::egress_listener().unwrap();
+    let other_port = other.listener.local_addr().unwrap().port();
+    // The host's loopback, on the proxy's port number: the module's
+    // connect to 127.0.0.1:<port> must land in its own namespace instead.
+    let host_service = TcpListener::bind(("127.0.0.1", port))
+        .expect("the proxy's port number is free on the host's loopback");
+    for listener in [&proxy.listener, &other.listener, &host_service] {
+        listener.set_nonblocking(true).unwrap();
+    }
+    let try_it = |name: &str, open: &str| {
+        format!("if exec {open} 2>/dev/null; then echo {name}-open; else echo {name}-refused; fi")
+    };
+    let script = [
+        try_it("proxy", &format!("3<>/dev/tcp/127.0.0.1/{port}")),
+        try_it("other", &format!("4<>/dev/tcp/127.0.0.1/{other_port}")),
+        try_it("outside", "5<>/dev/tcp/198.51.100.1/80"),
+        try_it(
+            "outside-on-proxy-port",
+            &format!("5<>/dev/tcp/198.51.100.1/{port}"),
+        ),
+        try_it("ipv6-loopback", &format!("6<>/dev/tcp/::1/{port}")),
+        try_it("udp", "7<>/dev/udp/127.0.0.1/53"),
+        try_it("udp-outside", "7<>/dev/udp/198.51.100.1/53"),
+    ]
+    .join("\n");
+    let (ok, out) = run_confined("/bin/bash", &script, &[], NetworkAccess::Proxy { port });
+    assert!(ok, "{out}");
+    for expected in [
+        "proxy-open",
+        "other-refused",
+        "outside-refused",
+        "outside-on-proxy-port-refused",
+        "ipv6-loopback-refused",
+        "udp-refused",
+        "udp-outside-refused",
+    ] {
+        assert!(out.contains(expected), "{expected}: {out}");
+    }
+    assert!(
+        proxy.listener.accept().is_ok(),
+        "the proxy saw no connection"
+    );
+    assert!(
+        other.listener.accept().is_err(),
+        "another call's proxy was reached"
+    );
+    assert!(
+        host_service.accept().is_err(),
+        "a service on the host's loopback was reached"
+    );
+}
+
+/// The attack: the module makes its own listening socket (to receive, to
+/// masquerade as a proxy for another call, or, unbound, to take the egress
+/// namespace's ports), or a stream socket of a
+/// protocol landlock's TCP rules do not see (SCTP, MPTCP). Bind is denied,
+/// the sockets refused.
+#[test]
+fn a_call_with_network_cannot_listen_or_use_other_stream_protocols() {
+    require_landlock(4, "a_call_with_network_cannot_listen");
+    let proxy = crate::egress_listener().unwrap();
+    let port = proxy.listener.local_addr().unwrap().port();
+    let python = Path::new("/usr/bin/python3");
+    assert!(python.exists(), "needs /usr/bin/python3");
+    // `listen` without `bind` picks a port itself, past landlock's bind
+    // rule: a module doing it in a loop would take every port of the
+    // egress namespace.
+    let script = "import socket\ns = socket.socket()\ntry:\n    s.bind(('127.0.0.1', 0)); s.listen(); print('listening')\nexcept OSError as e:\n    print('bind-refused', e.errno)\ns = socket.socket()\ntry:\n    s.listen(); print('autobound', s.getsockname())\nexcept OSError as e:\n    print('listen-refused', e.errno)\nfor name, proto in [('sctp', 132), ('mptcp', 262)]:\n    try:\n        socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto); print(name, 'open')\n    except OSError as e:\n        print(name, 'refused', e.errno)";
+    let (_, out) = run_confined_blocking(
+        "/usr/bin/python3",
+        script,
+        &[],
+        &[],
+        NetworkAccess::Proxy { port },
+    );
+    for refused in [
+        "bind-refused",
+        "listen-refused",
+        "sctp refused",
+        "mptcp refused",
+    ] {
+        assert!(
+            out.contains(&format!("{refused} {}", libc::EACCES)),
+            "{refused}: {out}"
+        );
+    }
+}
+
+/// A call with network started from an ordinary thread (not a spawner
+/// thread sitting in the egress namespace) joins the namespace itself:
+/// its connect to 127.0.0.1 on its proxy's port reaches the proxy, never
+/// the host's loopback service on the same port number.
+#[test]
+fn a_child_started_from_an_ordinary_thread_joins_the_egress_namespace() {
+    require_landlock(4, "a_child_started_from_an_ordinary_thread_joins");
+    let proxy = crate::egress_listener().unwrap();
+    let port = proxy.listener.local_addr().unwrap().port();
+    let host_service = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    host_service.set_nonblocking(true).unwrap();
+    proxy.listener.set_nonblocking(true).unwrap();
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let (ok, out) = run_confined_from(
+        StartedFrom::Caller,
+        "/bin/bash",
+        &script,
+        &[],
+        &[],
+        NetworkAccess::Proxy { port },
+    );
+    assert!(ok && out.contains("connected"), "{out}");
+    assert!(
+        proxy.listener.accept().is_ok(),
+        "the proxy saw no connection"
+    );
+    assert!(
+        host_service.accept().is_err(),
+        "the host's service was reached"
     );
 }
 
@@ -328,13 +461,17 @@ fn tcp_connect_is_denied_without_network_and_allowed_with_it() {
 fn signalling_the_host_is_denied() {
     require_landlock(6, "signalling_the_host_is_denied");
     // The test process is outside the module's domain: kill -0 must fail.
-    let (ok, out) = sh(&format!("kill -0 {}", std::process::id()), &[], false);
+    let (ok, out) = sh(
+        &format!("kill -0 {}", std::process::id()),
+        &[],
+        NetworkAccess::None,
+    );
     assert!(!ok, "the module could signal the host: {out}");
 }
 
 #[test]
 fn resource_limits_apply() {
-    let (ok, out) = sh("ulimit -c; ulimit -f", &[], false);
+    let (ok, out) = sh("ulimit -c; ulimit -f", &[], NetworkAccess::None);
     assert!(ok, "{out}");
     let mut lines = out.lines();
     assert_eq!(lines.next(), Some("0"), "core dumps must be off: {out}");
@@ -353,7 +490,7 @@ fn off_applies_nothing_and_says_so() {
         &[],
         &[],
         &[],
-        false,
+        NetworkAccess::None,
         ConfinementMode::Off,
     )
     .unwrap();
@@ -376,7 +513,7 @@ fn no_device_node_can_be_made_in_a_write_grant() {
             "mknod {dir}/kmsg c 1 11 && echo made-char; mknod {dir}/disk b 8 0 && echo made-block; mkfifo {dir}/fifo && echo made-fifo"
         ),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(ok, "{out}");
     assert!(
@@ -394,7 +531,7 @@ fn required_refuses_exactly_when_a_part_is_not_enforced() {
         &[],
         &[],
         &[],
-        false,
+        NetworkAccess::None,
         ConfinementMode::Required,
     );
     let unenforced = probe().unenforced(false);
@@ -526,9 +663,13 @@ fn a_confined_module_cannot_leave_its_process_group() {
         Path::new("/usr/bin/setsid").exists(),
         "needs /usr/bin/setsid (util-linux)"
     );
-    let (ok, out) = sh("/usr/bin/setsid -w /bin/true && echo left", &[], false);
+    let (ok, out) = sh(
+        "/usr/bin/setsid -w /bin/true && echo left",
+        &[],
+        NetworkAccess::None,
+    );
     assert!(!ok && !out.contains("left"), "setsid succeeded: {out}");
-    let (ok, out) = sh("echo still-here", &[], false);
+    let (ok, out) = sh("echo still-here", &[], NetworkAccess::None);
     assert!(ok && out.contains("still-here"), "{out}");
 }
 
@@ -551,7 +692,7 @@ fn only_granted_binaries_outside_system_folders_run() {
             &path.display().to_string(),
             &[],
             std::slice::from_ref(&granted),
-            false,
+            NetworkAccess::None,
         )
     };
     let (ok, out) = run(&granted);
@@ -575,7 +716,7 @@ fn a_confined_module_holds_no_capability_and_no_inherited_descriptor() {
     let (ok, out) = sh(
         "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs|Seccomp|Seccomp_filters):' /proc/self/status; ls /proc/self/fd",
         &proc,
-        false,
+        NetworkAccess::None,
     );
     drop(leaked);
     assert!(ok, "{out}");
@@ -631,7 +772,7 @@ fn a_module_started_from_an_ordinary_thread_is_confined_the_same() {
         &script,
         &proc,
         &tools,
-        false,
+        NetworkAccess::None,
     );
     assert!(ok && out.contains("done"), "{out}");
     assert_no_privilege_and_filtered(&out);
@@ -659,7 +800,7 @@ fn device_nodes_namespaces_and_chroot_are_refused() {
              chroot {dir} /bin/true && echo chrooted; echo done"
         ),
         &grants,
-        false,
+        NetworkAccess::None,
     );
     assert!(ok && out.contains("done"), "{out}");
     for forbidden in ["made-char", "made-block", "unshared", "chrooted"] {
@@ -684,22 +825,22 @@ fn a_replaced_grant_is_the_new_folder_not_the_old_one() {
     let grants = [grant("data", &granted, Access::Read)];
     let cat = |path: &Path| format!("cat {}/f.txt", path.display());
 
-    let (ok, out) = sh(&cat(&granted), &grants, false);
+    let (ok, out) = sh(&cat(&granted), &grants, NetworkAccess::None);
     assert!(ok && out.contains("old-content"), "{out}");
     // The same call again (the cached ruleset) still reads it.
-    let (ok, out) = sh(&cat(&granted), &grants, false);
+    let (ok, out) = sh(&cat(&granted), &grants, NetworkAccess::None);
     assert!(ok && out.contains("old-content"), "{out}");
 
     std::fs::rename(&granted, &moved).unwrap();
     std::fs::create_dir(&granted).unwrap();
     std::fs::write(granted.join("f.txt"), "new-content").unwrap();
 
-    let (ok, out) = sh(&cat(&granted), &grants, false);
+    let (ok, out) = sh(&cat(&granted), &grants, NetworkAccess::None);
     assert!(
         ok && out.contains("new-content"),
         "the folder now at the granted path must be readable: {out}"
     );
-    let (ok, out) = sh(&cat(&moved), &grants, false);
+    let (ok, out) = sh(&cat(&moved), &grants, NetworkAccess::None);
     assert!(
         !ok,
         "the replaced folder is still granted where it went: {out}"
@@ -726,7 +867,7 @@ fn thread_status(field: &str) -> String {
 /// `no_new_privs` and (as root) their bounding set.
 #[test]
 fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not() {
-    let (ok, out) = sh("echo ran", &[], false);
+    let (ok, out) = sh("echo ran", &[], NetworkAccess::None);
     assert!(ok && out == "ran\n", "{out}");
     let (sent, carried) = std::sync::mpsc::channel();
     crate::spawner_pool::run(false, move || {
@@ -773,7 +914,7 @@ fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
             &[],
             &[],
             &[],
-            false,
+            NetworkAccess::None,
             ConfinementMode::BestEffort,
         );
         let _ = sent.send(confinement.map_err(|e| e.to_string()));
@@ -808,7 +949,15 @@ fn a_file_to_execute_inside_a_writable_root_is_refused() {
     let interpreted = (script.as_path(), &[][..]);
     for (program, executables) in [spawned, interpreted] {
         for mode in [ConfinementMode::BestEffort, ConfinementMode::Required] {
-            let err = prepare(program, &writable, executables, &[], false, mode).unwrap_err();
+            let err = prepare(
+                program,
+                &writable,
+                executables,
+                &[],
+                NetworkAccess::None,
+                mode,
+            )
+            .unwrap_err();
             assert_eq!(err.kind(), "unconfined", "{err}");
             assert!(
                 err.to_string().contains(&tool.display().to_string())
@@ -821,7 +970,7 @@ fn a_file_to_execute_inside_a_writable_root_is_refused() {
             &read_only,
             executables,
             &[],
-            false,
+            NetworkAccess::None,
             ConfinementMode::BestEffort,
         )
         .unwrap();
@@ -830,7 +979,7 @@ fn a_file_to_execute_inside_a_writable_root_is_refused() {
             &writable,
             executables,
             &[],
-            false,
+            NetworkAccess::None,
             ConfinementMode::Off,
         )
         .unwrap();
@@ -864,7 +1013,7 @@ fn a_file_to_execute_where_other_modules_write_is_refused() {
                 grants,
                 executables,
                 &module_writes,
-                false,
+                NetworkAccess::None,
                 ConfinementMode::BestEffort,
             )
             .unwrap_err();
@@ -880,7 +1029,7 @@ fn a_file_to_execute_where_other_modules_write_is_refused() {
             &[],
             executables,
             std::slice::from_ref(&elsewhere),
-            false,
+            NetworkAccess::None,
             ConfinementMode::BestEffort,
         )
         .unwrap();
@@ -892,7 +1041,7 @@ fn a_file_to_execute_where_other_modules_write_is_refused() {
         &[],
         &[],
         &module_writes,
-        false,
+        NetworkAccess::None,
         ConfinementMode::BestEffort,
     )
     .unwrap();
@@ -929,7 +1078,7 @@ fn an_installation_where_other_modules_write_is_refused() {
             &[],
             &[],
             &module_writes,
-            false,
+            NetworkAccess::None,
             ConfinementMode::BestEffort,
         );
         match prepared {
@@ -1010,7 +1159,7 @@ fn a_file_to_execute_reached_through_a_bind_mount_is_refused() {
             grants,
             &[],
             module_writes,
-            false,
+            NetworkAccess::None,
             ConfinementMode::BestEffort,
         )
         .unwrap_err()
@@ -1037,7 +1186,7 @@ fn a_file_to_execute_reached_through_a_bind_mount_is_refused() {
         &[],
         &[],
         &[elsewhere.join("none")],
-        false,
+        NetworkAccess::None,
         ConfinementMode::BestEffort,
     )
     .unwrap();

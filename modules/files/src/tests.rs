@@ -64,7 +64,7 @@ fn describes_three_read_only_capabilities_with_matching_operations() {
             .find(|o| o.capability == capability.id)
             .unwrap();
         assert_eq!(operation.semantics.reads, capability.effects.reads);
-        assert!(operation.semantics.mutates.is_empty() && !operation.semantics.external);
+        assert!(operation.semantics.mutates.is_empty() && !operation.semantics.external.is_used());
     }
 }
 

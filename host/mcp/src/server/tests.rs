@@ -32,6 +32,7 @@ impl Backend for Fake {
         arguments: Value,
         progress: Option<modhost::tools::ProgressSink>,
         workspace: &modhost::CallWorkspace,
+        _lockdown: Option<&Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         match name {
             "where" => Ok(ToolOutcome {
@@ -39,6 +40,8 @@ impl Backend for Fake {
                 text: format!("{workspace:?}"),
                 structured: None,
                 artifacts: vec![],
+                network: None,
+                enters_lockdown: None,
             }),
             other => self.call_tool(other, arguments, progress).await,
         }
@@ -56,6 +59,8 @@ impl Backend for Fake {
                 text: arguments.to_string(),
                 structured: Some(arguments),
                 artifacts: vec![],
+                network: None,
+                enters_lockdown: None,
             }),
             "bad" => Ok(ToolOutcome::failure(
                 "bad failed (invalid_input)\nProblems:\n- /x: required",

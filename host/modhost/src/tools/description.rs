@@ -9,14 +9,21 @@
 //! "reaches the network, cost: expensive" prefers the cheap tool long before
 //! any approval prompt.
 
+use modhost_egress::CallGrant;
 use modproto::{Cost, Descriptor, Effects, RootKind};
 
 use crate::grants::{self, Authority, RootAuthority};
 
-/// `base` followed by a blank line and the effect summary.
-pub(crate) fn tool_description(base: &str, descriptor: &Descriptor, effects: &Effects) -> String {
+/// `base` followed by a blank line and the effect summary. `network` is
+/// what each call is granted (`crate::network_grant::call_grant`).
+pub(crate) fn tool_description(
+    base: &str,
+    descriptor: &Descriptor,
+    effects: &Effects,
+    network: Option<&CallGrant>,
+) -> String {
     let base = base.trim();
-    let summary = effect_summary(descriptor, effects);
+    let summary = effect_summary(descriptor, effects, network);
     if base.is_empty() {
         summary
     } else {
@@ -27,7 +34,11 @@ pub(crate) fn tool_description(base: &str, descriptor: &Descriptor, effects: &Ef
 /// One line per fact: reads, writes, network, runs, cost, approval. Reads
 /// lists every root the call is granted (a writable root can be read too),
 /// writes the ones granted read-write, runs the binaries it may be given.
-pub(crate) fn effect_summary(descriptor: &Descriptor, effects: &Effects) -> String {
+pub(crate) fn effect_summary(
+    descriptor: &Descriptor,
+    effects: &Effects,
+    network: Option<&CallGrant>,
+) -> String {
     let authority = grants::authority(descriptor, effects);
     let mut lines = vec!["Effects:".to_owned()];
     lines.push(match authority.roots.as_slice() {
@@ -40,14 +51,10 @@ pub(crate) fn effect_summary(descriptor: &Descriptor, effects: &Effects) -> Stri
     } else {
         format!("- writes {}", describe_roots(writable.into_iter()))
     });
-    lines.push(
-        if effects.network {
-            "- reaches the network"
-        } else {
-            "- no network access"
-        }
-        .to_owned(),
-    );
+    lines.push(match network {
+        Some(grant) => format!("- connects to {}", crate::network_grant::summary(grant)),
+        None => "- no network access".to_owned(),
+    });
     lines.push(runs_line(&authority));
     lines.push(format!("- cost: {}", cost_phrase(effects.cost)));
     if effects.approval {
@@ -107,11 +114,17 @@ mod tests {
             "cost": "remote", "approval": true
         }))
         .unwrap();
-        let text = tool_description("Push the branch.", &d, &effects);
+        let grant = CallGrant {
+            hosts: modhost_egress::HostGrant::Only(vec![
+                modproto::HostPattern::parse("github.com").unwrap(),
+            ]),
+            private: Vec::new(),
+        };
+        let text = tool_description("Push the branch.", &d, &effects, Some(&grant));
         assert_eq!(
             text,
             "Push the branch.\n\nEffects:\n- reads the workspace (workspace), its own state (state)\n- writes its own state (state)\n\
-             - reaches the network\n- runs git\n- cost: remote (calls a remote service)\n\
+             - connects to github.com:443\n- runs git\n- cost: remote (calls a remote service)\n\
              - every call needs the operator's approval"
         );
         let quiet = tool_description(
@@ -121,6 +134,7 @@ mod tests {
                 cost: Cost::Trivial,
                 ..Effects::default()
             },
+            None,
         );
         assert!(quiet.starts_with("Effects:\n- reads nothing"));
         assert!(quiet.contains(
@@ -137,7 +151,7 @@ mod tests {
         }))
         .unwrap();
         // The module declares a workspace, but this capability names no root.
-        let text = effect_summary(&d, &Effects::default());
+        let text = effect_summary(&d, &Effects::default(), None);
         assert!(
             text.starts_with("Effects:\n- reads nothing beyond its input\n- writes nothing"),
             "{text}"
@@ -148,7 +162,7 @@ mod tests {
             "writes": ["workspace"], "spawns": ["rm"]
         }))
         .unwrap();
-        let text = effect_summary(&d, &effects);
+        let text = effect_summary(&d, &effects, None);
         assert!(
             text.contains("- reads the workspace (workspace)\n- writes nothing"),
             "{text}"

@@ -65,6 +65,10 @@ pub struct InvokeCall {
     pub progress: Option<ProgressSink>,
     /// The workspace for this call: the host's, an MCP client's root, or none.
     pub workspace: crate::CallWorkspace,
+    /// The lockdown this call runs under (its connection received
+    /// untrusted content, `crate::lockdown`): the pipeline narrows its
+    /// network with it. `None` outside lockdown.
+    pub lockdown: Option<crate::lockdown::CallLockdown>,
     /// What the toolbox saw of the home when this call started, for the
     /// pipeline's own checks to share (`file_identity::Glance`).
     pub(crate) glance: modhost_runner::file_identity::Glance,
@@ -81,6 +85,10 @@ pub struct InvokeFailure {
     pub problems: Vec<String>,
     /// The module's stderr tail, when it has one worth showing.
     pub stderr_tail: String,
+    /// Whether the capability ran (and so the message or the stderr tail
+    /// may carry its words), as opposed to a call the host refused or
+    /// could not make ([`crate::InvokeError::capability_ran`]).
+    pub ran: bool,
 }
 
 /// The seam between a [`super::Toolbox`] and the host's invoke pipeline:
@@ -93,7 +101,25 @@ pub trait Invoker: Send + Sync + 'static {
     fn invoke(
         &self,
         call: InvokeCall,
-    ) -> impl Future<Output = Result<InvokeResult, InvokeFailure>> + Send;
+    ) -> impl Future<Output = Result<Invoked, InvokeFailure>> + Send;
+}
+
+/// What an invocation that answered gave back: the module's result, and
+/// what its egress proxy saw.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invoked {
+    pub result: InvokeResult,
+    /// The hosts contacted and refused; `None` for a call without network.
+    pub network: Option<modhost_egress::Contacts>,
+}
+
+impl From<InvokeResult> for Invoked {
+    fn from(result: InvokeResult) -> Invoked {
+        Invoked {
+            result,
+            network: None,
+        }
+    }
 }
 
 /// A file a call produced, with where it lies on the host when known.
@@ -127,6 +153,14 @@ pub struct ToolOutcome {
     /// The module's structured output, on success.
     pub structured: Option<Value>,
     pub artifacts: Vec<ToolArtifact>,
+    /// The hosts the call contacted and those refused (MCP: in the
+    /// result's `_meta`); `None` for a call without network.
+    pub network: Option<modhost_egress::Contacts>,
+    /// `Some` when returning this result puts its connection in lockdown
+    /// (`crate::lockdown`): its capability's output is untrusted, its
+    /// module ran, and `[lockdown]` is enabled. A connection already in
+    /// lockdown keeps the one it entered first.
+    pub enters_lockdown: Option<crate::lockdown::Lockdown>,
 }
 
 impl ToolOutcome {
@@ -137,6 +171,8 @@ impl ToolOutcome {
             text: text.into(),
             structured: None,
             artifacts: Vec::new(),
+            network: None,
+            enters_lockdown: None,
         }
     }
 }
@@ -165,11 +201,14 @@ impl RootPaths<'_> {
 /// Shape an invocation's result for the model.
 pub(crate) fn outcome(
     tool: &ToolDef,
-    result: Result<InvokeResult, InvokeFailure>,
+    result: Result<Invoked, InvokeFailure>,
     roots: &RootPaths<'_>,
 ) -> ToolOutcome {
     match result {
-        Ok(result) => success(tool, result, roots),
+        Ok(Invoked { result, network }) => ToolOutcome {
+            network,
+            ..success(tool, result, roots)
+        },
         Err(failure) => ToolOutcome::failure(failure_text(tool, &failure)),
     }
 }
@@ -234,6 +273,8 @@ fn success(tool: &ToolDef, result: InvokeResult, roots: &RootPaths<'_>) -> ToolO
         text: text.trim_end_matches('\n').to_owned(),
         structured: Some(result.output),
         artifacts,
+        network: None,
+        enters_lockdown: None,
     }
 }
 
@@ -382,7 +423,7 @@ mod tests {
             media_type: None,
             title: None,
         });
-        let o = outcome(&tool(), Ok(result), &roots);
+        let o = outcome(&tool(), Ok(result.into()), &roots);
         assert!(!o.is_error);
         assert_eq!(o.structured, Some(json!({"n": 1})));
         let lines: Vec<&str> = o.text.lines().collect();
@@ -413,7 +454,7 @@ mod tests {
         let big = "é".repeat(MAX_TEXT_BYTES);
         let mut result = InvokeResult::new(json!(null));
         result.text = Some(big.clone());
-        let o = outcome(&tool(), Ok(result), &roots);
+        let o = outcome(&tool(), Ok(result.into()), &roots);
         assert!(o.text.len() < MAX_TEXT_BYTES + 1024);
         assert_eq!(o.artifacts.len(), 1);
         let saved = o.artifacts[0].file.clone().unwrap();
@@ -441,6 +482,7 @@ mod tests {
             remedy: None,
             problems: vec!["/q: 5 is not of type \"string\"".into()],
             stderr_tail: String::new(),
+            ran: false,
         };
         let text = failure_text(&tool(), &failure);
         assert_eq!(
@@ -455,6 +497,7 @@ mod tests {
             remedy: Some("reinstall".into()),
             problems: vec![],
             stderr_tail: format!("{}\nthread panicked at main.rs", "x".repeat(5000)),
+            ran: true,
         };
         let text = failure_text(&tool(), &crashed);
         assert!(text.contains("What to do: reinstall"));

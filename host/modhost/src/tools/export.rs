@@ -256,6 +256,7 @@ mod tests {
             input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
             output_schema,
             effects,
+            network: None,
             approval: PolicyDecision {
                 verdict: PolicyVerdict::Allow,
                 rule: "default: local".into(),

@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use modproto::contract::{self, ContractDecision};
-use modproto::{InvokeResult, Notification, ProgressParams};
+use modproto::{Notification, ProgressParams};
 use tokio::sync::mpsc;
 
 use super::{
-    InvokeCall, InvokeFailure, Invoker, Loaded, ModuleEntry, Progress, ProgressSink, ToolDef,
-    Toolbox, knowledge_tool, live,
+    InvokeCall, InvokeFailure, Invoked, Invoker, Loaded, ModuleEntry, Progress, ProgressSink,
+    ToolDef, Toolbox, knowledge_tool, live,
 };
 use crate::approval::Refusal;
 use crate::discovery::{InstalledModule, ModuleStatus};
@@ -43,7 +43,7 @@ impl HostInvoker {
 }
 
 impl Invoker for HostInvoker {
-    async fn invoke(&self, call: InvokeCall) -> Result<InvokeResult, InvokeFailure> {
+    async fn invoke(&self, call: InvokeCall) -> Result<Invoked, InvokeFailure> {
         let Some(module) = self.modules.get(&call.module) else {
             return Err(InvokeFailure {
                 kind: modproto::HostErrorKind::UnknownModule.into(),
@@ -53,6 +53,7 @@ impl Invoker for HostInvoker {
                 ),
                 problems: Vec::new(),
                 stderr_tail: String::new(),
+                ran: false,
             });
         };
         let (sink, mut notifications) = mpsc::unbounded_channel::<Notification>();
@@ -62,6 +63,7 @@ impl Invoker for HostInvoker {
             progress: call.progress.is_some().then_some(sink),
             workspace: call.workspace,
             glance: call.glance,
+            lockdown: call.lockdown,
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };
         let invocation = self.host.invoke_module(module, request);
@@ -89,7 +91,10 @@ impl Invoker for HostInvoker {
                         .into_iter()
                         .map(|w| format!("host: {w}")),
                 );
-                Ok(result)
+                Ok(Invoked {
+                    result,
+                    network: outcome.network,
+                })
             }
             Err(e) => Err(failure(&e)),
         }
@@ -122,6 +127,7 @@ pub(crate) fn failure(e: &InvokeError) -> InvokeFailure {
         remedy: Some(e.remedy()),
         problems: e.problems(),
         stderr_tail: e.stderr_tail().to_owned(),
+        ran: e.capability_ran(),
     }
 }
 
@@ -212,6 +218,7 @@ async fn load(
         modules,
         &config.approval,
         &config.capabilities,
+        &config.lockdown,
         HostInvoker::new(host.clone(), discovered.clone()),
         host.layout().clone(),
         host.workspace().map(std::path::Path::to_path_buf),
@@ -271,6 +278,7 @@ fn why_withdrawn(host: &Host, discovered: &[InstalledModule], tool: &ToolDef) ->
             remedy: Some("`modhost list` shows the installed modules; list the tools again".into()),
             problems: Vec::new(),
             stderr_tail: String::new(),
+            ran: false,
         });
     };
     let descriptor = match crate::invoke::standing_refusal(module) {
@@ -305,6 +313,7 @@ fn why_withdrawn(host: &Host, discovered: &[InstalledModule], tool: &ToolDef) ->
         remedy: Some("list the tools again; `modhost tools` says why one is left out".into()),
         problems: Vec::new(),
         stderr_tail: String::new(),
+        ran: false,
     })
 }
 

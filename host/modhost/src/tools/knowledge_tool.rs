@@ -70,6 +70,7 @@ pub(crate) fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> 
             "additionalProperties": false
         }),
         output_schema: None,
+        network: None,
         approval: approval::decide_built_in(
             approval,
             CAPABILITY,
@@ -138,5 +139,9 @@ pub(crate) fn run(
         text: text.trim_end().to_owned(),
         structured: Some(serde_json::to_value(&loaded).unwrap_or(Value::Null)),
         artifacts: Vec::new(),
+        network: None,
+        // The module's own guides, pinned and checked by digest: not
+        // content from elsewhere.
+        enters_lockdown: None,
     }
 }

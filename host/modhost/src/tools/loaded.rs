@@ -14,8 +14,9 @@ use super::registry::{Registry, build_registry};
 use super::tool_def::{ModuleEntry, ToolDef};
 use super::withdrawn::Withdrawn;
 use crate::CallWorkspace;
-use crate::approval::{self, ApprovalConfig, ApprovedBy};
+use crate::approval::{self, ApprovalConfig, ApprovedBy, CallPolicy};
 use crate::home::HomeLayout;
+use crate::lockdown::{self, CallLockdown, Lockdown, LockdownConfig};
 use crate::overrides::CapabilityOverride;
 use modhost_runner::file_identity::Glance;
 
@@ -31,6 +32,11 @@ pub(crate) struct Loaded<I> {
     /// Tools an earlier load offered that are gone now, with why: a client
     /// that calls one is told the reason, not "no such tool".
     pub(super) withdrawn: HashMap<String, Withdrawn>,
+    /// The rules the tools' verdicts came from: a call in lockdown is
+    /// decided again, for the network the lockdown leaves it.
+    approval: ApprovalConfig,
+    /// `[lockdown]` as this load read it.
+    lockdown: LockdownConfig,
 }
 
 impl<I: Invoker> Loaded<I> {
@@ -38,6 +44,7 @@ impl<I: Invoker> Loaded<I> {
         modules: Vec<ModuleEntry>,
         approval: &ApprovalConfig,
         overrides: &BTreeMap<String, CapabilityOverride>,
+        lockdown: &LockdownConfig,
         invoker: I,
         home: HomeLayout,
         workspace: Option<PathBuf>,
@@ -61,6 +68,8 @@ impl<I: Invoker> Loaded<I> {
             home,
             workspace,
             withdrawn: HashMap::new(),
+            approval: approval.clone(),
+            lockdown: lockdown.clone(),
         }
     }
 
@@ -68,6 +77,46 @@ impl<I: Invoker> Loaded<I> {
         self.index.get(name).map(|&i| &self.registry.tools[i])
     }
 
+    /// The lockdown a call of `tool` on a connection in `lockdown` runs
+    /// under; none for the built-in knowledge tool (the modules' own
+    /// guides: nothing to narrow, nothing written).
+    pub(super) fn call_lockdown(
+        &self,
+        tool: &ToolDef,
+        lockdown: Option<&Lockdown>,
+    ) -> Option<CallLockdown> {
+        lockdown
+            .filter(|_| !knowledge_tool::is_this(tool))
+            .map(|l| l.for_call(&self.lockdown))
+    }
+
+    /// The policy of one call of `tool`, in `lockdown` or not: the
+    /// verdict registered for it, or, in lockdown, the verdict for the
+    /// network the lockdown leaves it, moved to ask a person when it writes
+    /// or spawns (`crate::lockdown::policy`).
+    pub(super) fn policy(&self, tool: &ToolDef, lockdown: Option<&CallLockdown>) -> CallPolicy {
+        let Some(lockdown) = lockdown else {
+            return CallPolicy::new(tool.approval.clone(), tool.network.as_ref());
+        };
+        let narrowed = tool.network.as_ref().map(|grant| lockdown.narrow(grant));
+        let base = self
+            .modules
+            .get(&tool.module)
+            .and_then(|m| {
+                let capability = m.descriptor.capability(&tool.capability)?;
+                Some(approval::decide(
+                    &self.approval,
+                    &m.descriptor,
+                    capability,
+                    &tool.name,
+                    narrowed.as_ref(),
+                ))
+            })
+            .unwrap_or_else(|| tool.approval.clone());
+        lockdown::policy(base, &tool.effects, narrowed.as_ref(), lockdown)
+    }
+
+    #[allow(clippy::too_many_arguments)] // one call's every part, passed on whole
     pub(super) async fn call_in(
         &self,
         name: &str,
@@ -76,6 +125,7 @@ impl<I: Invoker> Loaded<I> {
         progress: Option<ProgressSink>,
         workspace: &CallWorkspace,
         glance: Glance,
+        lockdown: Option<&Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         let Some(tool) = self.get(name) else {
             return match self.withdrawn.get(name) {
@@ -83,7 +133,9 @@ impl<I: Invoker> Loaded<I> {
                 None => Err(CallError::UnknownTool(name.to_owned())),
             };
         };
-        let record = approval::authorize(&tool.approval, &tool.name, approver)?;
+        let locked = self.call_lockdown(tool, lockdown);
+        let policy = self.policy(tool, locked.as_ref());
+        let record = approval::authorize_call(&policy, &tool.name, approver)?;
         if knowledge_tool::is_this(tool) {
             return Ok(knowledge_tool::run(tool, &self.modules, &input));
         }
@@ -93,17 +145,32 @@ impl<I: Invoker> Loaded<I> {
             capability: tool.capability.clone(),
             input,
             approval: record,
-            start_ahead: tool.approval.allows_starting_ahead(),
+            // As decided for this call: one the lockdown moved to `ask`
+            // no longer takes a process started ahead of its approval.
+            start_ahead: policy.decision.allows_starting_ahead(),
             progress,
             workspace: workspace.clone(),
+            lockdown: locked,
             glance,
         };
         let result = self.invoker.invoke(call).await;
+        // What the module wrote reaches the agent: its result, or the
+        // words of a failure it ran into (`crate::lockdown`).
+        let module_spoke = match &result {
+            Ok(_) => true,
+            Err(failure) => failure.ran,
+        };
         let roots = execute::RootPaths {
             descriptor: &module.descriptor,
             home: &self.home,
             workspace: workspace.resolve(self.workspace.as_deref()),
         };
-        Ok(execute::outcome(tool, result, &roots))
+        let mut outcome = execute::outcome(tool, result, &roots);
+        if module_spoke && tool.effects.output_is_untrusted() && self.lockdown.enabled {
+            outcome.enters_lockdown = Some(Lockdown {
+                since: tool.name.clone(),
+            });
+        }
+        Ok(outcome)
     }
 }

@@ -43,11 +43,12 @@ pub mod target;
 mod tool_def;
 mod withdrawn;
 
-pub use crate::approval::{ApprovedBy, PolicyDecision, PolicyVerdict, Refusal};
+pub use crate::approval::{ApprovedBy, CallPolicy, PolicyDecision, PolicyVerdict, Refusal};
+pub use crate::lockdown::{CallLockdown, Lockdown};
 pub use call_error::CallError;
 pub use execute::{
-    InvokeCall, InvokeFailure, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink, ToolArtifact,
-    ToolOutcome,
+    InvokeCall, InvokeFailure, Invoked, Invoker, MAX_TEXT_BYTES, Progress, ProgressSink,
+    ToolArtifact, ToolOutcome,
 };
 pub use export::{Export, Format, Omission, export, mcp_tool};
 pub use host_invoker::{HostInvoker, open_live_toolbox, open_toolbox};
@@ -84,11 +85,14 @@ impl<I: Invoker> Toolbox<I> {
         modules: Vec<ModuleEntry>,
         approval: &crate::approval::ApprovalConfig,
         overrides: &std::collections::BTreeMap<String, crate::overrides::CapabilityOverride>,
+        lockdown: &crate::lockdown::LockdownConfig,
         invoker: I,
         home: HomeLayout,
         workspace: Option<std::path::PathBuf>,
     ) -> Self {
-        let loaded = Loaded::new(modules, approval, overrides, invoker, home, workspace);
+        let loaded = Loaded::new(
+            modules, approval, overrides, lockdown, invoker, home, workspace,
+        );
         Toolbox {
             live: Arc::new(live::Live::fixed(loaded)),
         }
@@ -127,6 +131,22 @@ impl<I: Invoker> Toolbox<I> {
             .map(|tool| tool.approval.clone())
     }
 
+    /// The policy of a call of tool `name` as last loaded, on a connection
+    /// in `lockdown` or not: its verdict, the question an approval asks
+    /// (naming the hosts the call connects to), and whether only a person
+    /// may answer it (`crate::lockdown`). Like [`Toolbox::get`], it never
+    /// waits for a reload.
+    pub fn policy_of(
+        &self,
+        name: &str,
+        lockdown: Option<&crate::lockdown::Lockdown>,
+    ) -> Option<crate::approval::CallPolicy> {
+        let loaded = self.live.last_loaded();
+        let tool = loaded.get(name)?;
+        let locked = loaded.call_lockdown(tool, lockdown);
+        Some(loaded.policy(tool, locked.as_ref()))
+    }
+
     /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
     pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.live.changes()
@@ -141,12 +161,15 @@ impl<I: Invoker> Toolbox<I> {
         approver: Option<ApprovedBy>,
         progress: Option<ProgressSink>,
     ) -> Result<ToolOutcome, CallError> {
-        self.call_in(name, input, approver, progress, &CallWorkspace::Host)
+        self.call_in(name, input, approver, progress, &CallWorkspace::Host, None)
             .await
     }
 
     /// [`Toolbox::call`] in `workspace` (an MCP client's root, or none when
-    /// its roots may not be granted) rather than always the host's.
+    /// its roots may not be granted) rather than always the host's, on a
+    /// connection in `lockdown` or not (`crate::lockdown`): a caller that
+    /// keeps connections passes the [`ToolOutcome::enters_lockdown`] of
+    /// the first result that had one to every later call of it.
     pub async fn call_in(
         &self,
         name: &str,
@@ -154,13 +177,14 @@ impl<I: Invoker> Toolbox<I> {
         approver: Option<ApprovedBy>,
         progress: Option<ProgressSink>,
         workspace: &CallWorkspace,
+        lockdown: Option<&crate::lockdown::Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         let (loaded, glance) = match live::Live::current_for_call(&self.live).await {
             Ok(current) => current,
             Err(unreadable) => return Ok(ToolOutcome::failure(unreadable)),
         };
         loaded
-            .call_in(name, input, approver, progress, workspace, glance)
+            .call_in(name, input, approver, progress, workspace, glance, lockdown)
             .await
     }
 }

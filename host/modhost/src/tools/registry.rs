@@ -38,9 +38,11 @@ pub(super) fn build_registry(
             let base = found
                 .and_then(|o| o.description.as_deref())
                 .unwrap_or(&c.description);
+            let network = crate::network_grant::call_grant(c, overrides::network_lines(found));
             candidates.push(ToolDef {
-                description: description::tool_description(base, d, &c.effects),
-                approval: approval::decide(approval, d, c, &name),
+                description: description::tool_description(base, d, &c.effects, network.as_ref()),
+                approval: approval::decide(approval, d, c, &name, network.as_ref()),
+                network,
                 name,
                 module: d.id.clone(),
                 capability: c.id.clone(),
@@ -113,8 +115,10 @@ fn refuse_collisions(candidates: Vec<ToolDef>) -> Registry {
 /// The policy gate for one direct call of `capability` (what `modhost
 /// invoke` applies; the `Toolbox` applies the same decisions to its
 /// registered tools): an override that disables the capability refuses it,
-/// then the approval rules decide. On success, the host's approval record
-/// the request must carry, if any.
+/// then the approval rules decide, for the network the call is granted (a
+/// refusal's rule names its hosts: `approval::CallPolicy`). On success,
+/// the host's approval record the request must carry, if any. A one-shot
+/// call has no connection, so no lockdown (`crate::lockdown`).
 pub fn gate(
     approval: &ApprovalConfig,
     overrides: &BTreeMap<String, CapabilityOverride>,
@@ -132,6 +136,9 @@ pub fn gate(
             key: key.to_owned(),
         });
     }
-    let decision = approval::decide(approval, descriptor, capability, &tool);
-    approval::authorize(&decision, &tool, approver)
+    let over = overrides::find_override(overrides, &descriptor.id, &capability.id);
+    let network = crate::network_grant::call_grant(capability, overrides::network_lines(over));
+    let decision = approval::decide(approval, descriptor, capability, &tool, network.as_ref());
+    let policy = approval::CallPolicy::new(decision, network.as_ref());
+    approval::authorize_call(&policy, &tool, approver)
 }

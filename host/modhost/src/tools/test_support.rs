@@ -54,16 +54,21 @@ pub(crate) fn installed(id: &str, capabilities: &[&str]) -> InstalledModule {
     }
 }
 
-/// Records each call it is given and answers with the input.
+/// Records each call it is given and answers with the input (or with
+/// `fail_with`, when set).
 #[derive(Debug, Default)]
 pub(crate) struct RecordingInvoker {
     pub(crate) calls: std::sync::Mutex<Vec<InvokeCall>>,
+    pub(crate) fail_with: std::sync::Mutex<Option<InvokeFailure>>,
 }
 
 impl Invoker for RecordingInvoker {
-    async fn invoke(&self, call: InvokeCall) -> Result<modproto::InvokeResult, InvokeFailure> {
+    async fn invoke(&self, call: InvokeCall) -> Result<super::Invoked, InvokeFailure> {
         let output = call.input.clone();
         self.calls.lock().unwrap().push(call);
-        Ok(modproto::InvokeResult::new(output))
+        if let Some(failure) = self.fail_with.lock().unwrap().clone() {
+            return Err(failure);
+        }
+        Ok(modproto::InvokeResult::new(output).into())
     }
 }

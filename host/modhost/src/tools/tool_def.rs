@@ -25,6 +25,10 @@ pub struct ToolDef {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
     pub effects: Effects,
+    /// The network each call is granted (the declaration as the operator
+    /// narrowed it): `None` for none.
+    #[serde(skip)]
+    pub network: Option<modhost_egress::CallGrant>,
     pub hints: Hints,
     /// The policy's verdict and the rule that gave it ([`ToolDef::verdict`],
     /// [`ToolDef::approval_rule`]); the decision record itself is the
@@ -51,7 +55,7 @@ pub struct Hints {
 impl Hints {
     pub(crate) fn derive(descriptor: &Descriptor, effects: &Effects) -> Self {
         let authority = grants::authority(descriptor, effects);
-        let read_only = authority.touches_nothing_but_reads() && !effects.network;
+        let read_only = authority.touches_nothing_but_reads() && !effects.network.is_used();
         let destructive = authority
             .writable()
             .any(|root| root.kind != modproto::RootKind::Artifacts);
@@ -59,7 +63,7 @@ impl Hints {
             read_only,
             destructive: !read_only && destructive,
             idempotent: read_only,
-            open_world: effects.network,
+            open_world: effects.network.is_used(),
         }
     }
 }
@@ -116,6 +120,7 @@ impl ToolDef {
             input_schema: serde_json::json!({"type": "object"}),
             output_schema: None,
             effects: Default::default(),
+            network: None,
             hints: Default::default(),
             approval: PolicyDecision {
                 verdict,

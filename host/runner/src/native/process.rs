@@ -13,9 +13,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::unix::pipe;
 
 use super::group::Group;
-use crate::{Call, RunError, STDERR_TAIL_BYTES};
+use crate::{Call, CallNetwork, RunError, STDERR_TAIL_BYTES};
 use modhost_sandbox::Grant;
-use modhost_sandbox::{self as confine, ConfineError, ConfinementMode, interpreter};
+use modhost_sandbox::{self as confine, ConfineError, ConfinementMode, NetworkAccess, interpreter};
 use modhost_sandbox::{environment, spawn, spawner_pool};
 
 /// Delivers the exit status once the waiter task has reaped the child.
@@ -34,8 +34,8 @@ pub struct SpawnSpec {
     pub executables: Vec<PathBuf>,
     /// The folders the module may write that are not roots (its state).
     pub module_writes: Vec<PathBuf>,
-    /// Whether it may use the network.
-    pub network: bool,
+    /// The egress proxy it may use, if any.
+    pub network: Option<CallNetwork>,
     /// How strictly it is confined.
     pub confinement: ConfinementMode,
 }
@@ -47,7 +47,7 @@ impl SpawnSpec {
             grants: call.grants.to_vec(),
             executables: call.executables.to_vec(),
             module_writes: call.module_writes.to_vec(),
-            network: call.network,
+            network: call.network.cloned(),
             confinement: call.limits.confinement,
         }
     }
@@ -59,7 +59,12 @@ impl SpawnSpec {
             &self.grants,
             &self.executables,
             &self.module_writes,
-            self.network,
+            match &self.network {
+                Some(network) => NetworkAccess::Proxy {
+                    port: network.proxy_port,
+                },
+                None => NetworkAccess::None,
+            },
             self.confinement,
         )
     }
@@ -119,7 +124,7 @@ pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunErr
     let failed = |e: &dyn std::fmt::Display| RunError::Spawn {
         message: format!("the start of the module failed: {e}"),
     };
-    let (confinement, network) = (spec.confinement, spec.network);
+    let (confinement, network) = (spec.confinement, spec.network.is_some());
     // A module that looks commands up in PATH gets it with version-manager
     // shims resolved; a spawner thread never asks a manager, so while PATH
     // is unresolved the need is decided here and the answer had first, off
@@ -232,7 +237,8 @@ pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spa
     });
     let child = spawn::spawn(
         program,
-        environment::module_environment(resolved_path),
+        environment::module_environment(resolved_path)
+            .chain(spec.network.iter().flat_map(CallNetwork::environment)),
         program.parent().filter(|d| !d.as_os_str().is_empty()),
         confinement.into_child().as_ref(),
     )
