@@ -19,7 +19,13 @@
 //!    - requests over one established `CONNECT` tunnel (an HTTPS client's
 //!      steady state), against one kept-alive direct connection.
 //!
-//! Everything runs on the loopback in this one process: the origin server
+//! 3. Over a link: the same 100 MB download from an origin in a network
+//!    namespace the benchmark makes, behind a veth pair that `tc` shapes
+//!    to each of [`LINK_RATES`], direct and through the proxy: whether the proxy
+//!    keeps a fast link full, where the loopback (1.) measures what its
+//!    CPU costs. Needs root and iproute2; says so and skips otherwise.
+//!
+//! Everything else runs on the loopback in this one process: the origin server
 //! (a thread per connection), the proxy (its own runtime, as the host runs
 //! it) and the client (the main thread, blocking sockets). The call's grant
 //! opens exactly the origin's address, as an operator's `allow_private`
@@ -501,12 +507,212 @@ fn report(label: &str, samples: &mut [Duration]) -> Duration {
     p50
 }
 
+/// The links of part 3: a fast one, and one near what the proxy's CPU
+/// allows on the loopback.
+const LINK_RATES: [&str; 2] = ["1gbit", "4gbit"];
+const LINK_ROUNDS: usize = 3;
+
+/// The origin of part 3: a Python server at 198.51.100.x in a network
+/// namespace of its own, tied to the host's by a veth pair whose both ends
+/// `tc` shapes to a rate. Removed on drop.
+struct LinkedOrigin {
+    address: SocketAddr,
+    namespace: String,
+    /// Set once it started; the namespace is removed on drop either way.
+    server: Option<std::process::Child>,
+}
+
+/// The server of part 3: `GET /bytes?n=N` answers N bytes.
+const LINK_SERVER: &str = r#"
+import http.server, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        n = int(self.path.split("n=")[1])
+        self.send_response(200)
+        self.send_header("Content-Length", str(n))
+        self.end_headers()
+        chunk = b"x" * 262144
+        while n > 0:
+            self.wfile.write(chunk[:min(n, len(chunk))])
+            n -= len(chunk)
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer((sys.argv[1], 8080), Handler)
+print("ready", flush=True)
+server.serve_forever()
+"#;
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = std::process::Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("ip: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl LinkedOrigin {
+    /// The `n`th link (each on names and a /30 of its own: a namespace
+    /// just removed can linger while its sockets close).
+    fn start(rate: &str, n: u8) -> Result<LinkedOrigin, String> {
+        let pid = std::process::id();
+        let namespace = format!("mhbench-{pid}-{n}");
+        let (outer, inner) = (format!("mhbo{pid}x{n}"), format!("mhbi{pid}x{n}"));
+        let base = 248 - 4 * n;
+        let (host_side, origin_side) = (
+            format!("198.51.100.{}/30", base + 1),
+            format!("198.51.100.{}", base + 2),
+        );
+        let mut origin = LinkedOrigin {
+            address: SocketAddr::from(([198, 51, 100, base + 2], 8080)),
+            namespace: namespace.clone(),
+            server: None,
+        };
+        ip(&["netns", "add", &namespace])?;
+        let inside = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &namespace];
+            all.extend_from_slice(args);
+            ip(&all)
+        };
+        let shape = [
+            "root", "tbf", "rate", rate, "burst", "1mbit", "latency", "20ms",
+        ];
+        ip(&[
+            "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+        ])?;
+        ip(&["link", "set", &inner, "netns", &namespace])?;
+        ip(&["addr", "add", &host_side, "dev", &outer])?;
+        ip(&["link", "set", &outer, "up"])?;
+        inside(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{origin_side}/30"),
+            "dev",
+            &inner,
+        ])?;
+        inside(&["ip", "link", "set", &inner, "up"])?;
+        inside(&["ip", "link", "set", "lo", "up"])?;
+        let mut outer_shape = vec!["qdisc", "add", "dev", &outer];
+        outer_shape.extend_from_slice(&shape);
+        let tc = |args: &[&str]| {
+            let out = std::process::Command::new("tc")
+                .args(args)
+                .output()
+                .map_err(|e| format!("tc: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "tc {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        tc(&outer_shape)?;
+        let mut inner_shape = vec!["-n", &namespace, "qdisc", "add", "dev", &inner];
+        inner_shape.extend_from_slice(&shape);
+        tc(&inner_shape)?;
+        let mut server = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &namespace,
+                "python3",
+                "-c",
+                LINK_SERVER,
+                &origin_side,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("start the linked origin: {e}"))?;
+        let stdout = server.stdout.take().expect("piped");
+        origin.server = Some(server);
+        let mut ready = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready)
+            .map_err(|e| e.to_string())?;
+        if ready.trim() != "ready" {
+            return Err("the linked origin did not start".into());
+        }
+        Ok(origin)
+    }
+}
+
+impl Drop for LinkedOrigin {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.as_mut() {
+            let _ = server.kill();
+            let _ = server.wait();
+        }
+        // The host's end of the veth pair goes with the namespace's.
+        let _ = ip(&["netns", "del", &self.namespace]);
+    }
+}
+
+/// Part 3: the download over a link shaped to `rate`, direct and proxied.
+fn over_a_link(proxy: &Proxy, rate: &str, n: u8) {
+    println!(
+        "3. over a {rate}/s link: a {} MB download, {LINK_ROUNDS} rounds",
+        BULK_BYTES / 1_000_000
+    );
+    let origin = match LinkedOrigin::start(rate, n) {
+        Ok(origin) => origin,
+        Err(why) => {
+            println!("   skipped: {why} (needs root, iproute2 and tc)");
+            return;
+        }
+    };
+    let call = ProxiedCall::open(proxy, origin.address);
+    let request = format!(
+        "GET /bytes?n={BULK_BYTES} HTTP/1.1\r\nHost: {}\r\n\r\n",
+        origin.address
+    )
+    .into_bytes();
+    let (mut direct, mut proxied) = (Vec::new(), Vec::new());
+    for round in 0..LINK_ROUNDS {
+        let mut pair = [0.0; 2];
+        for i in [round % 2, (round + 1) % 2] {
+            let started = Instant::now();
+            let conn = if i == 0 {
+                Conn::connect(origin.address)
+            } else {
+                call.tunnel(origin.address)
+            };
+            pair[i] = download(conn, &request, started).0;
+        }
+        println!(
+            "   round {}: direct {:7.1} MB/s   CONNECT tunnel {:7.1} MB/s",
+            round + 1,
+            pair[0],
+            pair[1]
+        );
+        direct.push(pair[0]);
+        proxied.push(pair[1]);
+    }
+    let (direct, proxied) = (median(&mut direct), median(&mut proxied));
+    println!(
+        "   median: direct {direct:.1} MB/s, through the proxy {proxied:.1} MB/s: proxied/direct {:.2} (target >= 0.90)",
+        proxied / direct
+    );
+}
+
 fn main() {
     let origin = Origin::start();
     let proxy = Proxy::new(Resolver::System, Settings::default()).expect("start the proxy");
     let call = ProxiedCall::open(&proxy, origin.address);
     bulk(origin.address, &call);
     small(origin.address, &call);
+    for (n, rate) in (0..).zip(LINK_RATES) {
+        over_a_link(&proxy, rate, n);
+    }
     let contacts = call.ticket.contacts();
     assert!(
         contacts.refused.is_empty() && contacts.contacted == [origin.address.to_string()],
