@@ -436,7 +436,15 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
     {
         doc.sha256 = "0".repeat(64);
     }
-    let value = serde_json::to_value(&d).unwrap();
+    let mut value = serde_json::to_value(&d).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    // A host list where `true` or `false` may stand: effects and semantics.
+    value["capabilities"][0]["effects"]["network"] = json!(["api.github.com:443"]);
+    value["operations"][0]["semantics"]["external"] = json!(["api.github.com:443"]);
     let errors: Vec<String> = validator
         .iter_errors(&value)
         .map(|e| e.to_string())
@@ -454,6 +462,7 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"netwrk": true}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"untrusted_output": "yes"}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"untrusted": true}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"network": "api.github.com"}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "outputschema": {}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [], "contract_version": "2.0.0-beta"}),
     ] {
