@@ -86,7 +86,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                         .descriptor
                         .as_deref()
                         .and_then(|d| d.capability(capability))
-                        .map(|c| c.effects.output_is_untrusted()),
+                        .map(|c| host.output_is_untrusted(&module, c)),
                 }),
             )
         })
@@ -200,9 +200,13 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                     "      in lockdown: runs only after a person approves each call (it writes or runs programs)"
                 );
             }
-            if effects.output_is_untrusted() {
+            if host.output_is_untrusted(&module, capability) {
                 outln!(
                     "      output: untrusted content; a `modhost mcp` connection that receives it is locked down ([lockdown] in config.toml)"
+                );
+            } else if effects.network.is_used() {
+                outln!(
+                    "      output: declared trusted although it reaches the network; no lockdown follows it (untrusted_output = true under its [capabilities] entry in config.toml overrides that)"
                 );
             }
             let Some(plan) = plans.get(&capability.id) else {

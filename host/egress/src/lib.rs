@@ -31,6 +31,7 @@
 
 mod address_class;
 mod contacts;
+mod descriptor_budget;
 mod error;
 mod grant;
 mod proxy;

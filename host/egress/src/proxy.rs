@@ -138,7 +138,16 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy with its own runtime (two worker threads), serving nothing
     /// until a call is opened.
-    pub fn new(resolver: Resolver, settings: Settings) -> Result<Proxy, EgressError> {
+    ///
+    /// It raises the process's soft descriptor limit to the hard one, and
+    /// bounds its connections (each call's and all together) by what that
+    /// limit leaves room for (`descriptor_budget`).
+    pub fn new(resolver: Resolver, mut settings: Settings) -> Result<Proxy, EgressError> {
+        if let Some(limit) = crate::descriptor_budget::raise_limit() {
+            let room = crate::descriptor_budget::connections_within(limit);
+            settings.max_total_connections = settings.max_total_connections.min(room);
+            settings.max_connections = settings.max_connections.min(room);
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("modhost-egress")

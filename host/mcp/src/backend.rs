@@ -61,6 +61,14 @@ pub trait Backend: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The lockdown a connection enters once words of a call of `name`
+    /// reached its client (a progress message on the way counts as much as
+    /// the result); `None` by default.
+    fn taint_of(&self, name: &str) -> Option<Lockdown> {
+        let _ = name;
+        None
+    }
+
     /// Why a call of `name`, on a connection in `lockdown` or not, waits
     /// for the user's approval (its verdict is `ask` and nobody else
     /// answers for it); `None` when it runs, or is refused, without asking

@@ -119,6 +119,10 @@ pub struct ToolboxBackend<I> {
 }
 
 impl<I: Invoker> Backend for ToolboxBackend<I> {
+    fn taint_of(&self, name: &str) -> Option<Lockdown> {
+        self.toolbox.taint_of(name)
+    }
+
     fn list_tools(&self) -> Vec<Value> {
         self.toolbox
             .tools()

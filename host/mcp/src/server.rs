@@ -585,7 +585,7 @@ impl<B: Backend> Connection<B> {
         let state = Arc::clone(&self.lockdown);
         let task_id = id.clone();
         let handle = self.calls.spawn(async move {
-            let response = run_call(backend.as_ref(), call, &outbox, &questions).await;
+            let response = run_call(backend.as_ref(), call, &outbox, &questions, &state).await;
             let message = match response {
                 Ok(outcome) => {
                     // Entered before the result goes out (`lockdown.rs`).
@@ -887,6 +887,7 @@ async fn run_call<B: Backend>(
     call: Invocation,
     outbox: &Outbox,
     questions: &Questions,
+    connection: &ConnectionLockdown,
 ) -> Result<ToolOutcome, CallError> {
     let Invocation {
         revision,
@@ -936,6 +937,12 @@ async fn run_call<B: Backend>(
             params["total"] = json!(total);
         }
         if let Some(message) = p.message {
+            // The module's words reach the client now, before any result:
+            // the connection is locked from here, even if the call is then
+            // cancelled and never answers (`lockdown.rs`).
+            if let Some(taint) = backend.taint_of(name) {
+                connection.enter(taint);
+            }
             params["message"] = json!(message);
         }
         let params = keep_fields(params, revision.progress);

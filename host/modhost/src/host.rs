@@ -458,6 +458,20 @@ impl Host {
         Ok(plan)
     }
 
+    /// Whether what a call of `capability` of `module` returns is untrusted
+    /// content (a `modhost mcp` connection that receives it is locked
+    /// down): `config.toml`'s `untrusted_output` line for it when there is
+    /// one, else the module's declaration.
+    pub fn output_is_untrusted(
+        &self,
+        module: &InstalledModule,
+        capability: &modproto::Capability,
+    ) -> bool {
+        let over =
+            crate::overrides::find_override(&self.config.capabilities, &module.id, &capability.id);
+        crate::overrides::output_is_untrusted(capability, over)
+    }
+
     /// The network a call of `capability` of `module` would get now: its
     /// declaration as `config.toml` narrows it (`crate::network_grant`),
     /// and what is left of it on a connection in lockdown

@@ -3,7 +3,7 @@
 //! addresses the operator granted outright.
 //!
 //! ```toml
-//! [capabilities."fetch.fetch"]
+//! [capabilities."fetch.fetch.get"]
 //! network = ["docs.rs:443", "*.wikipedia.org:443"]   # narrows the declaration
 //! allow_private = ["127.0.0.1:8080"]                  # reachable although not public
 //! ```

@@ -7,9 +7,11 @@
 //! [capabilities.git__git_push]          # or the tool name
 //! enabled = false
 //!
-//! [capabilities."fetch.fetch"]           # network: see crate::network_grant
+//! [capabilities."fetch.fetch.get"]       # network: see crate::network_grant
 //! network = ["docs.rs:443"]              # narrows effects.network
 //! allow_private = ["127.0.0.1:8080"]     # a non-public address it may reach
+//! untrusted_output = true                # its results lock a connection down,
+//!                                        # whatever the module declared (crate::lockdown)
 //! ```
 //!
 //! Design decisions:
@@ -51,6 +53,23 @@ pub struct CapabilityOverride {
     /// through the egress proxy.
     #[serde(default)]
     pub allow_private: Vec<String>,
+    /// Whether the capability's output is untrusted content, whatever the
+    /// module declared (`effects.untrusted_output`): `true` makes a
+    /// `modhost mcp` connection enter lockdown after its result even where
+    /// the module calls its output trusted (`crate::lockdown`).
+    #[serde(default)]
+    pub untrusted_output: Option<bool>,
+}
+
+/// Whether a capability's output is untrusted content: the operator's
+/// `untrusted_output` line when there is one, else what the module declared
+/// (`effects.untrusted_output`, by default: it uses the network).
+pub fn output_is_untrusted(
+    capability: &modproto::Capability,
+    over: Option<&CapabilityOverride>,
+) -> bool {
+    over.and_then(|o| o.untrusted_output)
+        .unwrap_or_else(|| capability.effects.output_is_untrusted())
 }
 
 impl CapabilityOverride {

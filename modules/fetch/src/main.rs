@@ -24,7 +24,9 @@
 //!   refuses (ureq's own drops it).
 //! - [`readable`]: the body as text: type, charset, HTML to text, the cut.
 //!
-//! Native only: a component gets no network in this host.
+//! Native only: it speaks HTTP over its own sockets (ureq, rustls), which
+//! a component does not have; a component reaches the network through
+//! `wasi:http` instead.
 
 mod client;
 mod error;

@@ -77,6 +77,15 @@ impl<I: Invoker> Loaded<I> {
         self.index.get(name).map(|&i| &self.registry.tools[i])
     }
 
+    /// The lockdown a connection enters once words of a call of `tool`
+    /// reached it (its result, a failure it ran into, a progress message):
+    /// `None` for a tool whose output is trusted, or with lockdown off.
+    pub(super) fn taint_of(&self, tool: &ToolDef) -> Option<Lockdown> {
+        (tool.effects.output_is_untrusted() && self.lockdown.enabled).then(|| Lockdown {
+            since: tool.name.clone(),
+        })
+    }
+
     /// The lockdown a call of `tool` on a connection in `lockdown` runs
     /// under; none for the built-in knowledge tool (the modules' own
     /// guides: nothing to narrow, nothing written).
@@ -166,10 +175,8 @@ impl<I: Invoker> Loaded<I> {
             workspace: workspace.resolve(self.workspace.as_deref()),
         };
         let mut outcome = execute::outcome(tool, result, &roots);
-        if module_spoke && tool.effects.output_is_untrusted() && self.lockdown.enabled {
-            outcome.enters_lockdown = Some(Lockdown {
-                since: tool.name.clone(),
-            });
+        if module_spoke {
+            outcome.enters_lockdown = self.taint_of(tool);
         }
         Ok(outcome)
     }

@@ -147,6 +147,15 @@ impl<I: Invoker> Toolbox<I> {
         Some(loaded.policy(tool, locked.as_ref()))
     }
 
+    /// The lockdown a connection enters once words of a call of tool
+    /// `name` reached it: its result, a failure it ran into, or a progress
+    /// message it sent on the way (`crate::lockdown`); `None` for a tool
+    /// whose output is trusted, an unknown tool, or with lockdown off.
+    pub fn taint_of(&self, name: &str) -> Option<crate::lockdown::Lockdown> {
+        let loaded = self.live.last_loaded();
+        loaded.taint_of(loaded.get(name)?)
+    }
+
     /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
     pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.live.changes()

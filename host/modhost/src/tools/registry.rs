@@ -39,6 +39,9 @@ pub(super) fn build_registry(
                 .and_then(|o| o.description.as_deref())
                 .unwrap_or(&c.description);
             let network = crate::network_grant::call_grant(c, overrides::network_lines(found));
+            // The operator's word on the output's trust beats the module's.
+            let mut effects = c.effects.clone();
+            effects.untrusted_output = Some(overrides::output_is_untrusted(c, found));
             candidates.push(ToolDef {
                 description: description::tool_description(base, d, &c.effects, network.as_ref()),
                 approval: approval::decide(approval, d, c, &name, network.as_ref()),
@@ -49,8 +52,8 @@ pub(super) fn build_registry(
                 title: c.title.clone(),
                 input_schema: c.input_schema.clone(),
                 output_schema: c.output_schema.clone(),
-                effects: c.effects.clone(),
-                hints: Hints::derive(d, &c.effects),
+                hints: Hints::derive(d, &effects),
+                effects,
             });
         }
     }

@@ -86,7 +86,8 @@ async fn send(
     let tls = uri.scheme() == Some(&hyper::http::uri::Scheme::HTTPS);
     let authority = uri.authority().ok_or(Error::HttpRequestUriInvalid)?;
     let host = authority.host().to_owned();
-    let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let port = port_of(authority.as_str(), if tls { 443 } else { 80 })
+        .ok_or(Error::HttpRequestUriInvalid)?;
     let target = if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
     } else {
@@ -147,6 +148,23 @@ async fn open_tunnel(network: &CallNetwork, target: &str) -> Result<Tunnel, Erro
     }
     let upgraded = hyper::upgrade::on(answer).await.map_err(Error::from)?;
     Ok(Tunnel::Open(TokioIo::new(upgraded)))
+}
+
+/// The port an authority names, or `default`; `None` for one that could
+/// be read two ways: credentials in it, or a port that is no port (0, past
+/// 65535, empty). The egress proxy refuses the same for native clients.
+fn port_of(authority: &str, default: u16) -> Option<u16> {
+    if authority.contains('@') {
+        return None;
+    }
+    // Past an IPv6 literal's closing bracket, or the whole text.
+    let tail = authority
+        .rsplit_once(']')
+        .map_or(authority, |(_, tail)| tail);
+    match tail.rsplit_once(':') {
+        None => Some(default),
+        Some((_, port)) => port.parse::<u16>().ok().filter(|p| *p != 0),
+    }
 }
 
 /// `Basic base64(user:token)` from `http://user:token@127.0.0.1:port`.
@@ -253,6 +271,23 @@ mod tests {
         let value = proxy_credentials("http://modhost:abc@127.0.0.1:9").unwrap();
         assert_eq!(value, "Basic bW9kaG9zdDphYmM=");
         assert!(proxy_credentials("http://127.0.0.1:9").is_none());
+    }
+
+    #[test]
+    fn an_authority_that_could_be_read_two_ways_is_refused() {
+        assert_eq!(port_of("example.org", 443), Some(443));
+        assert_eq!(port_of("example.org:8080", 443), Some(8080));
+        assert_eq!(port_of("[::1]:8080", 80), Some(8080));
+        assert_eq!(port_of("[::1]", 80), Some(80));
+        for bad in [
+            "example.org:73616",
+            "example.org:0",
+            "example.org:",
+            "user:pw@example.org:8080",
+            "granted.example@127.0.0.1",
+        ] {
+            assert_eq!(port_of(bad, 80), None, "{bad}");
+        }
     }
 
     #[test]
