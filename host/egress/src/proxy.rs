@@ -340,7 +340,9 @@ impl CallState {
                     // An address routed to this machine without being one of
                     // its interfaces' (a local route) shows here: the kernel
                     // answers from the address it was asked for.
-                    if is_to_itself(&stream) && !self.grant.private.contains(&address) {
+                    if is_to_itself(&stream)
+                        && self.grant.reaches(address, AddressClass::ThisHost).is_err()
+                    {
                         return Err(Denied::Refused(format!(
                             "{target} reaches this machine ({}): a call reaches public addresses only, unless config.toml's allow_private grants the address and port",
                             address.ip()
