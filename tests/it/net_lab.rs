@@ -44,9 +44,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(n))
             self.end_headers()
             chunk = b"x" * 65536
-            while n > 0:
-                self.wfile.write(chunk[:min(n, len(chunk))])
-                n -= len(chunk)
+            try:
+                while n > 0:
+                    self.wfile.write(chunk[:min(n, len(chunk))])
+                    n -= len(chunk)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # a client that stops reading early (a size cap) is expected
             return
         body = ("hello from " + sys.argv[1]).encode()
         self.send_response(200)
