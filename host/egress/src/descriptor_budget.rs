@@ -3,7 +3,7 @@
 //!
 //! Each proxied connection holds several of the host's descriptors: the
 //! client's socket, the upstream socket, a tunnel's two pipes (four
-//! descriptors, `proxy::splice`), and for a component's request the host's
+//! descriptors, `splice.rs`), and for a component's request the host's
 //! own client socket too. A host under the common soft limit of 1024 would
 //! be out of descriptors after a hundred or so tunnels, and then every
 //! other call fails (a landlock ruleset is a descriptor too). So the proxy

@@ -35,6 +35,8 @@ mod descriptor_budget;
 mod error;
 mod grant;
 mod proxy;
+#[cfg(target_os = "linux")]
+mod splice;
 
 pub use address_class::{AddressClass, classify, embedded_v4};
 pub use contacts::{Contacts, MAX_ENTRIES, Refusal};
