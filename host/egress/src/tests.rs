@@ -96,6 +96,14 @@ fn credentials(ticket: &Ticket) -> String {
     )
 }
 
+/// `CONNECT target` with the call's credentials.
+fn connect_request(ticket: &Ticket, target: &dyn std::fmt::Display) -> String {
+    format!(
+        "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{}\r\n",
+        credentials(ticket)
+    )
+}
+
 /// Send `request` to the call's listener; the answer's head and the stream
 /// (for a tunnel).
 fn ask(ticket: &Ticket, request: &str) -> (String, BufReader<TcpStream>) {
@@ -130,13 +138,7 @@ fn a_granted_private_address_is_tunnelled_and_recorded() {
         &proxy,
         grant(std::slice::from_ref(&entry), &[upstream.address]),
     );
-    let (head, mut tunnel) = ask(
-        &ticket,
-        &format!(
-            "CONNECT {entry} HTTP/1.1\r\nHost: {entry}\r\n{}\r\n",
-            credentials(&ticket)
-        ),
-    );
+    let (head, mut tunnel) = ask(&ticket, &connect_request(&ticket, &entry));
     assert_eq!(status(&head), 200, "{head}");
     tunnel
         .get_mut()
@@ -200,13 +202,7 @@ fn what_the_grant_does_not_reach_is_refused_with_the_reason() {
             "resolves to 127.0.0.1, a loopback address",
         ),
     ] {
-        let (head, mut body) = ask(
-            &ticket,
-            &format!(
-                "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{}\r\n",
-                credentials(&ticket)
-            ),
-        );
+        let (head, mut body) = ask(&ticket, &connect_request(&ticket, &target));
         assert_eq!(status(&head), 403, "{target}: {head}");
         let header = head
             .lines()
@@ -265,13 +261,7 @@ fn dropping_the_ticket_closes_the_calls_tunnels_and_listener() {
     let entry = address.to_string();
     let ticket = open(&proxy, grant(std::slice::from_ref(&entry), &[address]));
     let port = ticket.port();
-    let (head, _client) = ask(
-        &ticket,
-        &format!(
-            "CONNECT {entry} HTTP/1.1\r\nHost: {entry}\r\n{}\r\n",
-            credentials(&ticket)
-        ),
-    );
+    let (head, _client) = ask(&ticket, &connect_request(&ticket, &entry));
     assert_eq!(status(&head), 200, "{head}");
     let (mut upstream_side, _) = held.accept().unwrap();
     upstream_side
@@ -322,13 +312,7 @@ fn an_address_of_this_machine_is_never_public() {
         },
     );
     let target = SocketAddr::new(outside, port);
-    let (head, _) = ask(
-        &ticket,
-        &format!(
-            "CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n{}\r\n",
-            credentials(&ticket)
-        ),
-    );
+    let (head, _) = ask(&ticket, &connect_request(&ticket, &target));
     assert_eq!(status(&head), 403, "{head}");
     assert!(head.contains("an address of this machine"), "{head}");
     assert!(
@@ -386,10 +370,7 @@ fn a_call_cannot_hold_more_connections_than_its_bound() {
     let proxy = Proxy::new(Resolver::Fixed(Default::default()), settings).unwrap();
     let entry = address.to_string();
     let ticket = open(&proxy, grant(std::slice::from_ref(&entry), &[address]));
-    let connect = format!(
-        "CONNECT {entry} HTTP/1.1\r\nHost: {entry}\r\n{}\r\n",
-        credentials(&ticket)
-    );
+    let connect = connect_request(&ticket, &entry);
     let (first, first_tunnel) = ask(&ticket, &connect);
     let (second, _second_tunnel) = ask(&ticket, &connect);
     assert_eq!((status(&first), status(&second)), (200, 200));
