@@ -14,7 +14,9 @@
 //! - an unknown method gives -32601, a malformed line -32700;
 //! - empty stdin ends the process promptly (the host closes stdin after one
 //!   line; a module that waits for more never ends);
-//! - every declared example succeeds, and its output fits `output_schema`;
+//! - every declared example succeeds, and its output fits `output_schema`
+//!   (a capability that needs secrets has its examples reported as not
+//!   run: the kit never holds the operator's credentials);
 //! - a module that answers and then exits non-zero is warned about once.
 //!
 //! Every stdout is decoded as the host decodes it
@@ -438,6 +440,25 @@ fn check_empty_stdin(run: &mut Run<'_>) {
 
 fn check_examples(run: &mut Run<'_>, capability: &Capability, contract_version: &str) {
     let cap = capability.id.as_str();
+    // The kit never holds an operator's credentials, and a call of a
+    // capability that declares secrets is refused without them: its
+    // examples are not run, and the report says so rather than skip quietly.
+    if !capability.effects.secrets.is_empty() && !capability.examples.is_empty() {
+        run.findings.push(
+            Finding::warning(
+                "battery.example_needs_secrets",
+                format!(
+                    "the examples of {cap:?} were not run: it needs secrets ({}), which the conformance kit never holds",
+                    capability.effects.secrets.join(", ")
+                ),
+                format!(
+                    "grant the secrets to {cap:?} in config.toml and try an example with `modhost invoke`"
+                ),
+            )
+            .on(cap),
+        );
+        return;
+    }
     let output_validator = capability
         .output_schema
         .as_ref()
@@ -538,6 +559,8 @@ pub(crate) mod tests {
         pub(crate) typo_in_effects: bool,
         /// Exits with status 1 after every answer.
         pub(crate) exits_nonzero: bool,
+        /// Its capability declares a secret (`effects.secrets`).
+        pub(crate) needs_secret: bool,
     }
 
     /// An in-memory module with one capability, `files.search`, that needs
@@ -600,6 +623,9 @@ pub(crate) mod tests {
                     }
                     if self.flaws.typo_in_effects {
                         d["capabilities"][0]["effects"]["netwrk"] = json!(true);
+                    }
+                    if self.flaws.needs_secret {
+                        d["capabilities"][0]["effects"]["secrets"] = json!(["FILES_TOKEN"]);
                     }
                     Some(Response::ok(id, d))
                 }
@@ -769,7 +795,7 @@ pub(crate) mod tests {
             assert!(refused.contains("bad_response"), "{kind}: {refused}");
         }
         // A module's own kind is an answer like any other.
-        assert!(read_response(&raw("rate_limited"), None).is_ok());
+        assert!(read_response(&raw("too_busy"), None).is_ok());
     }
 
     #[test]
@@ -816,6 +842,7 @@ pub(crate) mod tests {
             output_off_schema: true,
             typo_in_effects: false,
             exits_nonzero: false,
+            needs_secret: false,
         };
         let findings = run_battery(&mut FakeModule::new(flaws), &descriptor());
         assert_eq!(
@@ -868,6 +895,27 @@ pub(crate) mod tests {
             "{}",
             findings[0].remedy
         );
+    }
+
+    #[test]
+    fn the_examples_of_a_capability_that_needs_secrets_are_reported_not_run() {
+        let flaws = Flaws {
+            needs_secret: true,
+            ..Flaws::default()
+        };
+        let mut module = FakeModule::new(flaws);
+        let mut described = FakeModule::descriptor();
+        described["capabilities"][0]["effects"]["secrets"] = json!(["FILES_TOKEN"]);
+        let described: Descriptor = serde_json::from_value(described).unwrap();
+        let findings = run_battery(&mut module, &described);
+        assert_eq!(ids(&findings), vec!["battery.example_needs_secrets"]);
+        assert_eq!(findings[0].severity, crate::Severity::Warning);
+        assert!(
+            findings[0].reason.contains("FILES_TOKEN"),
+            "{}",
+            findings[0]
+        );
+        assert!(module.seen.is_empty(), "an example ran: {:?}", module.seen);
     }
 
     #[test]

@@ -118,6 +118,11 @@ pub struct ConformanceReport {
     /// label the caller knows it by).
     pub module: String,
     pub findings: Vec<Finding>,
+    /// The secrets each capability needs (`effects.secrets`), by capability
+    /// id: the credentials an operator is asked to grant. Names, never
+    /// values; a capability that needs none is absent.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub secrets: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl ConformanceReport {
@@ -125,7 +130,19 @@ impl ConformanceReport {
         ConformanceReport {
             module: module.into(),
             findings,
+            secrets: Default::default(),
         }
+    }
+
+    /// The report, naming the secrets each capability of `descriptor` needs.
+    pub fn naming_secrets(mut self, descriptor: &modproto::Descriptor) -> ConformanceReport {
+        self.secrets = descriptor
+            .capabilities
+            .iter()
+            .filter(|c| !c.effects.secrets.is_empty())
+            .map(|c| (c.id.clone(), c.effects.secrets.clone()))
+            .collect();
+        self
     }
 
     pub fn has_errors(&self) -> bool {
@@ -172,6 +189,12 @@ impl ConformanceReport {
                 plural(warnings, "warning", "warnings"),
             )
         };
+        for (capability, names) in &self.secrets {
+            out.push_str(&format!(
+                "\nsecrets: {capability} needs {} (each granted by the operator, never by the module)",
+                names.join(", ")
+            ));
+        }
         for finding in &self.findings {
             out.push('\n');
             out.push_str(&finding.to_string());
@@ -238,6 +261,29 @@ mod tests {
         let json = serde_json::to_value(&sample().findings[1]).unwrap();
         assert_eq!(json["severity"], "warning");
         assert!(json.get("capability").is_none());
+    }
+
+    #[test]
+    fn the_report_names_the_secrets_each_capability_needs() {
+        let descriptor: modproto::Descriptor = serde_json::from_value(serde_json::json!({
+            "id": "gh", "version": "0.1.0",
+            "capabilities": [
+                {"id": "gh.issues", "input_schema": {"type": "object"},
+                 "effects": {"secrets": ["GITHUB_TOKEN"]}},
+                {"id": "gh.local", "input_schema": {"type": "object"}}
+            ]
+        }))
+        .unwrap();
+        let report = ConformanceReport::new("gh", Vec::new()).naming_secrets(&descriptor);
+        assert_eq!(report.secrets.len(), 1);
+        assert_eq!(report.secrets["gh.issues"], vec!["GITHUB_TOKEN"]);
+        let text = report.render();
+        assert!(
+            text.contains("secrets: gh.issues needs GITHUB_TOKEN"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["secrets"]["gh.issues"][0], "GITHUB_TOKEN");
     }
 
     #[test]

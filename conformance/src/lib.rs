@@ -8,7 +8,9 @@
 //!   object root, effects that name declared roots and binaries, skills that
 //!   exist, knowledge files whose sha256 matches, tool names that stay
 //!   distinct after mangling, `effects.network` host entries that parse,
-//!   without redundant ones, and a warning for "any public host", provider
+//!   without redundant ones, and a warning for "any public host",
+//!   `effects.secrets` names a host can grant (the report names each
+//!   capability's secrets, [`ConformanceReport::secrets`]), provider
 //!   portability warnings) and, for a contract-2 module, the no-weakening
 //!   check;
 //! - [`check_no_weakening`]: contract 2's rule that a capability declares at
@@ -43,6 +45,7 @@ mod network;
 mod no_weakening;
 pub mod portability;
 pub mod schema;
+mod secrets;
 mod static_checks;
 mod tool_name;
 mod unknown_keys;
@@ -83,7 +86,7 @@ pub fn check_module_with(
 ) -> ConformanceReport {
     let mut findings = check_descriptor(descriptor, module_dir);
     findings.extend(run_battery_with(caller, descriptor, options));
-    ConformanceReport::new(descriptor.id.clone(), findings)
+    ConformanceReport::new(descriptor.id.clone(), findings).naming_secrets(descriptor)
 }
 
 #[cfg(test)]

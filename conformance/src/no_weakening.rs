@@ -23,6 +23,11 @@
 //! `untrusted_output: false` there would keep an agent that reads the
 //! result out of lockdown, so it is a weakening like any other.
 //!
+//! Secrets are compared by name: an operation that uses a credential
+//! (`semantics.secrets`) needs a capability that declares it in
+//! `effects.secrets`, so the approval question and `modhost describe`
+//! name every credential a call acts with.
+//!
 //! The check takes a [`V2Accepted`], which only the contract pin can
 //! produce: operations are never treated as binding before the pin ran.
 
@@ -66,6 +71,10 @@ pub fn check_no_weakening(accepted: &V2Accepted) -> Vec<Finding> {
             .map(|c| c.id.as_str());
         findings.extend(network::check_external(op, &semantics.external, named));
         let external = network::well_formed(&semantics.external);
+        findings.extend(crate::secrets::check_names(
+            &format!("the semantics.secrets of operation {op:?}"),
+            &semantics.secrets,
+        ));
 
         let Some(capability) = descriptor.capability(&operation.capability) else {
             findings.push(Finding::error(
@@ -120,6 +129,23 @@ pub fn check_no_weakening(accepted: &V2Accepted) -> Vec<Finding> {
                             "operation {op:?} runs binary {binary:?}, but capability {cap:?} does not declare it in effects.spawns"
                         ),
                         format!("add {binary:?} to the effects.spawns of capability {cap:?}"),
+                    )
+                    .on(cap),
+                );
+            }
+        }
+        // A credential the operation acts with is one the approval
+        // question and `modhost describe` must name: the capability
+        // declares it, or the operator is asked about less than it does.
+        for secret in &semantics.secrets {
+            if !effects.secrets.contains(secret) {
+                findings.push(
+                    Finding::error(
+                        "weakening.secret_undeclared",
+                        format!(
+                            "operation {op:?} uses secret {secret:?}, but capability {cap:?} does not declare it in effects.secrets"
+                        ),
+                        format!("add {secret:?} to the effects.secrets of capability {cap:?}"),
                     )
                     .on(cap),
                 );
@@ -284,12 +310,14 @@ mod tests {
                 "id": "sessions.assay", "description": "assay a session",
                 "input_schema": {"type": "object"},
                 "effects": {"reads": ["transcripts"], "writes": ["artifacts", "state"],
-                            "network": true, "spawns": ["git"], "approval": true}
+                            "network": true, "spawns": ["git"], "approval": true,
+                            "secrets": ["SESSIONS_TOKEN"]}
             }],
             "operations": [{
                 "id": "assay", "capability": "sessions.assay",
                 "semantics": {"reads": ["transcripts", "state"], "mutates": ["artifacts"],
-                              "external": true, "runs": ["git"], "needs_approval": true}
+                              "external": true, "runs": ["git"], "needs_approval": true,
+                              "secrets": ["SESSIONS_TOKEN"]}
             }]
         })
     }
@@ -351,6 +379,19 @@ mod tests {
                 "approval needed but not required",
                 |d| d["capabilities"][0]["effects"]["approval"] = json!(false),
                 "weakening.approval_not_required",
+            ),
+            (
+                "secret used but not declared",
+                |d| d["capabilities"][0]["effects"]["secrets"] = json!([]),
+                "weakening.secret_undeclared",
+            ),
+            (
+                "operation names a malformed secret",
+                |d| {
+                    d["operations"][0]["semantics"]["secrets"] = json!(["sessions-token"]);
+                    d["capabilities"][0]["effects"]["secrets"] = json!(["sessions-token"]);
+                },
+                "secrets.malformed_name",
             ),
             (
                 "operation names a missing capability",
@@ -418,6 +459,7 @@ mod tests {
                 "weakening.read_undeclared",
                 "weakening.read_undeclared",
                 "weakening.run_not_spawned",
+                "weakening.secret_undeclared",
             ]
         );
         assert!(

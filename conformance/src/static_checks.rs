@@ -58,6 +58,7 @@ pub fn check_descriptor_with(
     for capability in &descriptor.capabilities {
         check_capability(descriptor, capability, &mut findings);
         findings.extend(crate::network::check_capability(capability));
+        findings.extend(crate::secrets::check_capability(capability));
         findings.extend(crate::portability::check_capability(capability));
     }
     check_unnamed_roots(descriptor, &mut findings);

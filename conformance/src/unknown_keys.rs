@@ -59,6 +59,7 @@ pub(crate) const EFFECTS_KEYS: &[&str] = &[
     "cost",
     "approval",
     "untrusted_output",
+    "secrets",
 ];
 pub(crate) const EXAMPLE_KEYS: &[&str] = &["description", "input"];
 pub(crate) const OPERATION_KEYS: &[&str] = &["id", "capability", "semantics"];
@@ -69,6 +70,7 @@ pub(crate) const SEMANTICS_KEYS: &[&str] = &[
     "runs",
     "needs_approval",
     "untrusted_output",
+    "secrets",
 ];
 pub(crate) const KNOWLEDGE_KEYS: &[&str] = &["overlays", "skills"];
 pub(crate) const DOCUMENT_KEYS: &[&str] = &["id", "title", "path", "sha256"];

@@ -198,6 +198,11 @@ pub struct Effects {
     /// locks the agent's connection down once such a result reached it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untrusted_output: Option<bool>,
+    /// The secrets its calls need, by name (`GITHUB_TOKEN`): a call gets
+    /// each as an environment variable when the operator granted it to
+    /// this capability, and is refused otherwise (see [`crate::secret`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 impl Effects {
@@ -282,6 +287,10 @@ pub struct Semantics {
     /// A capability that carries it must not declare its output trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub untrusted_output: Option<bool>,
+    /// The secrets it uses (credentials it acts with); the capability's
+    /// `effects.secrets` must name each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
 }
 
 impl Semantics {

@@ -80,6 +80,10 @@ pub enum HostErrorKind {
     Timeout,
     OutputLimit,
     MemoryLimit,
+    /// A module's `state` and `artifacts` folders hold more bytes or files
+    /// than its bound (`[limits] storage_bytes`, `storage_files`): the call
+    /// was stopped, or refused before it ran.
+    StorageLimit,
     /// Exited without a response.
     Crashed,
     /// A component trap.
@@ -107,6 +111,9 @@ pub enum HostErrorKind {
     NoWorkspace,
     UndeclaredSourceRoot,
     BadSchema,
+    /// The capability declares a secret the host cannot give it: not
+    /// granted to it, no value stored, or the secrets file refused.
+    SecretUnavailable,
     /// The host itself failed (its home, its config).
     Host,
     // Why discovery lists a module as broken.
@@ -124,6 +131,10 @@ pub enum HostErrorKind {
     UnsafeFile,
     /// MCP: the request names a protocol revision the server does not speak.
     UnsupportedProtocolVersion,
+    /// A quota of the operator's (`[quotas]`: calls per minute, concurrent
+    /// calls, approval questions per minute) refused the call; it may be
+    /// retried later.
+    RateLimited,
 }
 
 /// Any kind, as the host reports it.
@@ -219,10 +230,11 @@ impl ModuleErrorKind {
 }
 
 impl HostErrorKind {
-    pub const ALL: [HostErrorKind; 34] = [
+    pub const ALL: [HostErrorKind; 37] = [
         HostErrorKind::Timeout,
         HostErrorKind::OutputLimit,
         HostErrorKind::MemoryLimit,
+        HostErrorKind::StorageLimit,
         HostErrorKind::Crashed,
         HostErrorKind::Trapped,
         HostErrorKind::BadResponse,
@@ -242,6 +254,7 @@ impl HostErrorKind {
         HostErrorKind::NoWorkspace,
         HostErrorKind::UndeclaredSourceRoot,
         HostErrorKind::BadSchema,
+        HostErrorKind::SecretUnavailable,
         HostErrorKind::Host,
         HostErrorKind::DescribeFailed,
         HostErrorKind::BadDescriptor,
@@ -254,6 +267,7 @@ impl HostErrorKind {
         HostErrorKind::Unreadable,
         HostErrorKind::UnsafeFile,
         HostErrorKind::UnsupportedProtocolVersion,
+        HostErrorKind::RateLimited,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -261,6 +275,7 @@ impl HostErrorKind {
             HostErrorKind::Timeout => "timeout",
             HostErrorKind::OutputLimit => "output_limit",
             HostErrorKind::MemoryLimit => "memory_limit",
+            HostErrorKind::StorageLimit => "storage_limit",
             HostErrorKind::Crashed => "crashed",
             HostErrorKind::Trapped => "trapped",
             HostErrorKind::BadResponse => "bad_response",
@@ -280,6 +295,7 @@ impl HostErrorKind {
             HostErrorKind::NoWorkspace => "no_workspace",
             HostErrorKind::UndeclaredSourceRoot => "undeclared_source_root",
             HostErrorKind::BadSchema => "bad_schema",
+            HostErrorKind::SecretUnavailable => "secret_unavailable",
             HostErrorKind::Host => "host",
             HostErrorKind::DescribeFailed => "describe_failed",
             HostErrorKind::BadDescriptor => "bad_descriptor",
@@ -292,6 +308,7 @@ impl HostErrorKind {
             HostErrorKind::Unreadable => "unreadable",
             HostErrorKind::UnsafeFile => "unsafe_file",
             HostErrorKind::UnsupportedProtocolVersion => "unsupported_protocol_version",
+            HostErrorKind::RateLimited => "rate_limited",
         }
     }
 
@@ -441,10 +458,10 @@ mod tests {
 
     #[test]
     fn a_modules_own_kind_is_kept_as_it_came() {
-        let own = ModuleErrorKind::from_wire("rate_limited").unwrap();
+        let own = ModuleErrorKind::from_wire("too_busy").unwrap();
         assert!(matches!(own, ModuleErrorKind::Own(_)));
-        assert_eq!(serde_json::to_value(&own).unwrap(), "rate_limited");
-        assert_eq!(ErrorKind::from_wire("rate_limited"), ErrorKind::Module(own));
+        assert_eq!(serde_json::to_value(&own).unwrap(), "too_busy");
+        assert_eq!(ErrorKind::from_wire("too_busy"), ErrorKind::Module(own));
     }
 
     #[test]

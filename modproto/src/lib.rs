@@ -8,7 +8,7 @@
 //! the decision of which contract governs a module ([`contract`]), and the
 //! framing rules every reader of a module's stdout applies ([`framing`]: one
 //! response and nothing after it, over JSON whose objects never repeat a key,
-//! [`strict_json`]).
+//! [`strict_json`]), and what a secret may be called ([`secret`]).
 //!
 //! Design decisions:
 //!
@@ -39,6 +39,7 @@ pub mod jsonrpc;
 pub mod network;
 pub mod notify;
 pub mod schema_formats;
+pub mod secret;
 pub mod strict_json;
 
 pub use descriptor::{
@@ -52,6 +53,7 @@ pub use invoke::{Approval, ArtifactRef, GrantedRoot, InvokeParams, InvokeResult,
 pub use jsonrpc::{Id, Message, Notification, Request, Response, RpcError};
 pub use network::{HostName, HostPattern, HostPatternError, Network};
 pub use notify::{LogParams, ProgressParams};
+pub use secret::{SecretNameError, check_secret_name};
 
 /// The version of the wire protocol: framing, methods and message shapes.
 ///

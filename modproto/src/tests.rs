@@ -445,6 +445,9 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
     // A host list where `true` or `false` may stand: effects and semantics.
     value["capabilities"][0]["effects"]["network"] = json!(["api.github.com:443"]);
     value["operations"][0]["semantics"]["external"] = json!(["api.github.com:443"]);
+    // Secrets by name, in effects and semantics.
+    value["capabilities"][0]["effects"]["secrets"] = json!(["GITHUB_TOKEN"]);
+    value["operations"][0]["semantics"]["secrets"] = json!(["GITHUB_TOKEN"]);
     let errors: Vec<String> = validator
         .iter_errors(&value)
         .map(|e| e.to_string())
@@ -464,6 +467,9 @@ fn descriptor_schema_accepts_the_types_output_and_rejects_garbage() {
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"untrusted": true}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"network": "api.github.com"}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "outputschema": {}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"secrets": ["github-token"]}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"secrets": ["A", "A"]}}]}),
+        json!({"id": "m", "version": "1.0.0", "capabilities": [{"id": "x", "input_schema": {}, "effects": {"secrets": "GITHUB_TOKEN"}}]}),
         json!({"id": "m", "version": "1.0.0", "capabilities": [], "contract_version": "2.0.0-beta"}),
     ] {
         assert!(!validator.is_valid(&bad), "{bad}");

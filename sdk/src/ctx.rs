@@ -123,6 +123,38 @@ impl Ctx {
         })
     }
 
+    /// The secret `name`, which this capability declares
+    /// ([`crate::Capability::secrets`]) and the host gave this call as an
+    /// environment variable. Fails when the capability does not declare it
+    /// (a bug in the module: the host never gives an undeclared secret), or
+    /// when the call did not get it (a host that grants secrets refuses the
+    /// call instead; another host may not).
+    ///
+    /// Treat the value as the credential it is: the host masks it in what
+    /// the call returns, but a module that writes it into a file or sends
+    /// it somewhere has given it away.
+    pub fn secret(&self, name: &str) -> Result<String, ModError> {
+        if !self.effects.secrets.iter().any(|s| s == name) {
+            return Err(ModError::new(
+                modproto::ModuleErrorKind::Internal,
+                format!(
+                    "capability `{}` asked for secret `{name}`, which it does not declare",
+                    self.capability
+                ),
+            )
+            .with_remedy(format!(
+                "declare it with `.secrets([\"{name}\"])` on the capability, so the operator can grant it"
+            )));
+        }
+        std::env::var(name).map_err(|_| {
+            ModError::failed(format!("secret `{name}` was not given to this call"))
+                .with_remedy(format!(
+                    "the operator stores it in the host's secrets.toml and grants it with `secrets = [\"{name}\"]` under the capability's [capabilities.\"<module>.{}\"] entry in config.toml",
+                    self.capability
+                ))
+        })
+    }
+
     /// Caller keys that passed through at the request root (never reserved keys).
     pub fn extra(&self) -> &Map<String, Value> {
         &self.extra

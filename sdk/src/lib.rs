@@ -59,6 +59,10 @@
 //!   ([`Capability::network_hosts`], [`Capability::any_public_host`]): an
 //!   entry the host would refuse panics on the author's first run, naming
 //!   the fix.
+//! - **Secrets are declared by name and read through the context**
+//!   ([`Capability::secrets`], [`Ctx::secret`]): a name the host could not
+//!   grant panics on the author's first run; a call gets a secret as an
+//!   environment variable only when the operator granted it.
 //! - The sdk depends on `modproto` only, never on the host.
 
 mod ctx;

@@ -232,14 +232,19 @@ impl Capability {
     ///
     /// A network declared with [`Capability::network_hosts`] or
     /// [`Capability::any_public_host`] is kept when `effects.network` is
-    /// left at its default (none).
+    /// left at its default (none); secrets are added to those declared
+    /// with [`Capability::secrets`], each name checked as there.
     ///
     /// # Panics
     ///
     /// When `effects.network` is a different network than the one already
-    /// declared on its own.
+    /// declared on its own, or a name in `effects.secrets` is not one the
+    /// host can grant.
     pub fn effects(mut self, effects: Effects) -> Self {
-        let declared = std::mem::replace(&mut self.declaration.effects, effects).network;
+        let before = std::mem::replace(&mut self.declaration.effects, effects);
+        let given = std::mem::replace(&mut self.declaration.effects.secrets, before.secrets);
+        self = self.secrets(given);
+        let declared = before.network;
         if self.network_declared {
             let given = std::mem::replace(&mut self.declaration.effects.network, declared);
             if given != Network::None {
@@ -262,6 +267,35 @@ impl Capability {
         );
         self.declaration.effects.network = network;
         self.network_declared = true;
+        self
+    }
+
+    /// The secrets its calls need, by name (`GITHUB_TOKEN`): each call gets
+    /// every one the operator granted as an environment variable
+    /// ([`crate::Ctx::secret`]), and the host refuses a call when one is not
+    /// granted. Declare only what the capability uses: the approval question
+    /// names them.
+    ///
+    /// # Panics
+    ///
+    /// When a name is not one the host can grant (upper case, digits and
+    /// `_`, not a variable the host sets itself, see
+    /// [`modproto::check_secret_name`]), naming the name probably meant.
+    pub fn secrets<I, S>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        for name in names {
+            let name = name.as_ref();
+            if let Err(error) = modproto::check_secret_name(name) {
+                panic!("capability {}: {error}", self.declaration.id);
+            }
+            let declared = &mut self.declaration.effects.secrets;
+            if !declared.iter().any(|s| s == name) {
+                declared.push(name.to_owned());
+            }
+        }
         self
     }
 

@@ -104,6 +104,23 @@ fn module() -> Module {
                 Ok(EchoOutput { echoed: text })
             },
         ))
+        .capability(
+            // Needs a secret no test environment sets.
+            Capability::new("demo.token", |ctx: &mut Ctx, _: crate::NoInput| {
+                let token = ctx.secret("DEMO_SDK_UNSET_TOKEN")?;
+                Ok(EchoOutput { echoed: token })
+            })
+            .secrets(["DEMO_SDK_UNSET_TOKEN"])
+            .effects(reads(&[], Cost::Trivial)),
+        )
+        .capability(Capability::new(
+            // Asks for a secret it never declared.
+            "demo.undeclared_secret",
+            |ctx: &mut Ctx, _: crate::NoInput| {
+                let token = ctx.secret("PATH_TOKEN")?;
+                Ok(EchoOutput { echoed: token })
+            },
+        ))
         .capability(Capability::new(
             "demo.report",
             |ctx: &mut Ctx, _: crate::NoInput| {
@@ -504,4 +521,45 @@ fn artifacts_are_written_and_reported() {
 #[should_panic(expected = "object root")]
 fn an_input_type_without_an_object_schema_is_refused_at_declaration() {
     let _ = Capability::new("demo.bad", |_: &mut Ctx, _: String| Ok(Nothing {}));
+}
+
+#[test]
+fn a_declared_secret_is_in_the_descriptor_and_read_from_the_environment() {
+    let response = call(&json!({"jsonrpc": "2.0", "id": 1, "method": "describe"}));
+    let descriptor: modproto::Descriptor =
+        serde_json::from_value(response["result"].clone()).unwrap();
+    let token = descriptor.capability("demo.token").unwrap();
+    // `.effects` after `.secrets` keeps the secrets declared before it.
+    assert_eq!(token.effects.secrets, vec!["DEMO_SDK_UNSET_TOKEN"]);
+    assert!(
+        descriptor
+            .capability("demo.echo")
+            .unwrap()
+            .effects
+            .secrets
+            .is_empty()
+    );
+    // Not given to this call: a failure that says how the operator grants it.
+    let response = invoke("demo.token", &json!({}));
+    assert_eq!(error_kind(&response), (-32000, "failed"));
+    let remedy = response["error"]["data"]["remedy"].as_str().unwrap();
+    assert!(
+        remedy.contains("secrets = [\"DEMO_SDK_UNSET_TOKEN\"]") && remedy.contains("config.toml"),
+        "{remedy}"
+    );
+}
+
+#[test]
+fn a_secret_the_capability_does_not_declare_is_the_authors_bug() {
+    let response = invoke("demo.undeclared_secret", &json!({}));
+    assert_eq!(error_kind(&response), (-32603, "internal"));
+    let remedy = response["error"]["data"]["remedy"].as_str().unwrap();
+    assert!(remedy.contains(".secrets("), "{remedy}");
+}
+
+#[test]
+#[should_panic(expected = "did you mean \"GITHUB_TOKEN\"")]
+fn a_secret_name_the_host_cannot_grant_is_refused_at_declaration() {
+    let _ = Capability::new("demo.bad", |_: &mut Ctx, _: crate::NoInput| Ok(Nothing {}))
+        .secrets(["github-token"]);
 }

@@ -6,7 +6,7 @@
 
 use crate::support::Home;
 
-const PARTS: [&str; 12] = [
+const PARTS: [&str; 13] = [
     "filesystem",
     "tcp",
     "egress",
@@ -19,6 +19,7 @@ const PARTS: [&str; 12] = [
     "capabilities",
     "resource_limits",
     "inherited_descriptors",
+    "exec_beyond_spawns",
 ];
 
 #[test]

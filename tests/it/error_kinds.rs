@@ -87,11 +87,11 @@ fn a_modules_own_kind_is_kept_as_it_came() {
     let run = home.invoke(
         "impostor",
         "impostor.claim",
-        &json!({"claim": "rate_limited"}),
+        &json!({"claim": "too_busy"}),
         &[],
     );
     let error = run.invoke_error();
-    assert_eq!(error["kind"], "rate_limited", "{error:#}");
+    assert_eq!(error["kind"], "too_busy", "{error:#}");
 }
 
 #[test]
@@ -145,6 +145,9 @@ const NOT_A_KIND: &[&str] = &[
     r#""sha256" | "disabled") => false"#,
     // RESERVED_IDS: a module may not be called `host`.
     r#""host","#,
+    // An audit record's outcome (modhost::audit::Outcome), not a kind.
+    r#"Outcome::Failed => "failed","#,
+    r#"Outcome::Cancelled => "cancelled","#,
 ];
 
 /// Every error-kind word is written once, in `modproto/src/error_kind.rs`:

@@ -6,6 +6,7 @@
 //! kind. Support code (building the binaries, temporary homes, the process
 //! table) lives in [`support`].
 
+mod audit;
 mod cli;
 mod cli_conventions;
 mod code_map;
@@ -21,6 +22,7 @@ mod doctor;
 mod egress;
 mod egress_clients;
 mod error_kinds;
+mod exec_gate;
 mod fetch_module;
 mod files_module;
 mod folder_helpers;
@@ -42,6 +44,7 @@ mod mcp_eras;
 mod mcp_live;
 mod mcp_robustness;
 mod mcp_stdio;
+mod memory_bound;
 mod misbehaving;
 mod net_lab;
 mod new_module;
@@ -51,15 +54,18 @@ mod pins;
 mod protocol_doc;
 mod provider_exports;
 mod python_attacker;
+mod quotas;
 mod redteam;
 mod roots;
 mod sandbox_kernel;
+mod secrets;
 mod sessions_module;
 mod snapshot;
 mod snapshot_gc;
 mod source_roots;
 mod spill;
 mod standing;
+mod state_bound;
 mod strict_decoding;
 mod support;
 mod tools;

@@ -227,12 +227,13 @@ fn a_workspace_overlapping_the_home_is_never_granted() {
     }
 }
 
-/// Hole: the ELF loader is executable for every module (the kernel opens
-/// the interpreter's `PT_INTERP` with execute), and the loader runs any
+/// The ELF loader is executable for every module (the kernel opens the
+/// interpreter's `PT_INTERP` with execute), and the loader runs any
 /// readable binary given as its argument: `ld-linux-x86-64.so.2
-/// /bin/echo` maps `/bin/echo` (landlock does not control `mmap`).
+/// /bin/echo` maps `/bin/echo` (landlock does not control `mmap`). A
+/// capability that declares no spawns executes nothing after its start:
+/// the seccomp exec gate refuses the loader's exec too.
 #[test]
-#[ignore = "hole: spawns [] is bypassed by running a readable binary through the ELF loader"]
 fn the_elf_loader_does_not_run_an_undeclared_binary() {
     let home = installed();
     let report = attack(&home, "loader_exec", &json!({}));
@@ -439,7 +440,11 @@ fn a_module_unpinned_while_served_is_not_run_again() {
 /// command: `#!/usr/bin/env -S -vC / /usr/bin/python3` (`/` is `-C`'s
 /// folder, the command is the Python after it). Had the host taken `/` for the interpreter, it
 /// would grant read and execute beneath `/`: a capability declaring no
-/// roots read `/etc/shadow` and files outside that way.
+/// roots read `/etc/shadow` and files outside that way. Since a call that
+/// declares no spawns (`describe` among them) has the host start what `env`
+/// would run, such a line is refused before anything runs, naming the fix;
+/// the interpreter chain's unit tests hold that `/` is never granted for
+/// a spawning call, where `env` itself runs.
 #[test]
 fn an_env_option_argument_grants_nothing() {
     let home = Home::new();
@@ -471,12 +476,13 @@ sys.stdout.write(json.dumps({{"jsonrpc": "2.0", "id": req["id"], "result": res}}
     let entry = folder.join("esc");
     std::fs::write(&entry, script).unwrap();
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
-    home.run(&["pin", "esc"]).expect_code(0);
-    let run = home.invoke("esc", "esc.read", &json!({}), &[]);
-    let output = run.invoke_result()["output"].clone();
-    for probe in ["secret", "shadow"] {
-        let got = output[probe].as_str().unwrap_or_default();
-        assert!(got.starts_with("refused:"), "{probe} was read: {output:#}");
-    }
+    let pin = home.run(&["pin", "esc"]);
+    pin.expect_code(2);
+    assert!(
+        pin.stderr.contains("asks `env` for `-v`")
+            && pin.stderr.contains("#!/usr/bin/env -S CMD ARG"),
+        "the refusal names the line's option and the fix: {}",
+        pin.stderr
+    );
     home.assert_no_module_processes();
 }

@@ -116,3 +116,75 @@ pub fn single_capability_descriptor(description: &str) -> Value {
         "capabilities": [capability(&id, "run", description)],
     })
 }
+
+/// What a process copy made by [`fork_lingering_copy`] keeps of its
+/// parent's standard streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyStdio {
+    /// Holds the parent's stdin, stdout and stderr open.
+    Inherit,
+    /// Closes all three first.
+    Close,
+}
+
+/// Fork a copy of this process that sleeps for five minutes and exits. No
+/// `exec`: a capability that declares no spawns executes nothing after its
+/// start, but may fork. The copy's command line is its parent's (the
+/// module's install path), so a test finds it in `/proc`. Returns the
+/// copy's pid.
+#[allow(unsafe_code)]
+pub fn fork_lingering_copy(stdio: CopyStdio) -> std::io::Result<u32> {
+    // SAFETY: the copy runs only `close`, `nanosleep` and `_exit`, none of
+    // which takes a lock another thread of the parent could have held.
+    let pid = unsafe { fork() };
+    match pid {
+        -1 => Err(std::io::Error::last_os_error()),
+        0 => {
+            if stdio == CopyStdio::Close {
+                for fd in 0..3 {
+                    // SAFETY: closing a descriptor number this copy owns.
+                    unsafe { close(fd) };
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_secs(300));
+            // SAFETY: ends the copy without running the parent's exit handlers.
+            unsafe { _exit(0) }
+        }
+        pid => Ok(pid as u32),
+    }
+}
+
+/// Fork a copy of this process, as [`fork_lingering_copy`] with its streams
+/// closed, and move it into a process group of its own (what a daemon does
+/// to leave the group its host kills). `Ok(pid)` only when the move
+/// succeeded; the copy lingers either way.
+#[allow(unsafe_code)]
+pub fn fork_escaping_copy() -> std::io::Result<u32> {
+    let pid = fork_lingering_copy(CopyStdio::Close)?;
+    let pid_t = pid as i32;
+    // SAFETY: `setpgid` on a child of this process; no memory is passed.
+    if unsafe { setpgid(pid_t, pid_t) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(pid)
+}
+
+/// Wait for the child `pid` and return its exit code (`None` when it was
+/// signalled or could not be waited for).
+#[allow(unsafe_code)]
+pub fn wait_for_child(pid: u32) -> Option<i32> {
+    let mut status = 0i32;
+    // SAFETY: `waitpid` writes one int to `status`, which lives on this stack.
+    let waited = unsafe { waitpid(pid as i32, &mut status, 0) };
+    // WIFEXITED and WEXITSTATUS, spelled out: the low 7 bits are the signal.
+    (waited == pid as i32 && status & 0x7f == 0).then_some((status >> 8) & 0xff)
+}
+
+#[allow(unsafe_code)]
+unsafe extern "C" {
+    fn fork() -> i32;
+    fn close(fd: i32) -> i32;
+    fn setpgid(pid: i32, pgid: i32) -> i32;
+    fn waitpid(pid: i32, status: *mut i32, options: i32) -> i32;
+    fn _exit(code: i32) -> !;
+}

@@ -171,6 +171,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             "errors": verdict.errors().count(),
             "warnings": verdict.warnings().count(),
             "findings": verdict.findings,
+            "secrets": verdict.secrets,
         }))?;
     } else {
         outln!("{}", verdict.render());

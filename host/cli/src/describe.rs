@@ -1,7 +1,8 @@
 //! `modhost describe MODULE [--format text|json] [--json] [--source-root NAME=PATH]...`: the
 //! descriptor plus the host's findings (what each capability's call would be
 //! granted, from the same plan `invoke` grants from, which source roots are
-//! missing, warnings), the contract standing
+//! missing, which secrets it would get and from where, never their
+//! values, warnings), the contract standing
 //! (requested version, what the host supports, reason, remedy, and for
 //! contract 2 every no-weakening finding) and the pin standing.
 
@@ -32,6 +33,9 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
     // call would get it (`Host::grants`), without touching the disk.
     let mut plans = BTreeMap::new();
     let mut networks = BTreeMap::new();
+    // Which secrets each call would get, granted or not, from where: names
+    // and sources only, never a value (`modhost::secrets`).
+    let mut secrets = BTreeMap::new();
     if let Some(descriptor) = &module.descriptor {
         for capability in &descriptor.capabilities {
             let plan = host.grants(&module, capability, &overrides, false)?;
@@ -39,6 +43,10 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             networks.insert(
                 capability.id.clone(),
                 host.network_grant(&module, capability),
+            );
+            secrets.insert(
+                capability.id.clone(),
+                host.secret_views(&module, capability),
             );
         }
     }
@@ -82,6 +90,7 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
                     "roots": roots,
                     "binaries": plan.binaries,
                     "network": networks.get(capability),
+                    "secrets": secrets.get(capability),
                     "untrusted_output": module
                         .descriptor
                         .as_deref()
@@ -228,6 +237,23 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
             }
             for (name, path) in &plan.binaries {
                 outln!("      runs: {name} -> {}", path.display());
+            }
+            for view in secrets.get(&capability.id).into_iter().flatten() {
+                let from = view
+                    .source
+                    .as_deref()
+                    .map(|source| format!(", from {source}"))
+                    .unwrap_or_default();
+                match (&view.problem, view.granted) {
+                    (None, _) => outln!("      secret: {} (granted{from})", view.name),
+                    (Some(problem), true) => outln!(
+                        "      secret: {} (granted{from}, but a call is refused: {problem})",
+                        view.name
+                    ),
+                    (Some(problem), false) => {
+                        outln!("      secret: {} (a call is refused: {problem})", view.name)
+                    }
+                }
             }
         }
     }

@@ -54,6 +54,7 @@ pub async fn run(options: HostOptions, args: &Args) -> anyhow::Result<ExitCode> 
                 },
                 "confinement": confinement(Some(host.config().confinement)),
                 "components": components(host),
+                "limits": limits(&host.config().limits),
             })
         }
         Err(e) => json!({
@@ -91,6 +92,44 @@ fn confinement(mode: Option<ConfinementMode>) -> serde_json::Value {
         "summary": support.summary(),
         "not_enforced": unenforced.iter().map(|p| p.part).collect::<Vec<_>>(),
         "remedy": (!unenforced.is_empty()).then(|| confine::support::remedy_for(&unenforced)),
+        "memory": memory_bound(&support),
+    })
+}
+
+/// What bounds a native call's memory here: a memory cgroup per call (and
+/// its hierarchy), or `RLIMIT_DATA` per process, and why.
+fn memory_bound(support: &confine::support::ConfinementSupport) -> serde_json::Value {
+    let mechanism = confine::memory_cgroup::per_call_mechanism();
+    json!({
+        "per_call": mechanism.is_ok(),
+        "mechanism": mechanism.unwrap_or("RLIMIT_DATA"),
+        "why": support.memory_bound(),
+    })
+}
+
+/// The bounds `[limits]` sets on native calls and module folders, and each
+/// module's own (`[limits.modules."<id>"]`).
+fn limits(limits: &modhost::config::Limits) -> serde_json::Value {
+    let modules: serde_json::Map<String, serde_json::Value> = limits
+        .modules
+        .keys()
+        .map(|id| {
+            let storage = limits.storage_for(id);
+            (
+                id.clone(),
+                json!({
+                    "native_memory_bytes": limits.native_memory_for(id),
+                    "storage_bytes": storage.bytes,
+                    "storage_files": storage.files,
+                }),
+            )
+        })
+        .collect();
+    json!({
+        "native_memory_bytes": limits.native_memory_bytes,
+        "storage_bytes": limits.storage_bytes,
+        "storage_files": limits.storage_files,
+        "modules": modules,
     })
 }
 
@@ -173,12 +212,38 @@ fn print_human(report: &serde_json::Value) {
         for warning in w["warnings"].as_array().into_iter().flatten() {
             outln!("components:  warning: {}", text(warning));
         }
+        let l = &report["limits"];
+        let words = |v: &serde_json::Value| confine::bytes_in_words(v.as_u64().unwrap_or(0));
+        let memory = &report["confinement"]["memory"];
+        outln!(
+            "memory:      {} per native call, all its processes together ([limits] native_memory_bytes), held by {}",
+            words(&l["native_memory_bytes"]),
+            if memory["per_call"] == true {
+                format!("a memory cgroup per call ({})", text(&memory["mechanism"]))
+            } else {
+                "RLIMIT_DATA, per process only".to_owned()
+            }
+        );
+        outln!(
+            "storage:     {} and {} files per module, its state and artifacts folders together ([limits] storage_bytes, storage_files)",
+            words(&l["storage_bytes"]),
+            l["storage_files"]
+        );
+        for (id, own) in l["modules"].as_object().into_iter().flatten() {
+            outln!(
+                "limits:      module {id}: {} of memory per call; {} and {} files of storage",
+                words(&own["native_memory_bytes"]),
+                words(&own["storage_bytes"]),
+                own["storage_files"]
+            );
+        }
     }
     let c = &report["confinement"];
     outln!("confinement: {}", text(&c["summary"]));
     if let Some(mode) = c["mode"].as_str() {
         outln!("confinement: mode {mode} (config.toml `confinement`)");
     }
+    outln!("confinement: {}", text(&c["memory"]["why"]));
     outln!(
         "confinement: the host runs as {}; every module drops every capability before exec",
         if c["host_runs_as_root"] == true {
@@ -189,7 +254,7 @@ fn print_human(report: &serde_json::Value) {
     );
     for part in c["parts"].as_array().into_iter().flatten() {
         outln!(
-            "  {:22} {:13} {}",
+            "  {:27} {:13} {}",
             text(&part["label"]),
             if part["enforced"] == true {
                 "enforced"

@@ -121,10 +121,27 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
         };
         match decided {
             Ok(record) => request.approval = record,
-            Err(refusal) => return report_refusal(&refusal, args.json),
+            Err(refusal) => {
+                // Refused before it reached the host's pipeline: recorded
+                // here, as the toolbox's gate records its own.
+                let tool = modconform::tool_name(&descriptor.id, &capability.id);
+                let mut refused =
+                    modhost::audit::RefusedCall::new(&tool, &request.args, refusal.kind());
+                refused.module = Some(&target.module.id);
+                refused.capability = Some(&capability.id);
+                refused.digest = target.module.digest.as_deref();
+                refused.rule = refusal.rule();
+                host.record_refusal(&refused);
+                host.flush_audit_log();
+                return report_refusal(&refusal, args.json);
+            }
         }
     }
-    match host.invoke_module(target.module, request).await {
+    let invoked = host.invoke_module(target.module, request).await;
+    // The record is written before anything is printed: a closed stdout
+    // ends this process at once (`stdout.rs`).
+    host.flush_audit_log();
+    match invoked {
         Ok(outcome) => {
             if args.json {
                 let mut value = serde_json::to_value(&outcome)?;

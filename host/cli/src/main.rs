@@ -23,6 +23,7 @@ use modhost::{Host, HostOptions};
 #[macro_use]
 mod stdout;
 
+mod audit;
 mod color;
 mod conformance;
 mod describe;
@@ -50,7 +51,7 @@ use exit_code::{EXIT_CODES, EXIT_USAGE};
 const CONVENTIONS: &str = "Output: reports print text for people; --format json (or --json) prints one JSON \
 document on stdout instead (list, describe, knowledge, doctor; tools --format also takes mcp, openai, \
 openai-responses and anthropic). Colour: --color auto|always|never, and NO_COLOR=1 means never.
-Home: read-only commands (list, describe, tools, knowledge, doctor, mcp) never create one; \
+Home: read-only commands (list, describe, tools, knowledge, doctor, mcp, audit) never create one; \
 `modhost install` does.";
 
 #[derive(Debug, Parser)]
@@ -109,6 +110,8 @@ enum Command {
     New(new::Args),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(CompletionsArgs),
+    /// Check and read the record of every call (verify, show, tail).
+    Audit(audit::Args),
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,6 +131,7 @@ impl Command {
                 | Command::Knowledge(_)
                 | Command::Doctor(_)
                 | Command::Mcp(_)
+                | Command::Audit(_)
         )
     }
 }
@@ -158,10 +162,15 @@ pub fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(run(cli));
     runtime_end::end(runtime);
+    // The last spans and metrics, when `[telemetry]` is on (bounded).
+    modhost::telemetry::shutdown();
     // Every module process was killed and reaped with its call (or the
     // server's processes started ahead, at its shutdown).
     #[cfg(target_os = "linux")]
-    modhost_sandbox::pids::remove_host_cgroup();
+    {
+        modhost_sandbox::pids::remove_host_cgroup();
+        modhost_sandbox::memory_cgroup::remove_host_cgroups();
+    }
     match outcome {
         Ok(code) => code,
         Err(e) => {
@@ -224,6 +233,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // The doctor must report a broken or missing home, not die on it.
         return doctor::run(options, args).await;
     }
+    if let Command::Audit(args) = &cli.command {
+        // Read-only, and without config.toml: a broken one must not hide
+        // the record of what ran.
+        require_home(&options)?;
+        let home = modhost::home::HomeLayout::resolve(options.home.as_deref())?;
+        return audit::run(&home, args);
+    }
     if cli.command.only_reads_the_home() {
         require_home(&options)?;
     }
@@ -242,9 +258,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pin(args) => pin::pin(&host, &args).await,
         Command::Unpin(args) => pin::unpin(&host, &args).await,
         Command::Conformance(args) => conformance::run(&host, &args).await,
-        Command::Doctor(_) | Command::New(_) | Command::Completions(_) => {
+        Command::Doctor(_) | Command::New(_) | Command::Completions(_) | Command::Audit(_) => {
             unreachable!("handled above")
         }
+    }
+}
+
+/// The log's stderr, each line masked with the secret values the process
+/// handed to calls (`modhost::mask_log_line`): a module's words can reach a
+/// log line by ways that skip its call's masked outcome. The formatter
+/// writes one whole event per `write`.
+struct MaskedStderr;
+
+impl std::io::Write for MaskedStderr {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let masked = std::str::from_utf8(bytes)
+            .ok()
+            .and_then(modhost::mask_log_line);
+        match masked {
+            Some(line) => std::io::stderr().write_all(line.as_bytes()),
+            None => std::io::stderr().write_all(bytes),
+        }?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
     }
 }
 
@@ -263,7 +302,7 @@ fn init_logging(verbose: u8, ansi: bool) {
     // in a log file or an MCP client's stderr capture.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| MaskedStderr)
         .with_target(false)
         .with_ansi(ansi)
         .try_init();

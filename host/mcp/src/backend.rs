@@ -78,6 +78,21 @@ pub trait Backend: Send + Sync + 'static {
         None
     }
 
+    /// Record a call the server refused before calling the backend (too
+    /// many at once, an approval it cannot or may not ask for, the user's
+    /// no): the host's backend writes it to its audit log. By default
+    /// nothing is recorded.
+    fn refused(&self, call: &modhost::audit::RefusedCall<'_>) {
+        let _ = call;
+    }
+
+    /// Whether the user may be asked one more approval question now
+    /// (`[quotas] elicitations_per_minute`), counting it when so; by
+    /// default always.
+    fn admit_question(&self) -> Result<(), modhost::quota::RateLimited> {
+        Ok(())
+    }
+
     /// [`Backend::call_tool_in`] for one call the user approved through the
     /// client (elicitation). By default nobody is recorded as approving, so
     /// a tool that asks is refused as it would be unapproved.

@@ -203,6 +203,14 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
     fn tool_list_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.toolbox.changes()
     }
+
+    fn refused(&self, call: &modhost::audit::RefusedCall<'_>) {
+        self.toolbox.record_refusal(call);
+    }
+
+    fn admit_question(&self) -> Result<(), modhost::quota::RateLimited> {
+        self.toolbox.admit_question()
+    }
 }
 
 /// Serve `backend` on this process's stdin and stdout until stdin closes.

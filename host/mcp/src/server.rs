@@ -37,7 +37,11 @@ use super::revision::{self, AskUser, Era, Revision, keep_fields};
 use super::roots::NoWorkspace;
 use super::{ApprovalAsk, Backend};
 use modhost::CallWorkspace;
+use modhost::audit::RefusedCall;
+use modhost::quota::RateLimited;
+use modhost::telemetry::with_remote_parent;
 use modhost::tools::{CallError, Lockdown, Progress, ToolOutcome};
+use modproto::HostErrorKind;
 
 /// The most `tools/call`s that run at once for one client.
 pub(crate) const MAX_CONCURRENT_CALLS: usize = 16;
@@ -504,6 +508,10 @@ impl<B: Backend> Connection<B> {
         // Refused before anything is asked or spent (a stateless approval
         // is consumed when presented).
         if self.calls.len() >= MAX_CONCURRENT_CALLS {
+            let mut record = refusal_record(&name, &arguments, HostErrorKind::RateLimited);
+            record.rule = Some(SERVER_BOUND);
+            record.retry_after_s = Some(1);
+            self.backend.refused(&record);
             let refused = protocol::call_result(revision, &too_many_calls(), lockdown.as_ref());
             return self.reply(id, Ok(refused)).await;
         }
@@ -523,13 +531,22 @@ impl<B: Backend> Connection<B> {
                              shows in full, and a yes to arguments you cannot read is not asked for",
                             elicitation::MAX_SHOWN_ARGUMENTS
                         );
+                        self.record_unasked(&name, &arguments, &rule);
                         let refused = cannot_ask_because(&name, &ask, &why, lockdown.as_ref());
                         let result = protocol::call_result(revision, &refused, lockdown.as_ref());
                         return self.reply(id, Ok(result)).await;
                     }
-                    AskUser::Request { .. } if can_answer => Approval::AskFirst(
-                        elicitation::question(revision, &name, &rule, &arguments),
-                    ),
+                    AskUser::Request { .. } if can_answer => {
+                        if let Err(limited) = self.backend.admit_question() {
+                            let outcome = self.not_asked(&name, &arguments, &rule, &limited);
+                            let result =
+                                protocol::call_result(revision, &outcome, lockdown.as_ref());
+                            return self.reply(id, Ok(result)).await;
+                        }
+                        Approval::AskFirst(elicitation::question(
+                            revision, &name, &rule, &arguments,
+                        ))
+                    }
                     AskUser::InputRequired if can_answer => {
                         let asked = (name.as_str(), rule.as_str(), &arguments);
                         match self.round_trip(revision, &params, asked, lockdown.as_ref()) {
@@ -541,6 +558,7 @@ impl<B: Backend> Connection<B> {
                     // `_meta` did not declare is answered with -32021
                     // (basic/index, "_meta"), never inferred from elsewhere.
                     AskUser::InputRequired => {
+                        self.record_unasked(&name, &arguments, &rule);
                         let how = cannot_ask(&name, &ask, revision, lockdown.as_ref()).text;
                         let remedy = format!(
                             "declare {{\"elicitation\": {{\"form\": {{}}}}}} in \
@@ -550,6 +568,7 @@ impl<B: Backend> Connection<B> {
                         return self.reply(id, Err(error)).await;
                     }
                     _ => {
+                        self.record_unasked(&name, &arguments, &rule);
                         let refused = cannot_ask(&name, &ask, revision, lockdown.as_ref());
                         let result = protocol::call_result(revision, &refused, lockdown.as_ref());
                         return self.reply(id, Ok(result)).await;
@@ -579,27 +598,34 @@ impl<B: Backend> Connection<B> {
             token,
             lockdown,
         };
+        // The client's trace (`_meta.traceparent`, W3C), continued by the
+        // call's span (`modhost::telemetry`).
+        let meta = params.get("_meta");
+        let trace = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
+        let (traceparent, tracestate) = (trace("traceparent"), trace("tracestate"));
         let backend = Arc::clone(&self.backend);
         let outbox = self.outbox.clone();
         let questions = Arc::clone(&self.questions);
         let state = Arc::clone(&self.lockdown);
         let task_id = id.clone();
-        let handle = self.calls.spawn(async move {
-            let response = run_call(backend.as_ref(), call, &outbox, &questions, &state).await;
-            let message = match response {
-                Ok(outcome) => {
-                    // Entered before the result goes out (`lockdown.rs`).
-                    if let Some(entered) = &outcome.enters_lockdown {
-                        state.enter(entered.clone());
+        let handle = self
+            .calls
+            .spawn(with_remote_parent(traceparent, tracestate, async move {
+                let response = run_call(backend.as_ref(), call, &outbox, &questions, &state).await;
+                let message = match response {
+                    Ok(outcome) => {
+                        // Entered before the result goes out (`lockdown.rs`).
+                        if let Some(entered) = &outcome.enters_lockdown {
+                            state.enter(entered.clone());
+                        }
+                        let result =
+                            protocol::call_result(revision, &outcome, state.current().as_ref());
+                        Response::ok(task_id, result)
                     }
-                    let result =
-                        protocol::call_result(revision, &outcome, state.current().as_ref());
-                    Response::ok(task_id, result)
-                }
-                Err(e) => Response::err(task_id, call_error(&e)),
-            };
-            send(&outbox, &Message::Response(message)).await;
-        });
+                    Err(e) => Response::err(task_id, call_error(&e)),
+                };
+                send(&outbox, &Message::Response(message)).await;
+            }));
         self.running.insert(id, handle);
     }
 
@@ -620,6 +646,10 @@ impl<B: Backend> Connection<B> {
                 None => Err(elicitation::StateRefused::Unknown),
             };
             if let Err(refused) = redeemed {
+                let why = refused.to_string();
+                let mut record = refusal_record(name, arguments, HostErrorKind::ApprovalRequired);
+                record.rule = Some(&why);
+                self.backend.refused(&record);
                 let error = RpcError::new(ErrorCode::InvalidParams, format!("not run: {refused}"))
                     .with_data(modproto::ErrorData::new(
                         modproto::ModuleErrorKind::Denied,
@@ -633,6 +663,11 @@ impl<B: Backend> Connection<B> {
             match answer.map(elicitation::read_answer) {
                 Some(Answer::Approved) => return RoundTrip::Approved,
                 Some(Answer::Refused(why)) => {
+                    let mut record =
+                        refusal_record(name, arguments, HostErrorKind::ApprovalRequired);
+                    record.rule = Some(rule);
+                    record.by = Some("user");
+                    self.backend.refused(&record);
                     let outcome = not_approved(name, &why);
                     let result = protocol::call_result(revision, &outcome, lockdown);
                     return RoundTrip::Answer(Ok(result));
@@ -640,6 +675,10 @@ impl<B: Backend> Connection<B> {
                 // The retry lacks the answer: ask again.
                 None => {}
             }
+        }
+        if let Err(limited) = self.backend.admit_question() {
+            let outcome = self.not_asked(name, arguments, rule, &limited);
+            return RoundTrip::Answer(Ok(protocol::call_result(revision, &outcome, lockdown)));
         }
         let state = match self.approvals.open(name, arguments) {
             Ok(state) => state,
@@ -839,6 +878,44 @@ fn too_many_calls() -> ToolOutcome {
     ))
 }
 
+/// The rule a call refused for [`MAX_CONCURRENT_CALLS`] is recorded under.
+const SERVER_BOUND: &str = "modhost mcp runs at most 16 calls at once for one client";
+
+/// The audit record of a call of `name` with `arguments` the server
+/// refused, of `kind`; its caller adds the rule and who said no.
+fn refusal_record<'a>(name: &'a str, arguments: &'a Value, kind: HostErrorKind) -> RefusedCall<'a> {
+    RefusedCall::new(name, arguments, kind.into())
+}
+
+impl<B: Backend> Connection<B> {
+    /// Record a call that needed the user's yes and could not be asked.
+    fn record_unasked(&self, name: &str, arguments: &Value, rule: &str) {
+        let mut record = refusal_record(name, arguments, HostErrorKind::ApprovalRequired);
+        record.rule = Some(rule);
+        self.backend.refused(&record);
+    }
+
+    /// The result of a call that needed the user's yes when the server may
+    /// ask no more questions this minute (`[quotas]
+    /// elicitations_per_minute`); recorded as `rate_limited`.
+    fn not_asked(
+        &self,
+        name: &str,
+        arguments: &Value,
+        rule: &str,
+        limited: &RateLimited,
+    ) -> ToolOutcome {
+        let mut record = refusal_record(name, arguments, HostErrorKind::RateLimited);
+        record.rule = Some(rule);
+        record.retry_after_s = Some(limited.retry_after_s);
+        self.backend.refused(&record);
+        ToolOutcome::failure(format!(
+            "not run (rate_limited): {name} needs approval ({rule}) and the user was not asked: {limited}. What to do: {}",
+            limited.remedy()
+        ))
+    }
+}
+
 /// Queue `message` for the writer, waiting while the outbox is full.
 async fn send(outbox: &Outbox, message: &Message) {
     // A closed outbox means the writer died (the client went away); the
@@ -903,7 +980,12 @@ async fn run_call<B: Backend>(
         Approval::Given => true,
         Approval::AskFirst(question) => match ask_user(question, outbox, questions).await {
             Answer::Approved => true,
-            Answer::Refused(why) => return Ok(not_approved(&name, &why)),
+            Answer::Refused(why) => {
+                let mut record = refusal_record(&name, &arguments, HostErrorKind::ApprovalRequired);
+                record.by = Some("user");
+                backend.refused(&record);
+                return Ok(not_approved(&name, &why));
+            }
         },
     };
     let (name, workspace, lockdown) = (name.as_str(), &workspace, lockdown.as_ref());

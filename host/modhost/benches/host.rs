@@ -9,13 +9,19 @@
 //!    come: the kernel makes some operations wait for an RCU grace period
 //!    (moving a process between cgroups, for one) unless another did moments
 //!    before, which calls back to back never show.
+//!    The cost of two bounds, each call made with the bound and again
+//!    without it, back to back, so both see the same machine: the call's
+//!    memory cgroup (`memcg`, `memcg-paused`), and the storage bound's
+//!    watch of a state folder of 100 files the capability may write
+//!    (`state-100`, `state-100-warm`).
 //! 2. `discover` with 100 installed, describe-cached modules (target: p50 <= 20 ms).
 //!
 //! The module is a tiny `/bin/sh` script written into a temp home, so the
 //! benchmark depends on no other crate's binaries.
 //!
 //! `cargo bench -p modhost --bench host -- <parts>` runs only the parts
-//! named (`off`, `default`, `warm`, `paused`, `discover`): to profile one part alone
+//! named (`off`, `default`, `warm`, `paused`, `memcg`, `memcg-paused`,
+//! `state-100`, `state-100-warm`, `discover`): to profile one part alone
 //! (`perf record -g`).
 
 use std::io::{BufRead, BufReader, Write};
@@ -34,22 +40,28 @@ const PAUSE: Duration = Duration::from_millis(50);
 const DISCOVER_RUNS: usize = 50;
 const MODULES: usize = 100;
 
-fn module_script(id: &str) -> String {
-    let descriptor = json!({"jsonrpc": "2.0", "id": 1, "result": {
-        "id": id, "version": "1.0.0",
-        "capabilities": [{"id": format!("{id}.ping"), "input_schema": {"type": "object"},
-                          "output_schema": {"type": "object"}}]
-    }});
+/// The trivial module; with `state`, its ping may write its state folder
+/// (and so runs under the storage bound's watch).
+fn module_script(id: &str, state: bool) -> String {
+    let mut capability = json!({"id": format!("{id}.ping"), "input_schema": {"type": "object"},
+                                "output_schema": {"type": "object"}});
+    let mut result = json!({"id": id, "version": "1.0.0"});
+    if state {
+        capability["effects"] = json!({"reads": ["state"], "writes": ["state"]});
+        result["roots"] = json!([{"name": "state", "kind": "state"}]);
+    }
+    result["capabilities"] = json!([capability]);
+    let descriptor = json!({"jsonrpc": "2.0", "id": 1, "result": result});
     let result = json!({"jsonrpc": "2.0", "id": 1, "result": {"output": {"pong": true}}});
     format!(
         "#!/bin/sh\nread line\ncase \"$line\" in\n  *'\"method\":\"describe\"'*) printf '%s\\n' '{descriptor}' ;;\n  *) printf '%s\\n' '{result}' ;;\nesac\n"
     )
 }
 
-fn install(home: &Path, id: &str) -> std::path::PathBuf {
+fn install(home: &Path, id: &str, state: bool) -> std::path::PathBuf {
     let path = home.join("modules").join(id).join(id);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, module_script(id)).unwrap();
+    std::fs::write(&path, module_script(id, state)).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     path
 }
@@ -91,23 +103,58 @@ struct Part {
     /// Sleep this long before each pair of measurements.
     pause: Option<Duration>,
     runs: usize,
+    /// The ping may write its state folder, which holds this many files.
+    state_files: Option<usize>,
+    /// A bound each call is also made without, right after it.
+    without: Option<Bound>,
 }
 
-/// p50 of (invoke through the host, bare spawn), interleaved so both see
-/// the same machine load.
-fn measure_invoke(
-    runtime: &tokio::runtime::Runtime,
-    dir: &Path,
-    part: &Part,
-) -> (Duration, Duration) {
+/// A bound whose cost a part measures.
+#[derive(Debug, Clone, Copy)]
+enum Bound {
+    /// Each native call in a memory cgroup of its own (else `RLIMIT_DATA`).
+    MemoryCgroup,
+    /// A call that may write its module's folders watched against their bound.
+    StorageWatch,
+}
+
+impl Bound {
+    fn set(self, on: bool) {
+        match self {
+            Bound::MemoryCgroup => modhost_sandbox::memory_cgroup::set_per_call_cgroups(on),
+            Bound::StorageWatch => modhost::storage_bound::set_watching(on),
+        }
+    }
+}
+
+/// What one part measured: the p50 of calls through the host, of bare
+/// spawns, and of calls without the part's bound.
+struct Measured {
+    host: Duration,
+    bare: Duration,
+    without: Option<Duration>,
+}
+
+/// p50 of invoke through the host, of a bare spawn (and of invoke without
+/// the part's bound), interleaved so all see the same machine load.
+fn measure_invoke(runtime: &tokio::runtime::Runtime, dir: &Path, part: &Part) -> Measured {
     let &Part {
         config,
         warm,
         pause,
         runs,
+        state_files,
+        without,
     } = part;
     let home = dir.join("home");
-    let module = install(&home, "trivial");
+    let module = install(&home, "trivial", state_files.is_some());
+    if let Some(files) = state_files {
+        let state = home.join("state/trivial");
+        std::fs::create_dir_all(&state).unwrap();
+        for i in 0..files {
+            std::fs::write(state.join(format!("{i}")), b"state").unwrap();
+        }
+    }
     std::fs::write(home.join("config.toml"), config).unwrap();
     let host = Host::open(HostOptions {
         home: Some(home.clone()),
@@ -127,6 +174,7 @@ fn measure_invoke(
     let tool = "trivial__trivial_ping";
     let mut host_samples = Vec::with_capacity(runs);
     let mut bare_samples = Vec::with_capacity(runs);
+    let mut without_samples = Vec::with_capacity(runs);
     runtime.block_on(async {
         host.discover().await; // warm the describe cache
         host.pin("trivial").await.unwrap(); // pins are enforced by default
@@ -148,6 +196,16 @@ fn measure_invoke(
             let outcome = toolbox.call(tool, json!({}), None, None).await.unwrap();
             host_samples.push(started.elapsed());
             assert_eq!(outcome.structured, Some(json!({"pong": true})));
+            if let Some(bound) = without {
+                bound.set(false);
+                if let Some(pause) = pause {
+                    std::thread::sleep(pause);
+                }
+                let started = Instant::now();
+                toolbox.call(tool, json!({}), None, None).await.unwrap();
+                without_samples.push(started.elapsed());
+                bound.set(true);
+            }
             if let Some(pause) = pause {
                 std::thread::sleep(pause);
             }
@@ -155,16 +213,33 @@ fn measure_invoke(
         }
         host.shutdown().await;
     });
-    (p50(host_samples), p50(bare_samples))
+    Measured {
+        host: p50(host_samples),
+        bare: p50(bare_samples),
+        without: (!without_samples.is_empty()).then(|| p50(without_samples)),
+    }
 }
 
-fn report_invoke(label: &str, (host, bare): (Duration, Duration)) {
+fn report_invoke(label: &str, measured: &Measured) {
+    let Measured {
+        host,
+        bare,
+        without,
+    } = measured;
     println!(
         "invoke [{label}]: host library p50 {:.3} ms, bare spawn p50 {:.3} ms, ratio {:.2} (target <= 1.5)",
         host.as_secs_f64() * 1e3,
         bare.as_secs_f64() * 1e3,
         host.as_secs_f64() / bare.as_secs_f64()
     );
+    if let Some(without) = without {
+        println!(
+            "invoke [{label}]: without the bound p50 {:.3} ms; with/without ratio {:.3} ({:+.3} ms)",
+            without.as_secs_f64() * 1e3,
+            host.as_secs_f64() / without.as_secs_f64(),
+            (host.as_secs_f64() - without.as_secs_f64()) * 1e3
+        );
+    }
 }
 
 /// Whether the part `name` was asked for (every part when none was named;
@@ -191,6 +266,21 @@ fn main() {
         warm,
         pause: None,
         runs: INVOKE_RUNS,
+        state_files: None,
+        without: None,
+    };
+    let paused = |without| Part {
+        config: "",
+        warm: false,
+        pause: Some(PAUSE),
+        runs: PAUSED_RUNS,
+        state_files: None,
+        without,
+    };
+    let state = |warm| Part {
+        state_files: Some(100),
+        without: Some(Bound::StorageWatch),
+        ..back_to_back("", warm)
     };
     let parts = [
         (
@@ -208,18 +298,36 @@ fn main() {
         (
             "paused",
             "confinement default, 50 ms pause before each",
+            paused(None),
+        ),
+        (
+            "memcg",
+            "confinement default, with and without the memory cgroup",
             Part {
-                config: "",
-                warm: false,
-                pause: Some(PAUSE),
-                runs: PAUSED_RUNS,
+                without: Some(Bound::MemoryCgroup),
+                ..back_to_back("", false)
             },
+        ),
+        (
+            "memcg-paused",
+            "confinement default, 50 ms pause, with and without the memory cgroup",
+            paused(Some(Bound::MemoryCgroup)),
+        ),
+        (
+            "state-100",
+            "writable state folder of 100 files, with and without its watch",
+            state(false),
+        ),
+        (
+            "state-100-warm",
+            "warm processes, writable state folder of 100 files, with and without its watch",
+            state(true),
         ),
     ];
     for (name, label, part) in parts {
         if selected(name) {
             let dir = temp.path().join(format!("invoke-{name}"));
-            report_invoke(label, measure_invoke(&runtime, &dir, &part));
+            report_invoke(label, &measure_invoke(&runtime, &dir, &part));
         }
     }
 
@@ -229,7 +337,7 @@ fn main() {
     }
     let home = temp.path().join("discover-home");
     for i in 0..MODULES {
-        install(&home, &format!("mod{i:03}"));
+        install(&home, &format!("mod{i:03}"), false);
     }
     let host = Host::open(HostOptions {
         home: Some(home),

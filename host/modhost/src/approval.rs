@@ -25,7 +25,11 @@
 //!   declaration: the default's rule says `connects to 198.51.100.6:8080`,
 //!   and every approval question ([`CallPolicy::question`], the CLI's
 //!   prompt and `approval_required` message, the MCP server's elicitation)
-//!   names those hosts, whichever rule asks.
+//!   names those hosts, whichever rule asks. The decision for a capability
+//!   that declares secrets names them too (`it receives secret
+//!   GITHUB_TOKEN`): a call runs only with each one granted, so that is
+//!   what the yes hands over. Receiving a secret does not by itself make
+//!   the default ask: the operator granted it by name in `config.toml`.
 //! - The decision names the rule (or the default) that made it, so a refusal
 //!   can always say why, and the approval record a module receives says which
 //!   rule let the call through. A call the default allows needed no approval
@@ -189,8 +193,26 @@ pub(crate) fn decide(
         effects: &capability.effects,
         tool,
     };
-    strictest_rule(config, &subject)
-        .unwrap_or_else(|| default_decision(descriptor, capability, network))
+    let decision = strictest_rule(config, &subject)
+        .unwrap_or_else(|| default_decision(descriptor, capability, network));
+    naming_secrets(decision, capability)
+}
+
+/// `decision`, its rule naming the secrets each call of `capability`
+/// receives (`effects.secrets`: a call runs only with every one granted,
+/// `crate::secrets`), so every question, refusal and approval record built
+/// from it says which credentials the yes hands over. Names only.
+fn naming_secrets(mut decision: PolicyDecision, capability: &Capability) -> PolicyDecision {
+    let names = &capability.effects.secrets;
+    if !names.is_empty() {
+        decision.rule = format!(
+            "{}; it receives secret{} {}",
+            decision.rule,
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        );
+    }
+    decision
 }
 
 /// The decision for a tool the host itself provides (listed under the
@@ -687,6 +709,43 @@ mod tests {
             authorize_call(&deny, "t", Some(ApprovedBy::User)),
             Err(Refusal::Denied { .. })
         ));
+    }
+
+    #[test]
+    fn the_decision_names_the_secrets_a_call_receives() {
+        let d = module(
+            &json!([]),
+            &json!({"network": true, "secrets": ["GITHUB_TOKEN", "NPM_TOKEN"]}),
+        );
+        let decision = decide_for(&ApprovalConfig::default(), &d);
+        assert_eq!(decision.verdict, PolicyVerdict::Ask);
+        assert!(
+            decision
+                .rule
+                .ends_with("; it receives secrets GITHUB_TOKEN, NPM_TOKEN"),
+            "{}",
+            decision.rule
+        );
+        // A rule of the operator's says it as well, and the question with it.
+        let cfg =
+            config("[[approval.rules]]\nname = \"net\"\neffect = \"network\"\ndecision = \"ask\"");
+        let decision = decide_for(&cfg, &d);
+        assert!(
+            decision
+                .rule
+                .starts_with("rule \"net\"; it receives secrets"),
+            "{}",
+            decision.rule
+        );
+        // Local and otherwise allowed: still allowed, and still named.
+        let local = module(&json!([]), &json!({"secrets": ["GITHUB_TOKEN"]}));
+        let decision = decide_for(&ApprovalConfig::default(), &local);
+        assert_eq!(decision.verdict, PolicyVerdict::Allow);
+        assert!(
+            decision.rule.ends_with("; it receives secret GITHUB_TOKEN"),
+            "{}",
+            decision.rule
+        );
     }
 
     #[test]

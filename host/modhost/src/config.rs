@@ -17,6 +17,13 @@
 //! describe_timeout_ms = 10000
 //! describe_concurrency = 4
 //! memory_limit_bytes = 268435456   # per component call (wasm linear memory)
+//! native_memory_bytes = 2147483648 # per native call, its processes together (memory cgroup)
+//! storage_bytes = 1073741824       # per module: its state/ and artifacts/ folders together
+//! storage_files = 100000           # per module: files and folders in them together
+//!
+//! [limits.modules."<module id>"]   # one module's own bounds (any of the three above)
+//! native_memory_bytes = 8589934592
+//! storage_files = 1000000
 //!
 //! [approval]                       # see crate::approval
 //! [capabilities."files.files.search"]  # see crate::overrides
@@ -27,12 +34,27 @@
 //!
 //! [network]                        # see crate::network_config
 //! public_ranges = []               # CIDR ranges of a lab, reachable as if public
+//!
+//! [audit]                          # see crate::audit (on by default)
+//! [telemetry]                      # see crate::telemetry (off by default)
+//! [quotas]                         # see crate::quota
 //! ```
 //!
 //! Design decisions: a missing file is an empty configuration (a fresh home
 //! works), but anything present is read strictly. An unknown key is an error
 //! naming the key and the file, because a typo such as `[source_root]` would
 //! otherwise silently grant nothing and the operator would never learn why.
+//!
+//! Resource bounds are per module where modules differ: one module may
+//! need 8 GiB to index a repository while the rest stay at 2, so
+//! `[limits.modules."<module id>"]` (the id as `modhost list` shows it)
+//! overrides `native_memory_bytes`, `storage_bytes` and `storage_files`
+//! for that module alone; what it leaves out comes from `[limits]`. Per
+//! module, not per capability: the storage bound is on the module's own
+//! folders, shared by all its capabilities, and a memory limit is what an
+//! operator raises for a module they know. A line naming a module that is
+//! not installed is kept (it may be installed later); `modhost doctor`
+//! shows every module's bounds.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,6 +67,7 @@ use crate::lockdown::LockdownConfig;
 use crate::network_config::NetworkConfig;
 use crate::overrides::CapabilityOverride;
 pub use crate::pins::PinsMode;
+use crate::storage_bound::StorageBound;
 use modhost_runner::CallLimits;
 use modhost_sandbox::ConfinementMode;
 
@@ -85,6 +108,16 @@ pub struct Config {
     /// [`crate::network_config`]).
     #[serde(default)]
     pub network: NetworkConfig,
+    /// The record of every call (see [`crate::audit`]).
+    #[serde(default)]
+    pub audit: crate::audit::AuditConfig,
+    /// Traces and metrics over OTLP (see [`crate::telemetry`]).
+    #[serde(default)]
+    pub telemetry: crate::telemetry::TelemetryConfig,
+    /// Calls per minute and at once, per tool and per caller (see
+    /// [`crate::quota`]).
+    #[serde(default)]
+    pub quotas: crate::quota::QuotaConfig,
 }
 
 fn default_warm_processes() -> bool {
@@ -104,12 +137,15 @@ impl Default for Config {
             capabilities: BTreeMap::new(),
             lockdown: LockdownConfig::default(),
             network: NetworkConfig::default(),
+            audit: Default::default(),
+            telemetry: Default::default(),
+            quotas: Default::default(),
         }
     }
 }
 
 /// `[limits]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Limits {
     /// Wall-clock budget of one invoke.
@@ -122,6 +158,16 @@ pub struct Limits {
     pub describe_concurrency: usize,
     /// The cap on one component call's linear memory.
     pub memory_limit_bytes: u64,
+    /// The memory one native call's processes may use together
+    /// ([`modhost_sandbox::DEFAULT_NATIVE_MEMORY_BYTES`] by default).
+    pub native_memory_bytes: u64,
+    /// The bytes a module's `state` and `artifacts` folders may hold
+    /// together ([`crate::storage_bound`]).
+    pub storage_bytes: u64,
+    /// The files and folders they may hold together.
+    pub storage_files: u64,
+    /// One module's own bounds, by module id (`[limits.modules."<id>"]`).
+    pub modules: BTreeMap<String, ModuleLimits>,
     /// Copied from the top-level `confinement` key so every call built from
     /// these limits (invoke and describe alike) carries it.
     #[serde(skip)]
@@ -137,18 +183,38 @@ impl Default for Limits {
             describe_timeout_ms: 10_000,
             describe_concurrency: 4,
             memory_limit_bytes: modhost_runner::DEFAULT_MEMORY_LIMIT_BYTES,
+            native_memory_bytes: call.native_memory_bytes,
+            storage_bytes: crate::storage_bound::DEFAULT_STORAGE_BYTES,
+            storage_files: crate::storage_bound::DEFAULT_STORAGE_FILES,
+            modules: BTreeMap::new(),
             confinement: call.confinement,
         }
     }
 }
 
+/// `[limits.modules."<module id>"]`: one module's own bounds; a key left
+/// out is `[limits]`'s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleLimits {
+    pub native_memory_bytes: Option<u64>,
+    pub storage_bytes: Option<u64>,
+    pub storage_files: Option<u64>,
+}
+
+/// The smallest memory limit taken: below it not even a shell starts, so
+/// a smaller value is a typo (a missing digit), refused with the file.
+pub const MIN_NATIVE_MEMORY_BYTES: u64 = 16 << 20;
+
 impl Limits {
-    /// The bounds of one invoke.
+    /// The bounds of one invoke (of any module: [`Self::native_memory_for`]
+    /// is the module's own memory limit).
     pub fn invoke(&self) -> CallLimits {
         CallLimits {
             deadline: Duration::from_millis(self.deadline_ms),
             max_output_bytes: self.max_output_bytes,
             confinement: self.confinement,
+            native_memory_bytes: self.native_memory_bytes,
         }
     }
 
@@ -158,7 +224,44 @@ impl Limits {
             deadline: Duration::from_millis(self.describe_timeout_ms),
             max_output_bytes: self.max_output_bytes,
             confinement: self.confinement,
+            native_memory_bytes: self.native_memory_bytes,
         }
+    }
+
+    /// The memory limit of a native call of `module`.
+    pub fn native_memory_for(&self, module: &str) -> u64 {
+        self.modules
+            .get(module)
+            .and_then(|m| m.native_memory_bytes)
+            .unwrap_or(self.native_memory_bytes)
+    }
+
+    /// The bound on `module`'s `state` and `artifacts` folders.
+    pub fn storage_for(&self, module: &str) -> StorageBound {
+        let own = self.modules.get(module).copied().unwrap_or_default();
+        StorageBound {
+            bytes: own.storage_bytes.unwrap_or(self.storage_bytes),
+            files: own.storage_files.unwrap_or(self.storage_files),
+        }
+    }
+
+    /// What is wrong with the bounds, each naming its line.
+    fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let memory = std::iter::once(("[limits]".to_owned(), Some(self.native_memory_bytes)))
+            .chain(
+                self.modules
+                    .iter()
+                    .map(|(id, m)| (format!("[limits.modules.{id:?}]"), m.native_memory_bytes)),
+            );
+        for (table, bytes) in memory {
+            if let Some(bytes) = bytes.filter(|b| *b < MIN_NATIVE_MEMORY_BYTES) {
+                problems.push(format!(
+                    "{table} native_memory_bytes = {bytes}: a limit below {MIN_NATIVE_MEMORY_BYTES} bytes (16 MiB) starts no program; the value is in bytes"
+                ));
+            }
+        }
+        problems
     }
 }
 
@@ -226,6 +329,19 @@ impl Config {
         let network = config.network.problems();
         if !network.is_empty() {
             return Err(invalid(network.join("; ")));
+        }
+        let observing = [
+            config.audit.problems(),
+            config.telemetry.problems(),
+            config.quotas.problems(),
+        ]
+        .concat();
+        if !observing.is_empty() {
+            return Err(invalid(observing.join("; ")));
+        }
+        let limits = config.limits.problems();
+        if !limits.is_empty() {
+            return Err(invalid(limits.join("; ")));
         }
         if config.limits.describe_concurrency == 0 {
             return Err(invalid(
@@ -364,6 +480,51 @@ describe_concurrency = 2
             .unwrap_err()
             .to_string();
         assert!(err.contains("allowed_host"), "{err}");
+    }
+
+    #[test]
+    fn resource_bounds_default_and_a_modules_own_line_wins() {
+        let config = parse("").unwrap();
+        assert_eq!(config.limits.native_memory_for("any"), 2 << 30);
+        assert_eq!(
+            config.limits.storage_for("any"),
+            StorageBound {
+                bytes: 1 << 30,
+                files: 100_000
+            }
+        );
+        let config = parse(
+            "[limits]\nnative_memory_bytes = 536870912\nstorage_files = 500\n\
+             [limits.modules.big]\nnative_memory_bytes = 8589934592\n\
+             [limits.modules.\"notes\"]\nstorage_bytes = 1048576\n",
+        )
+        .unwrap();
+        assert_eq!(config.limits.native_memory_for("big"), 8 << 30);
+        assert_eq!(config.limits.native_memory_for("notes"), 512 << 20);
+        assert_eq!(config.limits.invoke().native_memory_bytes, 512 << 20);
+        assert_eq!(
+            config.limits.storage_for("notes"),
+            StorageBound {
+                bytes: 1 << 20,
+                files: 500
+            }
+        );
+        assert_eq!(config.limits.storage_for("big").files, 500);
+    }
+
+    #[test]
+    fn a_memory_limit_too_small_to_start_anything_or_a_mistyped_key_is_refused() {
+        let err = parse("[limits.modules.m]\nnative_memory_bytes = 2048\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("[limits.modules.\"m\"] native_memory_bytes = 2048"),
+            "{err}"
+        );
+        let err = parse("[limits.modules.m]\nnative_memory = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("native_memory"), "{err}");
     }
 
     #[test]

@@ -136,6 +136,7 @@ impl ModuleCaller for NativeCaller {
             module_writes: granted.module_writes,
             network: None,
             confinement: self.confinement,
+            memory_bytes: modhost_sandbox::DEFAULT_NATIVE_MEMORY_BYTES,
         };
         let Spawned {
             child,

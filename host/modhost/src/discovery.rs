@@ -636,6 +636,8 @@ pub async fn describe(
         module_writes: &[],
         network: None,
         start_ahead: false,
+        // A describe never gets a secret.
+        secrets: &[],
     };
     let engines = engines.cold();
     match runner::run(&engines, Transport::of_path(path), path, &call, None).await {

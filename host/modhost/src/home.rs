@@ -3,11 +3,14 @@
 //! Resolution order: an explicit directory (`--home`), else `$MODHOST_HOME`,
 //! else the XDG data directory (`$XDG_DATA_HOME/modhost`, falling back to
 //! `~/.local/share/modhost`). The layout is fixed (`modules/`, `state/`,
-//! `artifacts/`, `spill/`, `cache/`, `staging/`, `config.toml`, `pins.json`,
-//! `.lock`); this module is the only place that spells its paths, so no
-//! other code joins path fragments onto the home by hand.
+//! `artifacts/`, `spill/`, `cache/`, `staging/`, `audit/`, `config.toml`,
+//! `secrets.toml`, `pins.json`, `.lock`); this module is the only place that spells its
+//! paths, so no other code joins path fragments onto the home by hand.
 
 use std::path::{Path, PathBuf};
+
+/// The file of the secrets' values (`crate::secrets`), in the home.
+pub const SECRETS_FILE: &str = "secrets.toml";
 
 /// The marker file that disables a module with its own folder.
 pub const DISABLED_MARKER: &str = ".disabled";
@@ -123,15 +126,54 @@ impl HomeLayout {
         self.root.join("staging")
     }
 
+    /// `audit/`: the audit log, one record per call (`crate::audit`).
+    /// Host-owned like `spill/`: no grant ever points into the home.
+    pub fn audit_dir(&self) -> PathBuf {
+        self.root.join("audit")
+    }
+
+    /// `audit/audit.jsonl`: the log's current file, appended to.
+    pub fn audit_log_path(&self) -> PathBuf {
+        self.audit_dir().join("audit.jsonl")
+    }
+
+    /// `audit/audit-<n>.jsonl`: the `n`th file rotated out of
+    /// `audit.jsonl` (1 the oldest).
+    pub fn rotated_audit_log_path(&self, n: u64) -> PathBuf {
+        self.audit_dir().join(format!("audit-{n}.jsonl"))
+    }
+
+    /// `audit/head`: the log's last record, number and hash, as its last
+    /// writer left it; what writers lock.
+    pub fn audit_head_path(&self) -> PathBuf {
+        self.audit_dir().join("head")
+    }
+
     /// `config.toml`.
     pub fn config_path(&self) -> PathBuf {
         self.root.join("config.toml")
+    }
+
+    /// `secrets.toml`: the values of the secrets the operator grants
+    /// (`crate::secrets`), mode 0600, read only by a call that needs one.
+    pub fn secrets_path(&self) -> PathBuf {
+        self.root.join(SECRETS_FILE)
     }
 
     /// `pins.json`.
     pub(crate) fn pins_path(&self) -> PathBuf {
         self.root.join("pins.json")
     }
+}
+
+/// The `n` of a file named as [`HomeLayout::rotated_audit_log_path`] names
+/// it; `None` for any other name.
+pub(crate) fn rotated_audit_log_number(file_name: &str) -> Option<u64> {
+    let digits = file_name.strip_prefix("audit-")?.strip_suffix(".jsonl")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 #[cfg(test)]
@@ -153,5 +195,21 @@ mod tests {
         assert_eq!(home.describe_cache_dir(), Path::new("/h/cache/describe"));
         assert_eq!(home.spill_dir(), Path::new("/h/spill"));
         assert_eq!(home.config_path(), Path::new("/h/config.toml"));
+        assert_eq!(home.secrets_path(), Path::new("/h/secrets.toml"));
+        assert_eq!(home.audit_log_path(), Path::new("/h/audit/audit.jsonl"));
+        assert_eq!(
+            home.rotated_audit_log_path(3),
+            Path::new("/h/audit/audit-3.jsonl")
+        );
+        assert_eq!(rotated_audit_log_number("audit-3.jsonl"), Some(3));
+        for other in [
+            "audit.jsonl",
+            "audit-.jsonl",
+            "audit-x.jsonl",
+            "audit-3.json",
+            "head",
+        ] {
+            assert_eq!(rotated_audit_log_number(other), None, "{other}");
+        }
     }
 }

@@ -150,6 +150,10 @@ pub struct Host {
     /// The egress proxy of calls with network, started by the first one
     /// (`crate::call_network`), shared by clones.
     pub(crate) egress: Arc<std::sync::OnceLock<modhost_egress::Proxy>>,
+    /// The home's audit log (`crate::audit`), shared by clones.
+    pub(crate) audit: Arc<crate::audit::AuditLog>,
+    /// The counts behind `[quotas]` (`crate::quota`), shared by clones.
+    pub(crate) quotas: Arc<crate::quota::counters::Quotas>,
 }
 
 impl Host {
@@ -193,7 +197,10 @@ impl Host {
             layout.component_cache_dir(),
             config.limits.memory_limit_bytes,
         );
+        crate::telemetry::start(&config.telemetry);
         Ok(Host {
+            audit: Arc::new(crate::audit::AuditLog::new(&layout)),
+            quotas: Arc::default(),
             layout,
             workspace,
             config,

@@ -17,7 +17,11 @@
 //!    and run the one call over the module's transport
 //!    ([`modhost_runner::run`]); the hosts the module contacted and those
 //!    refused come back with the outcome (and, when the call fails, in its
-//!    diagnosis);
+//!    diagnosis). The call's secrets are read just before (`crate::secrets`: refused,
+//!    `secret_unavailable`, when its capability declares one the operator
+//!    did not grant or that has no value), and everything the module says
+//!    is masked with their values as the run ends, before step 5 looks at
+//!    it (`crate::redact`; live progress on its way);
 //! 5. check the answer: a module error becomes [`InvokeError::Module`] with
 //!    the module's kind and remedy, unless its kind is one only the host
 //!    decides (`approval_required`, `unpinned`, `timeout`, ...): that answer
@@ -88,6 +92,11 @@ pub struct InvokeRequest {
     /// narrowed to what it allows. `None`, the default, for a call with no
     /// connection behind it (`modhost invoke`).
     pub lockdown: Option<crate::lockdown::CallLockdown>,
+    /// Who the call is made for, as an authenticating transport names its
+    /// caller; `None`, the default, is the local user
+    /// ([`crate::audit::local_principal`]). The audit log records it and
+    /// `[quotas]` counts by it.
+    pub principal: Option<String>,
 }
 
 impl InvokeRequest {
@@ -138,6 +147,10 @@ pub enum InvokeError {
     /// The host could not do its part (unknown module, unreadable home, ...).
     #[error(transparent)]
     Host(#[from] HostError),
+    /// A quota of `[quotas]` refused the call before anything ran
+    /// ([`crate::quota`]).
+    #[error(transparent)]
+    RateLimited(#[from] crate::quota::RateLimited),
     #[error("module {id:?} is broken: {reason}")]
     ModuleBroken { id: String, reason: String },
     #[error("module {id:?} is disabled")]
@@ -226,6 +239,16 @@ pub enum InvokeError {
         capability: String,
         problems: Vec<String>,
     },
+    /// The module's `state` and `artifacts` folders are over their bound:
+    /// the call was refused before it ran, or stopped while it ran
+    /// ([`crate::storage_bound`]).
+    #[error(transparent)]
+    StorageLimit(#[from] crate::storage_bound::StorageOverrun),
+    /// The capability declares a secret the call cannot be given (not
+    /// granted to it, no value, the secrets file refused): refused before
+    /// anything ran ([`crate::secrets`]).
+    #[error(transparent)]
+    SecretUnavailable(#[from] crate::secrets::SecretRefusal),
 }
 
 /// The host's diagnosis appended to a failed call's message.
@@ -243,6 +266,7 @@ impl InvokeError {
             }
             InvokeError::Host(HostError::NoWorkspace { .. }) => HostErrorKind::NoWorkspace.into(),
             InvokeError::Host(_) => HostErrorKind::Host.into(),
+            InvokeError::RateLimited(_) => HostErrorKind::RateLimited.into(),
             InvokeError::ModuleBroken { .. } => HostErrorKind::ModuleBroken.into(),
             InvokeError::ModuleDisabled { .. } => HostErrorKind::ModuleDisabled.into(),
             InvokeError::ContractRefused { .. } => HostErrorKind::ContractRefused.into(),
@@ -259,6 +283,8 @@ impl InvokeError {
                 HostErrorKind::BadResponse.into()
             }
             InvokeError::InvalidOutput { .. } => HostErrorKind::InvalidOutput.into(),
+            InvokeError::StorageLimit(_) => HostErrorKind::StorageLimit.into(),
+            InvokeError::SecretUnavailable(_) => HostErrorKind::SecretUnavailable.into(),
         }
     }
 
@@ -272,6 +298,7 @@ impl InvokeError {
                 crate::host::NO_WORKSPACE_REMEDY.into()
             }
             InvokeError::Host(_) => "check the host home and its config.toml".into(),
+            InvokeError::RateLimited(limited) => limited.remedy(),
             // A describe the sandbox stopped: its stderr is in the reason.
             InvokeError::ModuleBroken { id, reason } => {
                 match modhost_sandbox::denial::permission_denial(reason) {
@@ -321,6 +348,9 @@ impl InvokeError {
                     "check that the module's executable exists and is runnable".into()
                 }
                 RunError::Unconfined { remedy, .. } => remedy.clone(),
+                RunError::NativeMemoryLimit { .. } => format!(
+                    "raise the module's limit in config.toml: `[limits.modules.\"{module}\"] native_memory_bytes = ...` (or `[limits] native_memory_bytes` for every module), or narrow the request"
+                ),
                 _ => {
                     "the module misbehaved; see its stderr tail and report it to its author".into()
                 }
@@ -335,6 +365,8 @@ impl InvokeError {
             | InvokeError::InvalidOutput { .. } => {
                 "the module broke its contract; report it to its author".into()
             }
+            InvokeError::StorageLimit(overrun) => overrun.remedy(),
+            InvokeError::SecretUnavailable(refusal) => refusal.remedy(),
         }
     }
 
@@ -378,7 +410,7 @@ impl InvokeError {
                 | InvokeError::ClaimedHostKind { .. }
                 | InvokeError::BadResult { .. }
                 | InvokeError::InvalidOutput { .. }
-        )
+        ) || matches!(self, InvokeError::StorageLimit(overrun) if overrun.stopped)
     }
 
     /// `{"kind", "message", "remedy"}` (plus `problems` and `stderr_tail`
@@ -398,6 +430,9 @@ impl InvokeError {
         }
         if let Some(network) = self.network() {
             value["network"] = serde_json::json!(network);
+        }
+        if let InvokeError::RateLimited(limited) = self {
+            value["retry_after_s"] = serde_json::json!(limited.retry_after_s);
         }
         value
     }
@@ -502,7 +537,19 @@ fn module_error(
 impl Host {
     /// Invoke one capability (finds the module first).
     pub async fn invoke(&self, request: InvokeRequest) -> Result<InvokeOutcome, InvokeError> {
-        let module = self.module(&request.module).await?;
+        let module = match self.module(&request.module).await {
+            Ok(module) => module,
+            Err(e) => {
+                // No module to invoke: recorded all the same.
+                let e = InvokeError::from(e);
+                let tool = modconform::tool_name(&request.module, &request.capability);
+                let mut refused = crate::audit::RefusedCall::new(&tool, &request.args, e.kind());
+                refused.module = Some(&request.module);
+                refused.principal = request.principal.as_deref();
+                self.record_refusal(&refused);
+                return Err(e);
+            }
+        };
         self.invoke_module(&module, request).await
     }
 
@@ -555,12 +602,15 @@ impl Host {
         }
     }
 
-    /// Invoke one capability of an already discovered module. `request.module`
-    /// is ignored.
-    pub async fn invoke_module(
+    /// The pipeline of one call of an already discovered module
+    /// (`request.module` is ignored), as [`Host::invoke_module`] runs it:
+    /// `facts` gets what the call's audit record and span need as each is
+    /// decided (`crate::audit::CallFacts`).
+    pub(crate) async fn invoke_pipeline(
         &self,
         module: &InstalledModule,
         request: InvokeRequest,
+        facts: &mut crate::audit::CallFacts,
     ) -> Result<InvokeOutcome, InvokeError> {
         let started = Instant::now();
         let descriptor = standing_refusal(module)?;
@@ -637,6 +687,7 @@ impl Host {
                 capability: request.capability.clone(),
                 available: module.capability_ids(),
             })?;
+        facts.contract_version = Some(contract_version.clone());
 
         // A mistyped `--source-root` name is an error, never ignored.
         crate::grants::check_source_root_names(
@@ -716,6 +767,7 @@ impl Host {
                 .max_output_bytes
                 .unwrap_or(configured.max_output_bytes),
             confinement: configured.confinement,
+            native_memory_bytes: self.config().limits.native_memory_for(&module.id),
         };
         // A component cannot start a process at all: it is told of no
         // binary, rather than of host paths it could never run.
@@ -750,6 +802,7 @@ impl Host {
             (granted, _) => (granted, None),
         };
         let request_id = new_request_id();
+        facts.request_id = Some(request_id.clone());
         let params = InvokeParams {
             protocol: modproto::PROTOCOL_VERSION.to_owned(),
             contract_version,
@@ -788,6 +841,38 @@ impl Host {
                 module_writes.push(place.to_path_buf());
             }
         }
+        // A call that may write the module's own folders runs under their
+        // bound: refused when they are over it already, stopped when it
+        // takes them over (`crate::storage_bound`). Any other pays nothing.
+        let mut storage = crate::storage_bound::watch_for(
+            &module.id,
+            &[
+                self.layout().state_dir(&module.id),
+                self.layout().artifacts_dir(&module.id),
+            ],
+            self.config().limits.storage_for(&module.id),
+            &plan.roots,
+            &plan.kinds,
+            // A long-running host keeps the watch for the next call.
+            self.engines().keeps_warm(),
+        )?;
+        if let Some(warning) = storage.as_ref().and_then(|w| w.warning.clone()) {
+            host_warnings.push(warning);
+        }
+        facts.granted(&plan, network_grant.as_ref());
+        // The secrets this call gets, read now (`crate::secrets`): a call
+        // whose capability declares one it cannot be given is refused here,
+        // before its proxy opens or anything starts. Whatever the module
+        // says is masked with their values (`crate::redact`).
+        let secrets = self.call_secrets(module, capability)?;
+        facts.received_secrets(secrets.iter().map(|s| s.name().to_owned()));
+        // Masked with every value the module's capabilities were granted,
+        // not only this call's: one capability may print what another
+        // stashed in the module's state.
+        let mut masked = self.module_secrets_to_mask(descriptor, module);
+        masked.retain(|other| secrets.iter().all(|own| own.name() != other.name()));
+        masked.extend(secrets.iter().cloned());
+        let redactor = crate::redact::Redactor::new(&masked);
         // Opened last, just before the run: the proxy serves this call
         // from here until the ticket drops.
         let egress = network_grant
@@ -803,18 +888,47 @@ impl Host {
             module_writes: &module_writes,
             network: egress.as_ref().map(|(_, network)| network),
             start_ahead: request.start_ahead,
+            secrets: &secrets,
         };
-        let ran = runner::run(
-            self.engines(),
-            module.transport,
-            &module.program,
-            &call,
-            request.progress.as_ref(),
-        )
-        .await;
+        let instance = facts.running(module.transport);
+        // Live progress reaches its listener masked, in order, before the
+        // outcome does (the relay ends with the run's sink).
+        let (progress, relay) = redactor.relay(request.progress.as_ref());
+        let running = async {
+            let run = async {
+                let ran = runner::run(
+                    self.engines(),
+                    module.transport,
+                    &module.program,
+                    &call,
+                    progress.as_ref(),
+                )
+                .await;
+                drop(progress);
+                ran
+            };
+            tokio::join!(run, relay.forward()).0
+        };
+        // Past the bound, the run is dropped: that kills its process group.
+        let ran = match storage.as_mut() {
+            Some(watch) => tokio::select! {
+                biased;
+                () = watch.overrun() => None,
+                ran = running => Some(ran),
+            },
+            None => Some(running.await),
+        };
+        drop(instance);
+        // Everything the module said, masked before any of it is looked at,
+        // kept or passed on: what follows builds outcomes and errors from
+        // masked data only.
+        let ran = ran.map(|ran| redactor.ran(ran));
         // The module has exited: what it reached is final, and the ticket
         // (its listener, any tunnel left) is closed here.
         let mut contacts = egress.map(|(ticket, _)| ticket.contacts());
+        if let Some(contacts) = &mut contacts {
+            redactor.contacts(contacts);
+        }
         if let (Some(contacts), Some(lockdown), Some(granted)) =
             (&mut contacts, &request.lockdown, &unlocked_grant)
         {
@@ -822,6 +936,14 @@ impl Host {
         }
         let mut diagnosis = diagnosis;
         diagnosis.extend(contacts.iter().flat_map(crate::call_network::refusal_lines));
+        if let Some(watch) = storage {
+            watch.finish(ran.is_none())?;
+        }
+        let Some(ran) = ran else {
+            return Err(InvokeError::Host(HostError::Refused(
+                "the call was stopped at its storage bound".into(),
+            )));
+        };
         let exchange = match ran {
             Ok(exchange) => exchange,
             Err(source) => {

@@ -94,11 +94,18 @@
 //! - [`discovery`], [`contract`] and [`pins`]: what is installed, which
 //!   contract governs it, and the operator's approval of its exact bytes;
 //! - [`grants`]: which paths a call's roots and binaries resolve to;
+//! - [`secrets`]: the operator's secrets file, which secret a call gets,
+//!   and what `modhost describe` shows of them (names, never values);
+//! - [`storage_bound`]: the bound on a module's `state` and `artifacts`
+//!   folders, and why a call passed it;
 //! - [`knowledge`]: the markdown overlays and skills a module ships;
 //! - [`conformance_caller`]: how `modhost conformance` reaches a live module;
 //! - [`tools`]: every enabled capability as an agent tool, its policy, its
 //!   call, and [`tools::export()`] to a provider's shape;
-//! - [`host`]: [`Host`] and the workspace rules.
+//! - [`host`]: [`Host`] and the workspace rules;
+//! - [`audit`], [`quota`] and [`telemetry`]: the record of every call
+//!   (`[audit]`, read back by `modhost audit`), how often and how many at
+//!   once (`[quotas]`), and traces and metrics over OTLP (`[telemetry]`).
 //!
 //! Features: `wasm` (default) runs WebAssembly components; without it the
 //! host is native-only and refuses a component with a clear error.
@@ -111,6 +118,7 @@
 
 pub mod approval;
 pub(crate) mod artifacts;
+pub mod audit;
 pub(crate) mod call_network;
 pub(crate) mod call_workspace;
 pub mod config;
@@ -135,8 +143,13 @@ pub mod network_config;
 pub(crate) mod network_grant;
 pub mod overrides;
 pub mod pins;
+pub mod quota;
+pub(crate) mod redact;
 pub(crate) mod request;
+pub mod secrets;
 pub(crate) mod snapshot;
+pub mod storage_bound;
+pub mod telemetry;
 pub mod tools;
 pub(crate) mod user_home;
 pub(crate) mod validate;
@@ -158,4 +171,5 @@ pub use modhost_runner::{NotificationSink, Transport};
 pub use network_grant::NetworkView;
 pub use overrides::OverrideError;
 pub use pins::{PinCovers, PinOutcome, PinRecord, PinsError};
+pub use redact::mask_log_line;
 pub use user_home::user_homes;

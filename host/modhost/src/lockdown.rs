@@ -41,9 +41,10 @@
 //!   and what to do, in the call's `network` contacts and in a failed
 //!   call's diagnosis (`CallLockdown::note_refusals`). Running it with no
 //!   network at all would fail it on a socket with no reason anyone reads.
-//! - **Writes and spawns need a person.** A capability that writes (any
-//!   root, its own state too: a note is how an injected instruction
-//!   outlives the conversation) or runs a program moves from `allow` to
+//! - **Writes, spawns and secrets need a person.** A capability that
+//!   writes (any root, its own state too: a note is how an injected
+//!   instruction outlives the conversation), runs a program or receives a
+//!   secret (a credential acts for the operator) moves from `allow` to
 //!   `ask`; a `deny` stays one. Only a person's yes for that one call runs
 //!   it ([`crate::approval::CallPolicy::needs_a_person`]): a client with
 //!   delegated approval is the very agent the content may be steering, and
@@ -244,7 +245,8 @@ pub(crate) fn narrow(grant: &CallGrant, allowed: &[HostPattern]) -> CallGrant {
 /// The policy of a call under `lockdown` of a tool with `effects`, granted
 /// `network` (already narrowed), whose policy without the lockdown is
 /// `base` (decided with that same network): moved to `ask`, for a person
-/// to answer, when the tool writes or runs a program; else `base`.
+/// to answer, when the tool writes, runs a program or receives a secret;
+/// else `base`.
 pub(crate) fn policy(
     base: PolicyDecision,
     effects: &Effects,
@@ -257,6 +259,15 @@ pub(crate) fn policy(
     }
     if !effects.spawns.is_empty() {
         acts.push(format!("runs {}", effects.spawns.join(", ")));
+    }
+    // A credential acts for the operator wherever the call may still
+    // connect: after untrusted words, a person decides each use.
+    if !effects.secrets.is_empty() {
+        acts.push(format!(
+            "receives secret{} {}",
+            if effects.secrets.len() == 1 { "" } else { "s" },
+            effects.secrets.join(", ")
+        ));
     }
     if base.verdict == PolicyVerdict::Deny || acts.is_empty() {
         return CallPolicy::new(base, network);
@@ -452,6 +463,14 @@ mod tests {
             (
                 json!({"writes": ["workspace"], "spawns": ["git"]}),
                 "writes workspace; runs git",
+            ),
+            (
+                json!({"secrets": ["GITHUB_TOKEN"]}),
+                "receives secret GITHUB_TOKEN",
+            ),
+            (
+                json!({"spawns": ["git"], "secrets": ["A_TOKEN", "B_TOKEN"]}),
+                "runs git; receives secrets A_TOKEN, B_TOKEN",
             ),
         ] {
             let p = policy(allow(), &effects(declared.clone()), None, &l);

@@ -12,6 +12,9 @@
 //! allow_private = ["127.0.0.1:8080"]     # a non-public address it may reach
 //! untrusted_output = true                # its results lock a connection down,
 //!                                        # whatever the module declared (crate::lockdown)
+//!
+//! [capabilities."gh.gh.issues"]          # secrets: see crate::secrets
+//! secrets = ["GITHUB_TOKEN"]             # each declared in effects.secrets
 //! ```
 //!
 //! Design decisions:
@@ -59,6 +62,11 @@ pub struct CapabilityOverride {
     /// the module calls its output trusted (`crate::lockdown`).
     #[serde(default)]
     pub untrusted_output: Option<bool>,
+    /// The secrets its calls get (each one it declares in
+    /// `effects.secrets`, with its value in `secrets.toml`): see
+    /// `crate::secrets`.
+    #[serde(default)]
+    pub secrets: Vec<String>,
 }
 
 /// Whether a capability's output is untrusted content: the operator's
@@ -142,6 +150,7 @@ pub fn validate_overrides<'a>(
                         declared,
                         network_lines(Some(over)),
                     ));
+                    problems.extend(secret_grant_problems(key, declared, over));
                 }
                 if let Some(first) = resolved.insert((module.clone(), capability.clone()), key) {
                     problems.push(format!(
@@ -186,6 +195,32 @@ fn resolve_key(key: &str, modules: &[&Descriptor]) -> Result<(String, String), S
         ));
     }
     Ok((module_id.to_owned(), capability_id.to_owned()))
+}
+
+/// The problems with `over`'s `secrets` line under `key` for `capability`:
+/// a malformed name, or one the capability does not declare (a grant that
+/// would give nothing). Checked at startup with the other overrides.
+pub(crate) fn secret_grant_problems(
+    key: &str,
+    capability: &modproto::Capability,
+    over: &CapabilityOverride,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for name in &over.secrets {
+        if let Err(error) = modproto::check_secret_name(name) {
+            problems.push(format!("{key:?} secrets: {error}"));
+        } else if !capability.effects.secrets.contains(name) {
+            let declared = match capability.effects.secrets.as_slice() {
+                [] => "it declares none".to_owned(),
+                names => format!("it declares {}", names.join(", ")),
+            };
+            problems.push(format!(
+                "{key:?} grants secret {name} to capability {}, which does not declare it ({declared}); a capability gets only the secrets it declares, so remove it",
+                capability.id
+            ));
+        }
+    }
+    problems
 }
 
 #[cfg(test)]

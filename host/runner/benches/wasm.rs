@@ -129,6 +129,7 @@ fn main() {
         module_writes: &[],
         network: None,
         start_ahead: false,
+        secrets: &[],
     };
     let mut host = Vec::with_capacity(CALLS);
     runtime.block_on(async {

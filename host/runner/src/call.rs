@@ -25,6 +25,11 @@ pub struct CallLimits {
     pub max_output_bytes: u64,
     /// How a native call is confined (`confinement` in config.toml).
     pub confinement: ConfinementMode,
+    /// The memory a native call's processes may use together (`[limits]
+    /// native_memory_bytes`, or the module's own line), bounded by a memory
+    /// cgroup of the call's own where the host can make one
+    /// ([`modhost_sandbox::memory_cgroup`]).
+    pub native_memory_bytes: u64,
 }
 
 impl Default for CallLimits {
@@ -33,6 +38,7 @@ impl Default for CallLimits {
             deadline: Duration::from_secs(30),
             max_output_bytes: 1024 * 1024,
             confinement: ConfinementMode::default(),
+            native_memory_bytes: modhost_sandbox::DEFAULT_NATIVE_MEMORY_BYTES,
         }
     }
 }
@@ -65,6 +71,51 @@ pub struct Call<'a> {
     /// False (start cold, after approval) for every caller that did not
     /// evaluate the policy.
     pub start_ahead: bool,
+    /// The secrets granted to this call (`modhost::secrets`): variables of
+    /// its module's environment, natively and under WASI, and nothing
+    /// else. They belong to this call alone: a native call with any is
+    /// never served by, nor followed by, a process started ahead, whose
+    /// start carries no secret ([`native::warm`](crate::native::warm)).
+    pub secrets: &'a [CallSecret],
+}
+
+/// One secret of a call: its name, the variable a module reads it from, and
+/// its value. `Debug` shows the name only, so no log or panic message of a
+/// call carries the value.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CallSecret {
+    name: String,
+    value: String,
+}
+
+impl CallSecret {
+    /// The secret `name` (an environment variable name, checked by the host
+    /// against `modproto::check_secret_name`) holding `value`.
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> CallSecret {
+        CallSecret {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The variable as a process environment takes it.
+    pub fn variable(&self) -> (std::ffi::OsString, std::ffi::OsString) {
+        (self.name.clone().into(), self.value.clone().into())
+    }
+}
+
+impl std::fmt::Debug for CallSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CallSecret({}, value withheld)", self.name)
+    }
 }
 
 /// The network of a call: the egress proxy the host opened for it.
@@ -130,6 +181,13 @@ pub enum RunError {
     OutputLimit { limit: u64, stderr_tail: String },
     #[error("the module exceeded its memory limit of {limit} bytes")]
     MemoryLimit { limit: u64, stderr_tail: String },
+    /// A native call's processes together reached their memory limit and
+    /// the kernel killed one (its memory cgroup's OOM killer).
+    #[error(
+        "the module's processes used their memory limit of {} ({limit} bytes, all of the call's processes together) and the kernel killed them at it",
+        modhost_sandbox::bytes_in_words(*.limit)
+    )]
+    NativeMemoryLimit { limit: u64, stderr_tail: String },
     #[error("the module trapped: {trap}")]
     Trapped { trap: String, stderr_tail: String },
     #[error("the module exited ({status}) without a response")]
@@ -156,7 +214,9 @@ impl RunError {
         match self {
             RunError::Timeout { .. } => HostErrorKind::Timeout,
             RunError::OutputLimit { .. } => HostErrorKind::OutputLimit,
-            RunError::MemoryLimit { .. } => HostErrorKind::MemoryLimit,
+            RunError::MemoryLimit { .. } | RunError::NativeMemoryLimit { .. } => {
+                HostErrorKind::MemoryLimit
+            }
             RunError::Trapped { .. } => HostErrorKind::Trapped,
             RunError::Crashed { .. } => HostErrorKind::Crashed,
             RunError::BadResponse { .. } => HostErrorKind::BadResponse,
@@ -183,6 +243,7 @@ impl RunError {
             RunError::Timeout { stderr_tail, .. }
             | RunError::OutputLimit { stderr_tail, .. }
             | RunError::MemoryLimit { stderr_tail, .. }
+            | RunError::NativeMemoryLimit { stderr_tail, .. }
             | RunError::Trapped { stderr_tail, .. }
             | RunError::Crashed { stderr_tail, .. }
             | RunError::BadResponse { stderr_tail, .. } => stderr_tail,

@@ -20,9 +20,9 @@
 //! The library (`modhost`) is its one user and reaches only this
 //! (`unreachable_pub` is denied below):
 //!
-//! - [`run`] one [`Call`] under [`CallLimits`] on a [`Transport`], with the
-//!   [`Engines`] of its host; the answer is an [`Exchange`] or a
-//!   [`RunError`]; progress goes to a [`NotificationSink`].
+//! - [`run`] one [`Call`] under [`CallLimits`], with its [`CallSecret`]s, on
+//!   a [`Transport`], with the [`Engines`] of its host; the answer is an
+//!   [`Exchange`] or a [`RunError`]; progress goes to a [`NotificationSink`].
 //! - [`native::start_blocking`] starts a module from a
 //!   [`native::SpawnSpec`] without a call (the conformance caller), and
 //!   [`native::WarmPool`] keeps processes started ahead of their calls.
@@ -53,7 +53,8 @@ pub mod native;
 pub mod wasm;
 
 pub use call::{
-    Call, CallLimits, CallNetwork, Exchange, NotificationSink, RunError, STDERR_TAIL_BYTES,
+    Call, CallLimits, CallNetwork, CallSecret, Exchange, NotificationSink, RunError,
+    STDERR_TAIL_BYTES,
 };
 pub use modhost_sandbox::Grant;
 
@@ -414,6 +415,7 @@ async fn run_component(
     // long-running one, `warm_processes` on), as native processes are.
     let start_ahead = call.start_ahead && engines.keeps_warm();
     let (limits, network) = (call.limits, call.network.cloned());
+    let secrets = call.secrets.to_vec();
     let notifications = notifications.cloned();
     let mut guest: Pin<Box<dyn Future<Output = Result<Exchange, RunError>> + Send>> =
         Box::pin(async move {
@@ -429,6 +431,7 @@ async fn run_component(
                 module_writes: &[],
                 network: network.as_ref(),
                 start_ahead,
+                secrets: &secrets,
             };
             engine
                 .run_module(&module, &call, notifications.as_ref())

@@ -75,7 +75,8 @@ const STDERR_DRAIN: Duration = Duration::from_millis(100);
 /// outright by the host's policy) is served from, or followed by, processes
 /// started ahead; any other call starts cold, after its approval. A call
 /// with network always starts cold: its process carries the proxy (port
-/// and token) of that call alone.
+/// and token) of that call alone; so does a call with secrets, whose values
+/// are variables of its own process only.
 pub async fn run(
     program: &Path,
     call: &Call<'_>,
@@ -83,7 +84,8 @@ pub async fn run(
     warm: Option<&WarmPool>,
 ) -> Result<Exchange, RunError> {
     let spec = SpawnSpec::of(program, call);
-    let ahead = warm.filter(|_| call.start_ahead && call.network.is_none());
+    let ahead =
+        warm.filter(|_| call.start_ahead && call.network.is_none() && call.secrets.is_empty());
     let waiting = match ahead {
         Some(pool) => pool.take(&spec).await,
         None => None,
@@ -93,15 +95,17 @@ pub async fn run(
         // The start is within the deadline too: it may queue for a spawner
         // thread, or block on a granted path. Dropped at the deadline, it
         // leaves no process behind (`process::spawn_off_runtime`).
-        None => match tokio::time::timeout(call.limits.deadline, start(&spec)).await {
-            Ok(started) => started?,
-            Err(_) => {
-                return Err(RunError::Timeout {
-                    deadline_ms: call.limits.deadline.as_millis() as u64,
-                    stderr_tail: String::new(),
-                });
+        None => {
+            match tokio::time::timeout(call.limits.deadline, start(&spec, call.secrets)).await {
+                Ok(started) => started?,
+                Err(_) => {
+                    return Err(RunError::Timeout {
+                        deadline_ms: call.limits.deadline.as_millis() as u64,
+                        stderr_tail: String::new(),
+                    });
+                }
             }
-        },
+        }
     };
     let exchange = answer(started, call, notifications, warm).await;
     // Only a spec that started once is worth starting ahead: a spawn or
@@ -128,6 +132,7 @@ async fn answer(
         tail,
         mut host_warnings,
         stamp: _,
+        memory,
     } = started;
     let limits = call.limits;
     let mut exited: Option<ExitStatus> = None;
@@ -170,6 +175,7 @@ async fn answer(
         exited,
         stderr: stderr_task,
         tail,
+        memory: memory.clone(),
     };
     // A long-running host answers a successful call at once and ends its
     // process in the background: a module's exit (freeing its memory,
@@ -192,6 +198,24 @@ async fn answer(
     // A module that kept stdout open through the whole grace after its
     // response has had its grace: it is not given a second one to exit.
     let (status, stderr_tail) = end.finish(outcome.is_ok() && !lingered).await;
+    // Asked once the group is dead: the kernel killed a process of the
+    // call at its memory limit. Then the limit is how the call ended,
+    // whatever that looked like from here (a crash, a timeout, the
+    // module's error about a helper that died), unless it still answered.
+    if let Some(memory) = memory.filter(|m| m.limit_was_hit()) {
+        match &outcome {
+            Ok(answer) if answer.response.outcome.is_ok() => host_warnings.push(format!(
+                "a process of the call was killed at its memory limit ({}); the module answered all the same",
+                modhost_sandbox::bytes_in_words(memory.limit())
+            )),
+            _ => {
+                return Err(RunError::NativeMemoryLimit {
+                    limit: memory.limit(),
+                    stderr_tail,
+                });
+            }
+        }
+    }
 
     match outcome {
         Ok(answer) => {
@@ -238,6 +262,9 @@ struct Ending {
     exited: Option<ExitStatus>,
     stderr: tokio::task::JoinHandle<()>,
     tail: Arc<Mutex<TailBuffer>>,
+    /// The process's memory bound, held until its group is dead (its
+    /// cgroup goes back to the pool then).
+    memory: Option<modhost_sandbox::memory_cgroup::MemoryBound>,
 }
 
 impl Ending {
@@ -252,6 +279,7 @@ impl Ending {
             mut exited,
             stderr,
             tail,
+            memory,
         } = self;
         if exited.is_none()
             && answered
@@ -269,6 +297,7 @@ impl Ending {
         };
         let _ = tokio::time::timeout(STDERR_DRAIN, stderr).await;
         let stderr_tail = tail.lock().map(|t| t.text()).unwrap_or_default();
+        drop(memory);
         (status, stderr_tail)
     }
 }
@@ -419,6 +448,7 @@ pub(crate) mod tests {
             module_writes: &[],
             network: None,
             start_ahead: false,
+            secrets: &[],
         }
     }
 
@@ -716,6 +746,7 @@ sleep 30"#,
                 module_writes: Vec::new(),
                 network: None,
                 confinement,
+                memory_bytes: modhost_sandbox::DEFAULT_NATIVE_MEMORY_BYTES,
             };
             let mut start = Box::pin(spawn_off_runtime(spec));
             // One poll hands the start off the runtime...
@@ -752,12 +783,13 @@ sleep 30"#,
             module_writes: Vec::new(),
             network: None,
             confinement: modhost_sandbox::ConfinementMode::Off,
+            memory_bytes: modhost_sandbox::DEFAULT_NATIVE_MEMORY_BYTES,
         };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
-        let started = runtime.block_on(async { process::start(&spec).await.unwrap() });
+        let started = runtime.block_on(async { process::start(&spec, &[]).await.unwrap() });
         drop(runtime);
         drop(started);
         let left = || {
@@ -794,7 +826,7 @@ sleep 30"#,
         // The threads of calls with network, which few tests use: the
         // others' starts do not queue behind these.
         for _ in 0..4 {
-            modhost_sandbox::spawner_pool::run(true, || {
+            modhost_sandbox::spawner_pool::run(modhost_sandbox::Flavour::of(true, tools()), || {
                 std::thread::sleep(Duration::from_millis(1200))
             })
             .unwrap();
@@ -853,6 +885,7 @@ sleep 30",
             module_writes: &[],
             network: None,
             start_ahead: false,
+            secrets: &[],
         };
         let cancelled =
             tokio::time::timeout(Duration::from_millis(500), run(&module, &call, None, None)).await;

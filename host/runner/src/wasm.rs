@@ -20,8 +20,8 @@
 //!   when the call takes it.
 //! - **Only the grants.** Each [`Grant`] is preopened at its guest path
 //!   (`/roots/<name>`) with exactly its access; there is no other filesystem,
-//!   no environment, no sockets and no name lookup, whatever the capability
-//!   declared. A call with network makes `wasi:http` requests, each sent
+//!   no environment but the secrets granted to the call (`Call::secrets`),
+//!   no sockets and no name lookup, whatever the capability declared. A call with network makes `wasi:http` requests, each sent
 //!   through the call's egress proxy under its grant (`wasm/egress_http.rs`);
 //!   without network every request is refused before anything opens.
 //! - **Bounds that hold by construction.** The async bindings run the guest
@@ -77,7 +77,7 @@ use self::known_digests::KnownDigests;
 use self::on_thread::{GuestThreads, NoThread};
 use self::pool::{CallSlot, CallSlots};
 use self::stdio::{CappedStdout, StderrTail};
-use super::{Call, Exchange, NotificationSink, RunError, framing};
+use super::{Call, CallSecret, Exchange, NotificationSink, RunError, framing};
 use crate::file_identity::FileIdentity;
 use modhost_sandbox::Grant;
 
@@ -543,7 +543,7 @@ impl WasmEngine {
             component,
             stdin_bytes,
             (stdout.clone(), stderr.clone()),
-            call.grants,
+            (call.grants, call.secrets),
             own_thread.is_some(),
         )?;
         let made = call
@@ -692,7 +692,8 @@ impl WasmEngine {
 
     /// The WASI context of one call: `stdin` then EOF, the given stdout and
     /// stderr, `grants` preopened at their guest paths with exactly their
-    /// access, no environment, no network. `on_own_thread`: the guest runs
+    /// access, an environment of the call's `secrets` and nothing else, no
+    /// network. `on_own_thread`: the guest runs
     /// on a thread of its own (`on_thread.rs`), which its filesystem
     /// operations may block.
     fn call_context(
@@ -700,7 +701,7 @@ impl WasmEngine {
         component: &LoadedComponent,
         stdin: Vec<u8>,
         (stdout, stderr): (CappedStdout, StderrTail),
-        grants: &[Grant],
+        (grants, secrets): (&[Grant], &[CallSecret]),
         on_own_thread: bool,
     ) -> Result<WasiCtx, RunError> {
         let mut wasi = WasiCtxBuilder::new();
@@ -712,6 +713,11 @@ impl WasmEngine {
             .allow_udp(false)
             .allow_ip_name_lookup(false)
             .allow_blocking_current_thread(on_own_thread);
+        // This call's context alone: an instance made ahead has none until
+        // its call sets one (`ahead.rs`), so no secret sits in it before.
+        for secret in secrets {
+            wasi.env(secret.name(), secret.value());
+        }
         for grant in grants {
             let perms = match grant.access {
                 Access::Read => FsPerms::ReadOnly,
@@ -908,11 +914,12 @@ impl WasmEngine {
                 status: format!("not started within {timeout:?}: every instance slot was busy"),
             });
         };
+        // The conformance battery's raw runs get no secret.
         let wasi = self.call_context(
             component,
             stdin.to_vec(),
             (stdout.clone(), stderr.clone()),
-            grants,
+            (grants, &[]),
             false,
         )?;
         let mut store = self.empty_store(false);
@@ -1336,6 +1343,7 @@ pub(crate) mod tests {
             module_writes: &[],
             network: None,
             start_ahead: false,
+            secrets: &[],
         }
     }
 
@@ -1375,6 +1383,7 @@ pub(crate) mod tests {
             // As a long-running host's allowed call: instances are made
             // ahead of the next one (`ahead.rs`).
             start_ahead: true,
+            secrets: &[],
         };
         engine.run(component, &call, None).await
     }
@@ -1409,6 +1418,33 @@ pub(crate) mod tests {
         }
     }
 
+    /// A call's secrets are its guest's environment, and only that call's:
+    /// the next call of the same component (its instance made ahead while
+    /// the first answered) sees none.
+    #[tokio::test]
+    async fn a_calls_secrets_are_its_guests_environment_and_no_other_calls() {
+        let engine = engine();
+        let component = engine.load_async(&guest("echo")).await.unwrap();
+        let line = request(&json!({"inspect": true}));
+        let secrets = [CallSecret::new("GUEST_TOKEN", "guest-secret-value")];
+        let with_secret = Call {
+            secrets: &secrets,
+            start_ahead: true,
+            ..long_call(&line)
+        };
+        let env = |exchange: Exchange| exchange.response.outcome.unwrap()["output"]["env"].clone();
+        let seen = env(engine.run(&component, &with_secret, None).await.unwrap());
+        assert_eq!(seen, json!(["GUEST_TOKEN=guest-secret-value"]));
+        let without = Call {
+            start_ahead: true,
+            ..long_call(&line)
+        };
+        for _ in 0..2 {
+            let seen = env(engine.run(&component, &without, None).await.unwrap());
+            assert_eq!(seen, json!([]), "a secret outlived its call");
+        }
+    }
+
     #[tokio::test]
     async fn notifications_arrive_live_and_in_the_exchange() {
         let engine = engine();
@@ -1422,6 +1458,7 @@ pub(crate) mod tests {
             module_writes: &[],
             network: None,
             start_ahead: false,
+            secrets: &[],
         };
         let (tx, mut rx) = unbounded_channel();
         let exchange = engine.run(&component, &call, Some(&tx)).await.unwrap();
@@ -2164,6 +2201,7 @@ pub(crate) mod tests {
             module_writes: &[],
             network: None,
             start_ahead: false,
+            secrets: &[],
         };
         let first = WasmEngine::new(&cache, TEST_MEMORY_LIMIT).unwrap();
         let (tx, mut rx) = unbounded_channel();

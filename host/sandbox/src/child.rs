@@ -7,19 +7,23 @@
 //!
 //! Order: the egress network namespace of a call with network (joining
 //! needs `CAP_SYS_ADMIN`), resource limits (lowering needs no privilege), the pids cgroup
-//! (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
+//! and the call's memory cgroup (joining needs root's privileges), then the capabilities are dropped (the steps need `CAP_SETPCAP`, which goes
 //! last), `no_new_privs`, the landlock domain, and the seccomp filters last,
 //! so nothing above is itself filtered. Steps the spawning thread carries
 //! (`spawner`: the bounding set, the base seccomp layer) are
 //! left out by the preparation; the child inherits them at the clone. A
 //! child with a landlock domain under the base layer installs no filter of
-//! its own (`seccomp::Layer::Base`).
+//! its own (`seccomp::Layer::Base`). Its exec, last, carries the host's key
+//! (`spawn.rs`): an exec-gated call's filter lets no other exec through.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 
 use super::capabilities::CapabilityDrop;
 use super::errno::last_errno;
+use super::launch::Launch;
 use super::limits::ResourceLimits;
+use super::memory_cgroup::MemoryBound;
 use super::pids::PidsCgroup;
 use super::seccomp::{Layer, Programs};
 use super::spawner::Carried;
@@ -35,6 +39,9 @@ pub(super) struct Prepared {
     pub(super) seccomp: Option<(&'static Programs, Layer)>,
     /// Joined by a root host's modules, which `RLIMIT_NPROC` does not bind.
     pub(super) cgroup: Option<&'static PidsCgroup>,
+    /// The call's memory bound: its memory cgroup, joined like the pids
+    /// cgroup, or `RLIMIT_DATA` (`memory_cgroup`).
+    pub(super) memory: Option<MemoryBound>,
     /// What the spawner thread carries for the child (the parts left out
     /// above); the child must be cloned from that thread
     /// (`ChildConfinement::may_start_here`).
@@ -43,8 +50,13 @@ pub(super) struct Prepared {
     /// network whose thread does not sit in it already (the namespace's
     /// descriptor lives as long as the host: `egress_namespace`).
     pub(super) network_namespace: Option<RawFd>,
-    /// The host's key, for the child's own `setpgid` (`seccomp::Layer::Base`).
-    pub(super) group_key: u64,
+    /// The host's key, for the child's own `setpgid` and `execve`
+    /// (`seccomp::Layer::Base`); 0 without one.
+    pub(super) host_key: u64,
+    /// What the child execs in place of the program it was asked to
+    /// (`launch`: an exec-gated entry's `#!/usr/bin/env` line done by the
+    /// host); read in the parent, before the clone.
+    pub(super) launch: Option<Arc<Launch>>,
 }
 
 impl Prepared {
@@ -56,6 +68,8 @@ impl Prepared {
             && self.capabilities.is_none()
             && self.seccomp.is_none()
             && self.cgroup.is_none()
+            && self.memory.is_none()
+            && self.launch.is_none()
     }
 
     /// Enter the confinement; the errno of the first step that failed.
@@ -78,6 +92,9 @@ impl Prepared {
         }
         if let Some(cgroup) = self.cgroup {
             cgroup.join()?;
+        }
+        if let Some(memory) = &self.memory {
+            memory.enter()?;
         }
         if let Some(capabilities) = &self.capabilities {
             capabilities.drop_all()?;

@@ -30,6 +30,10 @@
 //!   once per module version. PATH is asked for only when a `#!` line runs
 //!   `env`: a compiled module never makes the host ask a version manager
 //!   (`runner::native::environment`).
+//! - **The chain is what may run, not how it starts.** For a call whose
+//!   capability declares no spawns the host starts an `env` line's command
+//!   itself (`crate::launch`, which reads the line strictly, as `env`
+//!   does); what it starts must be a file of this chain.
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -187,7 +191,7 @@ fn read_header(path: &Path) -> Option<Vec<u8>> {
 /// the `is_file` check above (by a module with a write grant over a folder
 /// on its PATH), or put where a module's program was, must not hold this
 /// thread, and with it every preparation (or the runtime's thread).
-fn read_start(path: &Path, limit: u64) -> Option<Vec<u8>> {
+pub(crate) fn read_start(path: &Path, limit: u64) -> Option<Vec<u8>> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -269,7 +273,13 @@ fn env_command(args: &[String]) -> Option<String> {
 
 /// `command` as `execvp` finds it in `path_env`.
 fn lookup(command: &str, path_env: Option<&OsStr>) -> Option<PathBuf> {
-    if command.contains('/') {
+    lookup_os(OsStr::new(command), path_env)
+}
+
+/// [`lookup`] of a command that may not be UTF-8 (`crate::launch`).
+pub(crate) fn lookup_os(command: &OsStr, path_env: Option<&OsStr>) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if command.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(command));
     }
     std::env::split_paths(path_env?)

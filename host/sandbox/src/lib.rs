@@ -10,7 +10,8 @@
 //! - execute on files only: the module's entry file, its interpreter chain
 //!   (shebang, `env`, the interpreter PATH names, each ELF loader) and the
 //!   binaries its capability declares in `effects.spawns` (and the operator
-//!   granted): `spawns: []` means the module runs no other program;
+//!   granted); a capability granted none executes nothing at all after its
+//!   start, which seccomp holds (below);
 //! - read on a short list of files in `/etc` the dynamic loader, libc,
 //!   locale code and TLS libraries open (not all of `/etc`, not `/etc/ssl`
 //!   whole: they hold credentials and private keys), plus the resolver files
@@ -29,7 +30,9 @@
 //!
 //! Resource limits ride along: a cap on processes (`RLIMIT_NPROC`, and for a
 //! root host, which the kernel exempts from it, a pids cgroup: [`pids`]), on
-//! the size of any one file written (`RLIMIT_FSIZE`), and no core dumps. A
+//! the memory of the call's processes together (a memory cgroup per call,
+//! else `RLIMIT_DATA` per process: [`memory_cgroup`]), on the size of any
+//! one file written (`RLIMIT_FSIZE`), and no core dumps. A
 //! host with capabilities (root) drops every one of them in the child
 //! (`capabilities`). Seccomp filters (`seccomp`) refuse the kernel
 //! surface a module never needs (device nodes, namespaces, mounts, ptrace,
@@ -37,7 +40,12 @@
 //! too without `network`), and `setsid`/`setpgid` (but the child's own
 //! `setpgid`, which carries a key the module never sees), so whatever the
 //! module starts stays in the process group the host kills when the call
-//! ends.
+//! ends. For a capability granted no executables they refuse `execve` and
+//! `execveat` too, but the child's own exec, which carries the same key
+//! (`seccomp::EXEC_GATE`): landlock's execute rule names files, and the ELF
+//! loader, executable as the entry's interpreter, would run any readable
+//! program (`launch` starts an `env` line's command itself, so a script's
+//! start stays one exec).
 //!
 //! Design decisions:
 //!
@@ -89,13 +97,16 @@
 //!   gives the [`ChildConfinement`] a child enters; errors are
 //!   [`ConfineError`] (with a kind and a remedy).
 //! - [`spawn::spawn`] starts the confined child; [`spawner_pool::run`] runs
-//!   it on a spawner thread that already carries what every call shares.
+//!   it on a spawner thread of the call's [`Flavour`] (network, exec gated),
+//!   which already carries what every such call shares.
 //! - [`probe`] and [`support`] say what this kernel enforces, part by part.
 //! - [`denial`] reads a module's stderr for the sandbox's refusals and names
 //!   the grant that would allow it; [`environment`] is the module's
 //!   environment and PATH; [`interpreter`] resolves a script's interpreter
 //!   chain; [`mount_table`] answers "is this path on a kernel filesystem, do
-//!   these two paths overlap"; [`pids`] owns the host's pids cgroup.
+//!   these two paths overlap"; [`pids`] owns the host's pids cgroup;
+//!   [`memory_cgroup`] its pool of call cgroups and
+//!   [`Confinement::bound_memory`], a call's memory bound.
 //! - [`PathRule`], [`PathAccess`] and [`Opening`] describe one landlock rule
 //!   (for `modhost doctor` and the tests that show a ruleset).
 
@@ -115,6 +126,7 @@ pub mod denial;
 mod egress_namespace;
 pub mod environment;
 mod error;
+mod flavour;
 mod grant;
 pub mod interpreter;
 mod limits;
@@ -125,8 +137,11 @@ pub mod support;
 
 pub use egress_namespace::{EgressListener, egress_listener};
 pub use error::ConfineError;
+pub use flavour::Flavour;
 pub use grant::Grant;
-pub use limits::{MAX_FILE_SIZE, PROCESS_MARGIN, ResourceLimits};
+pub use limits::{
+    DEFAULT_NATIVE_MEMORY_BYTES, MAX_FILE_SIZE, PROCESS_MARGIN, ResourceLimits, bytes_in_words,
+};
 pub use network_access::NetworkAccess;
 pub use path_rule::{Opening, PathAccess, PathRule};
 pub use support::probe;
@@ -478,9 +493,11 @@ impl Confinement {
                 capabilities: None,
                 seccomp: None,
                 cgroup: None,
+                memory: None,
                 spawner: None,
                 network_namespace: None,
-                group_key: 0,
+                host_key: 0,
+                launch: None,
             },
             stamp: None,
             warning: Some(
@@ -545,11 +562,22 @@ impl ChildConfinement {
             .is_none_or(|spawner| spawner.thread == spawner::current_thread())
     }
 
-    /// What the child passes in `setpgid`'s third argument: the host's key,
-    /// which the base filter a spawner thread carries asks of that call
-    /// (`seccomp::Layer::Base`); 0 without one.
-    pub(crate) fn group_key(&self) -> u64 {
-        self.0.group_key
+    /// What the child passes in `setpgid`'s third argument and `execve`'s
+    /// fourth: the host's key, which the base filter a spawner thread
+    /// carries asks of `setpgid`, and an exec-gated call's filter of
+    /// `execve` (`seccomp::Layer::Base`); 0 without one.
+    pub(crate) fn host_key(&self) -> u64 {
+        self.0.host_key
+    }
+
+    /// What the child executes instead of the program it is started for:
+    /// the file and its argument list (`launch`: an exec-gated entry whose
+    /// `#!` line runs `env`).
+    pub(crate) fn launch(&self) -> Option<(&Path, &[std::ffi::OsString])> {
+        self.0
+            .launch
+            .as_deref()
+            .map(|launch| (launch.program.as_path(), launch.argv.as_slice()))
     }
 }
 
@@ -570,14 +598,15 @@ pub fn prepare(
         return Ok(Confinement::none());
     }
     let support = probe();
-    // What every call of this network flavour shares, carried by the
-    // calling thread (a spawner thread, `spawner`); a thread of the other
-    // flavour carries nothing this call can use.
+    let flavour = Flavour::of(network.is_used(), executables);
+    // What every call of this flavour shares, carried by the calling
+    // thread (a spawner thread, `spawner`); a thread of another flavour
+    // carries nothing this call can use.
     #[cfg(target_os = "linux")]
-    let carried = spawner::carried().filter(|c| c.network == network.is_used());
+    let carried = spawner::carried().filter(|c| c.flavour == flavour);
     #[cfg(target_os = "linux")]
     let egress = egress_for(network, carried);
-    let mut unenforced = support.unenforced(network.is_used());
+    let mut unenforced = support.unenforced_for(flavour);
     #[cfg(target_os = "linux")]
     if let Err(reason) = &egress {
         unenforced.retain(|p| p.part != support::Part::Egress);
@@ -600,10 +629,15 @@ pub fn prepare(
         processes: process_cap(),
         file_size: MAX_FILE_SIZE,
     };
+    // An exec-gated entry whose `#!` line runs `env`: the host does `env`'s
+    // part, so that the module's start is its one exec (`launch`).
+    #[cfg(target_os = "linux")]
+    let launch = launch::for_call(program, flavour)?;
     #[cfg(target_os = "linux")]
     let built = match support.abi {
         Some(_) => {
             let chain = interpreter::resolve_cached(program, executables);
+            launch::within(launch.as_deref(), &chain)?;
             let mounts = crate::mount_table::current();
             if let Some(refusal) = executable_in_a_writable_root(program, &chain, grants, &mounts)
                 .or_else(|| {
@@ -641,12 +675,12 @@ pub fn prepare(
         _ => Some(seccomp::Layer::Full),
     };
     #[cfg(target_os = "linux")]
-    let (seccomp, warning) = match seccomp::programs(network.is_used()) {
+    let (seccomp, warning) = match seccomp::programs(flavour) {
         Ok(programs) => (layer.map(|layer| (programs, layer)), warning),
         Err(reason) => (None, Some(shortfall_at_preparation(mode, warning, reason)?)),
     };
     #[cfg(target_os = "linux")]
-    let group_key = seccomp::host_key().unwrap_or(0);
+    let host_key = seccomp::host_key().unwrap_or(0);
     #[cfg(target_os = "linux")]
     // A root host without its pids cgroup is reported (and refused under
     // `required`) by `support` as the resource-limits part, like any part.
@@ -664,9 +698,12 @@ pub fn prepare(
             capabilities,
             seccomp,
             cgroup,
+            // Set by `Confinement::bound_memory` (`memory_cgroup`).
+            memory: None,
             spawner: carried,
             network_namespace: egress.ok().flatten(),
-            group_key,
+            host_key,
+            launch,
         },
         warning,
         stamp,
@@ -762,9 +799,17 @@ fn count_user_processes() -> u64 {
 #[cfg(target_os = "linux")]
 mod capabilities;
 #[cfg(target_os = "linux")]
+mod cgroup_path;
+#[cfg(target_os = "linux")]
 mod child;
 #[cfg(target_os = "linux")]
 mod errno;
+#[cfg(target_os = "linux")]
+mod launch;
+#[cfg(target_os = "linux")]
+mod memory_bound;
+#[cfg(target_os = "linux")]
+pub mod memory_cgroup;
 #[cfg(target_os = "linux")]
 mod path_watch;
 #[cfg(target_os = "linux")]

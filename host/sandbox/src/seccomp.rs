@@ -30,7 +30,8 @@
 //!   is a dozen instructions, not a walk through every listed call.
 //! - **Built once, installed by the child.** A program is compiled the
 //!   first time a call needs it (it depends only on the architecture and
-//!   whether the call may use the network) and kept for the life of the host.
+//!   the call's [`Flavour`]: whether it may use the network, whether its
+//!   capability declares no spawns) and kept for the life of the host.
 //!   The child between `clone` and `exec` only passes a pointer to it to
 //!   `prctl(PR_SET_SECCOMP)`: no allocation, no lock.
 //! - **Foreign system call ABIs are refused.** A filter matches numbers of
@@ -39,6 +40,18 @@
 //!   (no such ABI here; what the three filters this program replaced
 //!   answered too, the newest filter's errno winning a tie); 32-bit compat
 //!   calls fail the architecture check, which kills the process.
+//! - **No exec beyond what was declared.** A call whose capability declares
+//!   no spawns ([`Flavour::exec_gated`]) has `execve` and `execveat`
+//!   refused unless they carry the host's key ([`host_key`]) in an argument
+//!   the kernel ignores ([`EXECVE_KEY_ARG`], [`EXECVEAT_KEY_ARG`]): the
+//!   child's own exec carries it, and nothing the module runs afterwards
+//!   can (see [`Layer::Base`] for why the key stays secret). Landlock's
+//!   execute right names files, and cannot tell the module's own start from
+//!   a later `ld.so /usr/bin/id` (the loader is executable because it is the
+//!   entry's `PT_INTERP`) or an exec of a memfd; this can, whatever is
+//!   executed and however. Refused with `EACCES`, what landlock answers for
+//!   a file a module may not execute, so a module sees one errno for "not
+//!   yours to run" (`sh: 1: id: Permission denied`).
 //! - **x86_64 and aarch64 only.** seccompiler knows no other architecture the
 //!   host cares about; elsewhere [`SUPPORTED`] is false, the call's warning
 //!   says what is not enforced, and `required` refuses it.
@@ -51,12 +64,14 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
+use crate::flavour::Flavour;
+
 mod dispatch;
 
 /// What is not enforced where no filter is built (only x86_64 and aarch64
 /// Linux have one).
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub(crate) const UNSUPPORTED_REASON: &str = "no seccomp filter for this architecture (only x86_64 and aarch64): device nodes, namespaces, mount, ptrace, keyctl, bpf, executable memfds, non-TCP sockets and leaving the process group are not refused";
+pub(crate) const UNSUPPORTED_REASON: &str = "no seccomp filter for this architecture (only x86_64 and aarch64): device nodes, namespaces, mount, ptrace, keyctl, bpf, executable memfds, non-TCP sockets, leaving the process group and exec beyond declared spawns are not refused";
 
 /// A test on one argument of a system call.
 #[derive(Debug, Clone, Copy)]
@@ -401,17 +416,28 @@ pub(crate) enum Layer {
     /// Everything, but `setpgid` with the host's key ([`host_key`]) in
     /// [`KEY_ARG`], an argument the kernel ignores: what a spawner thread
     /// carries, so that the child it starts can make its own process group.
+    /// (The exec gate of an exec-gated flavour is keyed in every layer
+    /// that has it, [`Layer::Full`] too: the child's own `execve` comes
+    /// after its install.)
     ///
-    /// This alone holds a module in its group when the module cannot learn
-    /// the key. The key is in the host's memory and in the kernel's copy
-    /// of this filter, nowhere else (the child's registers and stack are
-    /// gone at its exec). A module in a landlock domain reads neither:
-    /// `ptrace`, `process_vm_readv`, `pidfd_getfd`, `perf_event_open` and
-    /// `bpf` are refused here, landlock refuses a domain's process access
-    /// to any process outside it (`/proc/<pid>/mem`, whatever the grants),
-    /// and reading a filter back takes `CAP_SYS_ADMIN`, which a module
-    /// never has. Guessing is one refused call per guess of 64 bits. A
-    /// call without a landlock domain installs [`Layer::Group`] over it.
+    /// This alone holds a module in its group, and an exec-gated module to
+    /// its one exec, when the module cannot learn the key. The key is in
+    /// the host's memory and in the kernel's copy of this filter, nowhere
+    /// else: the child passes it in registers, to `setpgid` and to its own
+    /// `execve` (`spawn.rs`), and an exec that succeeds starts the program
+    /// with fresh registers and a fresh address space, while the stack the
+    /// child ran on (`CLONE_VM | CLONE_VFORK`) is the host's, not the
+    /// module's; an exec that fails ends the child. A module in a landlock
+    /// domain reads neither copy: `ptrace`, `process_vm_readv`,
+    /// `pidfd_getfd`, `perf_event_open` and `bpf` are refused here, landlock
+    /// refuses a domain's process access to any process outside it
+    /// (`/proc/<pid>/mem`, `/proc/<pid>/syscall`, whatever the grants), and
+    /// reading a filter back takes `CAP_SYS_ADMIN`, which a module never
+    /// has. Guessing is one refused call per guess of 64 bits. A call
+    /// without a landlock domain installs [`Layer::Group`] over it, which
+    /// closes the process group; its exec gate stays keyed (the child
+    /// still has its own exec to make), so `support` reports the exec part
+    /// unenforced without landlock.
     Base,
     /// Only the process-group calls ([`GROUP_CALLS`]), refused outright:
     /// what a child of a spawner thread without a landlock domain
@@ -436,10 +462,51 @@ pub(crate) const KEY_ARG: u8 = 2;
 /// refuses of the process-group calls.
 const SETPGID_WITHOUT_KEY: [&[ArgTest]; 1] = [&[ArgTest::NotHostKey { arg: KEY_ARG }]];
 
+/// The argument of `execve(path, argv, envp)` that carries the host's key:
+/// the fourth, which the kernel ignores for a call of three.
+pub(crate) const EXECVE_KEY_ARG: u8 = 3;
+
+/// The argument of `execveat(dirfd, path, argv, envp, flags)` that carries
+/// the host's key: the sixth, which the kernel ignores for a call of five.
+/// The child never uses `execveat`; a module's `fexecve` does.
+pub(crate) const EXECVEAT_KEY_ARG: u8 = 5;
+
+const EXECVE_WITHOUT_KEY: [&[ArgTest]; 1] = [&[ArgTest::NotHostKey {
+    arg: EXECVE_KEY_ARG,
+}]];
+const EXECVEAT_WITHOUT_KEY: [&[ArgTest]; 1] = [&[ArgTest::NotHostKey {
+    arg: EXECVEAT_KEY_ARG,
+}]];
+
+/// The exec gate of a call whose capability declares no spawns
+/// ([`Flavour::exec_gated`]): every `execve` and `execveat` without the
+/// host's key is refused (`EACCES`), so the module executes nothing after
+/// its own start: no program by path, no ELF loader run on a readable file,
+/// no memfd, no shell. Both calls are listed whatever the path, so neither
+/// `fexecve` (glibc's `execveat(fd, "", AT_EMPTY_PATH)`, or `execve` of
+/// `/proc/self/fd/N`) nor a directory descriptor gets around it. The x32
+/// numbers are refused whole (`ENOSYS`), and a 32-bit compat call kills the
+/// process before any of this.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EXEC_GATE: [Refused; 2] = [
+    Refused {
+        name: "execve",
+        number: libc::SYS_execve,
+        when: When::AnyOf(&EXECVE_WITHOUT_KEY),
+    },
+    Refused {
+        name: "execveat",
+        number: libc::SYS_execveat,
+        when: When::AnyOf(&EXECVEAT_WITHOUT_KEY),
+    },
+];
+
 /// The host's key: 64 random bits, drawn once per host process, nonzero.
-/// It lives in the host's memory and in the kernel's copy of
-/// [`Layer::Base`]; a module in a landlock domain reads neither (see
-/// [`Layer::Base`]). `Err` when the kernel gave no random bytes.
+/// It lives in the host's memory and in the kernel's copy of the filters
+/// that ask for it (`setpgid` in [`Layer::Base`], `execve` and `execveat`
+/// of an exec-gated call in every layer); a module in a landlock domain
+/// reads neither (see [`Layer::Base`]). `Err` when the kernel gave no
+/// random bytes.
 pub(crate) fn host_key() -> Result<u64, String> {
     static KEY: OnceLock<Result<u64, String>> = OnceLock::new();
     KEY.get_or_init(draw_key).clone()
@@ -519,17 +586,14 @@ impl Programs {
     }
 }
 
-/// The filter of a call with (or without) network, compiled once per host.
-/// `Err` says why it could not be built (an unsupported architecture).
-pub(crate) fn programs(network: bool) -> Result<&'static Programs, String> {
-    static WITHOUT_NETWORK: OnceLock<Result<Programs, String>> = OnceLock::new();
-    static WITH_NETWORK: OnceLock<Result<Programs, String>> = OnceLock::new();
-    let cell = if network {
-        &WITH_NETWORK
-    } else {
-        &WITHOUT_NETWORK
-    };
-    cell.get_or_init(|| compile(network))
+/// The filter of a call of `flavour`, compiled once per host, the first
+/// time a call of that flavour needs it. `Err` says why it could not be
+/// built (an unsupported architecture).
+pub(crate) fn programs(flavour: Flavour) -> Result<&'static Programs, String> {
+    static PROGRAMS: [OnceLock<Result<Programs, String>>; 4] =
+        [const { OnceLock::new() }; Flavour::ALL.len()];
+    PROGRAMS[flavour.index()]
+        .get_or_init(|| compile(flavour))
         .as_ref()
         .map_err(Clone::clone)
 }
@@ -544,17 +608,19 @@ const AUDIT_ARCH: u32 = 0xc000_00b7;
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
-/// Every refused call of a call with (or without) network and its errno:
-/// [`REFUSED`] with `EPERM`, the sockets with `EACCES`, `clone3` and an
-/// executable memfd ([`EXECUTABLE_MEMFD`]) with `ENOSYS`. The numbers are
-/// disjoint.
+/// Every refused call of a call of `flavour` and its errno: [`REFUSED`]
+/// with `EPERM`, the sockets with `EACCES`, `clone3` and an executable
+/// memfd ([`EXECUTABLE_MEMFD`]) with `ENOSYS`, and for an exec-gated call
+/// [`EXEC_GATE`] with `EACCES` (not without a [`host_key`]: the child's own
+/// exec could not pass it, and `support` reports the part unenforced). The
+/// numbers are disjoint.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
+fn refusals(flavour: Flavour) -> Vec<(Refused, libc::c_int)> {
     let socket = [
         Refused {
             name: "socket",
             number: libc::SYS_socket,
-            when: socket_rules(network),
+            when: socket_rules(flavour.network),
         },
         Refused {
             name: "socketpair",
@@ -573,12 +639,17 @@ fn refusals(network: bool) -> Vec<(Refused, libc::c_int)> {
     let missing = [always("clone3", libc::SYS_clone3), EXECUTABLE_MEMFD]
         .into_iter()
         .map(|r| (r, libc::ENOSYS));
-    refused.chain(socket).chain(missing).collect()
+    let gate = (flavour.exec_gated && host_key().is_ok())
+        .then_some(EXEC_GATE)
+        .into_iter()
+        .flatten()
+        .map(|r| (r, libc::EACCES));
+    refused.chain(socket).chain(missing).chain(gate).collect()
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-fn compile(network: bool) -> Result<Programs, String> {
-    let refusals = refusals(network);
+fn compile(flavour: Flavour) -> Result<Programs, String> {
+    let refusals = refusals(flavour);
     let group = refusals
         .iter()
         .copied()
@@ -647,7 +718,7 @@ fn compile_program(refusals: Vec<(Refused, libc::c_int)>) -> Result<Program, Str
 }
 
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-fn compile(_network: bool) -> Result<Programs, String> {
+fn compile(_flavour: Flavour) -> Result<Programs, String> {
     Err(UNSUPPORTED_REASON.into())
 }
 
@@ -721,8 +792,8 @@ mod tests {
 
     /// The verdict the tables give `nr` with `args`: what any layout of the
     /// filter must answer.
-    fn expected(nr: u32, args: &[u64; 6], network: bool) -> u32 {
-        verdict(&refusals(network), nr, args)
+    fn expected(nr: u32, args: &[u64; 6], flavour: Flavour) -> u32 {
+        verdict(&refusals(flavour), nr, args)
     }
 
     /// The verdict `refusals` give `nr` with `args`.
@@ -758,8 +829,8 @@ mod tests {
 
     /// The layout this module had before [`dispatch`]: one seccompiler
     /// program per errno, each prefixed with the x32 refusal.
-    fn three_filter_layout(network: bool) -> Vec<BpfProgram> {
-        let refusals = refusals(network);
+    fn three_filter_layout(flavour: Flavour) -> Vec<BpfProgram> {
+        let refusals = refusals(flavour);
         [libc::EPERM, libc::EACCES, libc::ENOSYS]
             .into_iter()
             .map(|errno| {
@@ -815,7 +886,7 @@ mod tests {
     /// garbage in the high word (ignored: only the low word counts).
     fn candidates(arg: u8) -> Vec<u64> {
         let mut values = vec![0, 1, u64::MAX, 0xffff_ffff];
-        let tests = [false, true]
+        let tests = Flavour::ALL
             .into_iter()
             .flat_map(refusals)
             .flat_map(|(call, _)| match call.when {
@@ -844,6 +915,7 @@ mod tests {
                     // A pointer at 4 GiB: its low word is zero.
                     values.extend([0, 0x1_0000_0000, 0x7fff_0000_0000]);
                 }
+                ArgTest::NotHostKey { arg: a } if a == arg => values.extend(near_keys()),
                 _ => {}
             }
         }
@@ -852,13 +924,54 @@ mod tests {
         values
     }
 
-    /// Every combination of the first three arguments' representative values.
+    /// The host's key and its near misses: one bit off in either word, one
+    /// word right, the words swapped, the complement, the extremes.
+    fn near_keys() -> [u64; 9] {
+        let key = host_key().unwrap();
+        [
+            key,
+            key ^ 1,
+            key ^ (1 << 63),
+            key & 0xffff_ffff,
+            key & !0xffff_ffff,
+            key.rotate_left(32),
+            !key,
+            0,
+            u64::MAX,
+        ]
+    }
+
+    /// Every combination of the first three arguments' representative
+    /// values; then each representative value of the last three (the keyed
+    /// `execve` and `execveat` read the fourth and the sixth), alone, beside
+    /// arguments a real call would pass (pointers, a descriptor).
     fn every_combination() -> Vec<[u64; 6]> {
         let (a0, a1, a2) = (candidates(0), candidates(1), candidates(2));
-        a0.iter()
+        let mut cases: Vec<[u64; 6]> = a0
+            .iter()
             .flat_map(|&x| a1.iter().map(move |&y| (x, y)))
             .flat_map(|(x, y)| a2.iter().map(move |&z| [x, y, z, 0, 0, 0]))
-            .collect()
+            .collect();
+        for arg in 3..6 {
+            for value in candidates(arg as u8) {
+                for base in [
+                    [0; 6],
+                    [
+                        0x7fff_0000_1000,
+                        0x7fff_0000_2000,
+                        0x7fff_0000_3000,
+                        0,
+                        0,
+                        0,
+                    ],
+                ] {
+                    let mut args = base;
+                    args[arg] = value;
+                    cases.push(args);
+                }
+            }
+        }
+        cases
     }
 
     /// The arguments to try with number `nr`: every combination for a call
@@ -876,8 +989,8 @@ mod tests {
 
     /// What every program is checked against: each number 0..512 (and x32
     /// ones, and one beyond any table) with its [`argument_cases`].
-    fn every_case(network: bool) -> impl Iterator<Item = Data> {
-        let refusals = refusals(network);
+    fn every_case(flavour: Flavour) -> impl Iterator<Item = Data> {
+        let refusals = refusals(flavour);
         let numbers = (0..512u32).chain(
             #[cfg(target_arch = "x86_64")]
             [
@@ -906,43 +1019,31 @@ mod tests {
     /// three-filter layout exactly as the tables say.
     #[test]
     fn both_layouts_answer_every_number_as_the_tables_say() {
-        for network in [false, true] {
-            let new = &programs(network).unwrap().program.instructions;
-            let old = three_filter_layout(network);
-            for data in every_case(network) {
+        for flavour in Flavour::ALL {
+            let new = &programs(flavour).unwrap().program.instructions;
+            let old = three_filter_layout(flavour);
+            for data in every_case(flavour) {
                 let (nr, args) = (data.nr, data.args);
-                let want = expected(nr, &args, network);
+                let want = expected(nr, &args, flavour);
                 assert_eq!(
                     run(new, &data).ret,
                     want,
-                    "one program, network {network}, number {nr}, args {args:x?}"
+                    "one program, {flavour:?}, number {nr}, args {args:x?}"
                 );
                 assert_eq!(
                     kernel_answer(&old, &data),
                     want,
-                    "three filters, network {network}, number {nr}, args {args:x?}"
+                    "three filters, {flavour:?}, number {nr}, args {args:x?}"
                 );
             }
         }
     }
 
     /// `setpgid` with the host's key and with near misses in its third
-    /// argument (one bit off in either word, one word right, the words
-    /// swapped, the extremes), and with the key in another argument.
+    /// argument ([`near_keys`]), and with the key in another argument.
     fn key_cases() -> Vec<Data> {
         let key = host_key().unwrap();
-        let third = [
-            key,
-            key ^ 1,
-            key ^ (1 << 63),
-            key & 0xffff_ffff,
-            key & !0xffff_ffff,
-            key.rotate_left(32),
-            !key,
-            0,
-            u64::MAX,
-        ];
-        let in_third = third.map(|k| [0, 0, k, 0, 0, 0]);
+        let in_third = near_keys().map(|k| [0, 0, k, 0, 0, 0]);
         let elsewhere = [[key, key, 0, key, key, key], [0, 0, 0, key, 0, 0]];
         in_third
             .into_iter()
@@ -965,24 +1066,24 @@ mod tests {
     /// with the key, and nothing else through.
     #[test]
     fn the_base_and_group_layers_stacked_answer_as_the_whole_program() {
-        for network in [false, true] {
-            let programs = programs(network).unwrap();
+        for flavour in Flavour::ALL {
+            let programs = programs(flavour).unwrap();
             let whole = &programs.program.instructions;
             let base = &programs.base.as_ref().unwrap().instructions;
             let layers = [base.clone(), programs.group.instructions.clone()];
-            let keyed = keyed(&refusals(network));
-            for data in every_case(network).chain(key_cases()) {
+            let keyed = keyed(&refusals(flavour));
+            for data in every_case(flavour).chain(key_cases()).chain(exec_cases()) {
                 assert_eq!(
                     kernel_answer(&layers, &data),
                     run(whole, &data).ret,
-                    "network {network}, number {}, args {:x?}",
+                    "{flavour:?}, number {}, args {:x?}",
                     data.nr,
                     data.args
                 );
                 assert_eq!(
                     run(base, &data).ret,
                     verdict(&keyed, data.nr, &data.args),
-                    "base alone, network {network}, number {}, args {:x?}",
+                    "base alone, {flavour:?}, number {}, args {:x?}",
                     data.nr,
                     data.args
                 );
@@ -1010,20 +1111,124 @@ mod tests {
         }
     }
 
+    /// `execve` (the key in its fourth argument) and `execveat` (in its
+    /// sixth), each with the host's key and its near misses where the key
+    /// belongs ([`near_keys`]), and with the key in every other argument but
+    /// not there; the other arguments what a real call passes.
+    fn exec_cases() -> Vec<Data> {
+        let key = host_key().unwrap();
+        let calls = [
+            (libc::SYS_execve, EXECVE_KEY_ARG),
+            (libc::SYS_execveat, EXECVEAT_KEY_ARG),
+        ];
+        let mut cases = Vec::new();
+        for (number, key_arg) in calls {
+            let real = [
+                libc::AT_FDCWD as u64,
+                0x7fff_0000_1000,
+                0x7fff_0000_2000,
+                0x7fff_0000_3000,
+                libc::AT_EMPTY_PATH as u64,
+                0,
+            ];
+            let at = usize::from(key_arg);
+            for near in near_keys() {
+                let mut args = real;
+                args[at] = near;
+                cases.push((number, args));
+            }
+            for elsewhere in (0..6).filter(|&a| a != at) {
+                let mut args = real;
+                args[at] = 0;
+                args[elsewhere] = key;
+                cases.push((number, args));
+            }
+            cases.push((number, [key; 6]));
+        }
+        cases
+            .into_iter()
+            .map(|(number, args)| Data {
+                nr: number as u32,
+                arch: AUDIT_ARCH,
+                args,
+            })
+            .collect()
+    }
+
+    /// The exec gate: a call whose capability declares no spawns has
+    /// `execve` and `execveat` refused (`EACCES`) unless the host's key is
+    /// where its call puts it: in the whole program (what a child started
+    /// from an ordinary thread installs), in the base a spawner thread
+    /// carries, and in the base with the group layer stacked over it. A
+    /// near miss, or the key in another argument, is refused. A call that
+    /// declares spawns has both calls allowed by every layer (landlock
+    /// confines what they run).
+    #[test]
+    fn an_exec_gated_call_execs_only_with_the_hosts_key() {
+        let key = host_key().unwrap();
+        let refused = libc::SECCOMP_RET_ERRNO | libc::EACCES as u32;
+        for flavour in Flavour::ALL {
+            let programs = programs(flavour).unwrap();
+            let whole = &programs.program.instructions;
+            let base = &programs.base.as_ref().unwrap().instructions;
+            let stacked = [base.clone(), programs.group.instructions.clone()];
+            for data in exec_cases() {
+                let key_arg = if data.nr == libc::SYS_execve as u32 {
+                    EXECVE_KEY_ARG
+                } else {
+                    EXECVEAT_KEY_ARG
+                };
+                let through = !flavour.exec_gated || data.args[usize::from(key_arg)] == key;
+                let want = if through {
+                    libc::SECCOMP_RET_ALLOW
+                } else {
+                    refused
+                };
+                let what = format!("{flavour:?}, number {}, args {:x?}", data.nr, data.args);
+                assert_eq!(run(whole, &data).ret, want, "whole: {what}");
+                assert_eq!(run(base, &data).ret, want, "base: {what}");
+                assert_eq!(kernel_answer(&stacked, &data), want, "stacked: {what}");
+            }
+        }
+    }
+
+    /// The gate is exactly two listed calls in an exec-gated flavour and
+    /// none in the others: nothing else about a call changes with it.
+    #[test]
+    fn the_exec_gate_adds_execve_and_execveat_and_nothing_else() {
+        for network in [false, true] {
+            let open = refusals(Flavour {
+                network,
+                exec_gated: false,
+            });
+            let gated = refusals(Flavour {
+                network,
+                exec_gated: true,
+            });
+            let added: Vec<&str> = gated
+                .iter()
+                .filter(|(call, _)| !open.iter().any(|(c, _)| c.number == call.number))
+                .map(|(call, _)| call.name)
+                .collect();
+            assert_eq!(added, ["execve", "execveat"], "network {network}");
+            assert_eq!(gated.len(), open.len() + 2);
+        }
+    }
+
     /// The table is not empty of arguments: both outcomes occur for every
     /// call refused by its arguments (else the comparison above proves
     /// little).
     #[test]
     fn the_representative_arguments_reach_both_outcomes_of_every_rule() {
-        for network in [false, true] {
-            for (call, _) in refusals(network) {
+        for flavour in Flavour::ALL {
+            for (call, _) in refusals(flavour) {
                 let When::AnyOf(_) = call.when else { continue };
                 let nr = call.number as u32;
                 let outcomes: std::collections::BTreeSet<u32> = every_combination()
                     .into_iter()
-                    .map(|args| expected(nr, &args, network))
+                    .map(|args| expected(nr, &args, flavour))
                     .collect();
-                assert_eq!(outcomes.len(), 2, "{} (network {network})", call.name);
+                assert_eq!(outcomes.len(), 2, "{} ({flavour:?})", call.name);
             }
         }
     }
@@ -1036,8 +1241,8 @@ mod tests {
             arch: 0x4000_0003, // AUDIT_ARCH_I386
             args: [0; 6],
         };
-        for network in [false, true] {
-            let program = &programs(network).unwrap().program.instructions;
+        for flavour in Flavour::ALL {
+            let program = &programs(flavour).unwrap().program.instructions;
             assert_eq!(run(program, &data).ret, libc::SECCOMP_RET_KILL_PROCESS);
         }
     }
@@ -1049,10 +1254,10 @@ mod tests {
     /// its whole chain.
     #[test]
     fn every_number_is_decided_in_a_few_instructions_and_allowed_ones_are_cacheable() {
-        for network in [false, true] {
-            let program = &programs(network).unwrap().program.instructions;
-            let refusals = refusals(network);
-            let old = three_filter_layout(network);
+        for flavour in Flavour::ALL {
+            let program = &programs(flavour).unwrap().program.instructions;
+            let refusals = refusals(flavour);
+            let old = three_filter_layout(flavour);
             let old_steps: usize = (0..512u32)
                 .map(|nr| {
                     let data = Data {
@@ -1103,8 +1308,8 @@ mod tests {
     /// set the times of any file the module names.
     #[test]
     fn a_utimensat_path_whose_low_word_is_zero_is_refused() {
-        for network in [false, true] {
-            let program = &programs(network).unwrap().program.instructions;
+        for flavour in Flavour::ALL {
+            let program = &programs(flavour).unwrap().program.instructions;
             for path in [0x1_0000_0000u64, 0x7fff_0000_0000, 0xffff_ffff_0000_0000] {
                 let data = Data {
                     nr: libc::SYS_utimensat as u32,
@@ -1114,7 +1319,7 @@ mod tests {
                 assert_eq!(
                     run(program, &data).ret,
                     libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
-                    "utimensat with its path at {path:#x} (network {network})"
+                    "utimensat with its path at {path:#x} ({flavour:?})"
                 );
             }
             // futimens (a null path) stays allowed.
@@ -1131,8 +1336,8 @@ mod tests {
     /// a datagram pair able to `sendto` any pathname datagram socket.
     #[test]
     fn a_raw_unix_socketpair_is_refused_as_a_datagram_one() {
-        for network in [false, true] {
-            let program = &programs(network).unwrap().program.instructions;
+        for flavour in Flavour::ALL {
+            let program = &programs(flavour).unwrap().program.instructions;
             for kind in [libc::SOCK_RAW, libc::SOCK_RAW | libc::SOCK_CLOEXEC] {
                 let data = Data {
                     nr: libc::SYS_socketpair as u32,
@@ -1142,7 +1347,7 @@ mod tests {
                 assert_eq!(
                     run(program, &data).ret,
                     libc::SECCOMP_RET_ERRNO | libc::EACCES as u32,
-                    "socketpair type {kind:#x} (network {network})"
+                    "socketpair type {kind:#x} ({flavour:?})"
                 );
             }
         }
@@ -1158,8 +1363,8 @@ mod tests {
 
     #[test]
     fn the_program_fits_and_checks_the_architecture_seccompiler_names() {
-        for network in [false, true] {
-            let program = &programs(network).unwrap().program;
+        for flavour in Flavour::ALL {
+            let program = &programs(flavour).unwrap().program;
             assert_eq!(usize::from(program.len), program.instructions.len());
             // seccompiler's own architecture check holds the audit value
             // the dispatcher compares with.

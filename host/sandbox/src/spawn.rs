@@ -113,6 +113,12 @@ const TEXT_BUSY_RETRIES: u32 = 5;
 /// stdin, stdout and stderr piped to the host, confined by `confinement`
 /// just before exec. Returns once the exec has succeeded or failed.
 ///
+/// The argument list is `[program]`, unless the confinement says to
+/// execute something else (`ChildConfinement::launch`: an exec-gated
+/// entry's `#!/usr/bin/env` line, done by the host). The exec is a raw
+/// `execve` with the host's key in its fourth argument, which the kernel
+/// ignores and an exec-gated call's filter asks for (`seccomp::EXEC_GATE`).
+///
 /// An exec refused with `ETXTBSY` ("text file busy") is retried a few times,
 /// a few milliseconds apart: a file just written by this process can still
 /// be open for writing in a child another thread is starting, until that
@@ -125,9 +131,14 @@ pub fn spawn(
     confinement: Option<&ChildConfinement>,
 ) -> std::io::Result<Child> {
     let env: Vec<(OsString, OsString)> = env.collect();
+    let only_program = [program.as_os_str().to_owned()];
+    let (program, argv) = match confinement.and_then(ChildConfinement::launch) {
+        Some((launched, argv)) => (launched, argv),
+        None => (program, &only_program[..]),
+    };
     let mut attempt = 0;
     loop {
-        match spawn_once(program, env.iter().cloned(), cwd, confinement) {
+        match spawn_once(program, argv, env.iter().cloned(), cwd, confinement) {
             Err(e) if errno_of(&e) == Some(libc::ETXTBSY) && attempt < TEXT_BUSY_RETRIES => {
                 attempt += 1;
                 std::thread::sleep(std::time::Duration::from_millis(u64::from(attempt) * 2));
@@ -140,6 +151,7 @@ pub fn spawn(
 #[allow(unsafe_code)]
 fn spawn_once(
     program: &Path,
+    argv: &[OsString],
     env: impl Iterator<Item = (OsString, OsString)>,
     cwd: Option<&Path>,
     confinement: Option<&ChildConfinement>,
@@ -156,6 +168,10 @@ fn spawn_once(
         ));
     }
     let program = CString::new(program.as_os_str().as_bytes()).map_err(|_| invalid("the path"))?;
+    let arguments: Vec<CString> = argv
+        .iter()
+        .map(|arg| CString::new(arg.as_bytes()).map_err(|_| invalid("an argument")))
+        .collect::<Result<_, _>>()?;
     let env: Vec<CString> = env
         .map(|(key, value)| {
             let mut pair = key.into_vec();
@@ -167,7 +183,11 @@ fn spawn_once(
     let cwd = cwd
         .map(|dir| CString::new(dir.as_os_str().as_bytes()).map_err(|_| invalid("the directory")))
         .transpose()?;
-    let argv: [*const c_char; 2] = [program.as_ptr(), std::ptr::null()];
+    let argv: Vec<*const c_char> = arguments
+        .iter()
+        .map(|arg| arg.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
     let envp: Vec<*const c_char> = env
         .iter()
         .map(|pair| pair.as_ptr())
@@ -368,7 +388,7 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
         // Its own process group, the one the host kills. A spawner thread's
         // filter lets this call through only with the host's key in its
         // third argument, which the kernel ignores (`seccomp::Layer::Base`).
-        let key = context.confinement.map_or(0, ChildConfinement::group_key);
+        let key = context.confinement.map_or(0, ChildConfinement::host_key);
         if libc::syscall(libc::SYS_setpgid, 0 as libc::c_long, 0 as libc::c_long, key) != 0 {
             fail(&context.failure, Stage::Setup, last_errno());
         }
@@ -381,7 +401,18 @@ extern "C" fn child_main(context: *mut c_void) -> c_int {
         let mut none: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&raw mut none);
         libc::sigprocmask(libc::SIG_SETMASK, &raw const none, std::ptr::null_mut());
-        libc::execve(context.program, context.argv, context.envp);
+        // The key again, in the fourth argument, which the kernel ignores
+        // for `execve`: an exec-gated call's filter lets no exec through
+        // without it (`seccomp::EXEC_GATE`). A successful exec leaves it
+        // nowhere the program can read (fresh registers and address space;
+        // this stack is the host's); a failed one ends the child below.
+        libc::syscall(
+            libc::SYS_execve,
+            context.program,
+            context.argv,
+            context.envp,
+            key,
+        );
         fail(&context.failure, Stage::Exec, last_errno())
     }
 }

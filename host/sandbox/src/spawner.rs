@@ -17,6 +17,11 @@
 //! in a landlock domain cannot learn the key, and a child without one adds
 //! the layer refusing the process-group calls outright (`seccomp::Layer`).
 //! Measured the same way, that layer's install cost about 0.1 ms per child.
+//! The base of a call whose capability declares no spawns refuses `execve`
+//! and `execveat` too, but for the child's own exec, which carries the same
+//! key: so the threads come in four flavours (`Flavour`: network, exec
+//! gated), each with the base of its calls, and no child installs a layer
+//! for the gate.
 //!
 //! Design decisions:
 //!
@@ -45,6 +50,7 @@
 
 use std::cell::Cell;
 
+use super::flavour::Flavour;
 use super::seccomp::Layer;
 
 /// What the calling thread carries for every child it starts.
@@ -54,8 +60,9 @@ pub(super) struct Carried {
     pub(super) thread: libc::pid_t,
     /// The host's process: the parent of every child the thread starts.
     pub(super) host: libc::pid_t,
-    /// Whether the base filter is the one of calls with network.
-    pub(super) network: bool,
+    /// Whose base filter the thread carries: calls with (or without)
+    /// network, whose capability declares (or not) no spawns.
+    pub(super) flavour: Flavour,
     /// Whether the thread sits in the egress network namespace (a thread
     /// for calls with network, on a host that could make one): its
     /// children are born there.
@@ -83,12 +90,13 @@ pub(crate) fn current_thread() -> libc::pid_t {
 }
 
 /// Make the calling thread a spawner thread of the shared confinement of calls
-/// with (or without) `network`: for network, in the egress network
+/// of `flavour`: for network, in the egress network
 /// namespace; securebits locked, bounding and ambient
-/// sets emptied, `no_new_privs`, the base seccomp layer. Irreversible: only on a thread
+/// sets emptied, `no_new_privs`, the base seccomp layer (with the exec gate
+/// for an exec-gated flavour). Irreversible: only on a thread
 /// made for starting modules (see the module documentation). A part that
 /// fails is left to each child; [`carried`] says which were taken.
-pub(crate) fn carry(network: bool) {
+pub(crate) fn carry(flavour: Flavour) {
     if carried().is_some() {
         return;
     }
@@ -101,17 +109,17 @@ pub(crate) fn carry(network: bool) {
     crate::environment::never_ask_managers_on_this_thread();
     // First: joining a namespace needs the capabilities dropped below, and
     // the base seccomp layer refuses it.
-    let isolated = network && crate::egress_namespace::enter();
+    let isolated = flavour.network && crate::egress_namespace::enter();
     // The cgroup is created here too, not joined (see the module documentation).
     let _ = super::pids::process_bound();
     let bounding =
         super::capabilities::prepare().is_some_and(|drop| drop.lock_and_empty_bounding().is_ok());
-    let seccomp_base = support.seccomp && no_new_privs() && install_base(network);
+    let seccomp_base = support.seccomp && no_new_privs() && install_base(flavour);
     CARRIED.with(|cell| {
         cell.set(Some(Carried {
             thread: current_thread(),
             host: libc::pid_t::try_from(std::process::id()).unwrap_or(0),
-            network,
+            flavour,
             isolated,
             seccomp_base,
             bounding,
@@ -125,6 +133,6 @@ fn no_new_privs() -> bool {
     unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 }
 }
 
-fn install_base(network: bool) -> bool {
-    super::seccomp::programs(network).is_ok_and(|programs| programs.install(Layer::Base).is_ok())
+fn install_base(flavour: Flavour) -> bool {
+    super::seccomp::programs(flavour).is_ok_and(|programs| programs.install(Layer::Base).is_ok())
 }

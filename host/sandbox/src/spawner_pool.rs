@@ -9,8 +9,14 @@
 //!
 //! Design decisions:
 //!
-//! - **Two pools, by network.** The base seccomp layer differs for calls
-//!   with and without network, so each flavour has its threads.
+//! - **Four pools, by flavour.** The base seccomp layer differs for calls
+//!   with and without network, and for calls whose capability declares no
+//!   spawns (their exec gate, `seccomp::Layer::Base`), so each [`Flavour`]
+//!   has its threads. The alternative, a small layer each exec-gated child
+//!   installs over a shared base, costs an install per call (a kernel
+//!   allocation and compile, about 0.1 ms measured for the group layer);
+//!   a pool costs nothing until its first call, and then a thread that
+//!   waits on a condition variable.
 //! - **Grown on demand, bounded.** A pool starts a thread when a start
 //!   finds none idle, up to `MAX_THREADS`; beyond that, starts queue (a
 //!   start holds its thread for the clone and exec, well under a
@@ -27,13 +33,15 @@
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// The most spawner threads per network flavour.
+use crate::flavour::Flavour;
+
+/// The most spawner threads per flavour.
 const MAX_THREADS: usize = 4;
 
 type Job = Box<dyn FnOnce() + Send>;
 
 struct Pool {
-    network: bool,
+    flavour: Flavour,
     state: Mutex<PoolState>,
     ready: Condvar,
 }
@@ -45,9 +53,9 @@ struct PoolState {
 }
 
 impl Pool {
-    const fn new(network: bool) -> Pool {
+    const fn new(flavour: Flavour) -> Pool {
         Pool {
-            network,
+            flavour,
             state: Mutex::new(PoolState {
                 jobs: VecDeque::new(),
                 idle: 0,
@@ -63,14 +71,19 @@ impl Pool {
     }
 }
 
-static POOLS: [Pool; 2] = [Pool::new(false), Pool::new(true)];
+static POOLS: [Pool; 4] = [
+    Pool::new(Flavour::ALL[0]),
+    Pool::new(Flavour::ALL[1]),
+    Pool::new(Flavour::ALL[2]),
+    Pool::new(Flavour::ALL[3]),
+];
 
-/// Run `job` on a spawner thread for calls with (or without) `network`.
-/// `Err` when no spawner thread exists and none could be started (the job
-/// is then dropped, unrun). How a result gets back is the job's own
-/// business (`process::spawn_off_runtime` sends it on a oneshot).
-pub fn run(network: bool, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
-    let pool = &POOLS[usize::from(network)];
+/// Run `job` on a spawner thread for calls of `flavour`
+/// ([`Flavour::of`]). `Err` when no spawner thread exists and none could be
+/// started (the job is then dropped, unrun). How a result gets back is the
+/// job's own business (`process::spawn_off_runtime` sends it on a oneshot).
+pub fn run(flavour: Flavour, job: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    let pool = &POOLS[flavour.index()];
     let mut state = pool.lock();
     state.jobs.push_back(Box::new(job));
     if state.idle > 0 || state.threads >= MAX_THREADS {
@@ -82,8 +95,9 @@ pub fn run(network: bool, job: impl FnOnce() + Send + 'static) -> std::io::Resul
     drop(state);
     let started = std::thread::Builder::new()
         .name(format!(
-            "modhost-spawner{}",
-            if network { "-net" } else { "" }
+            "modhost-spawner{}{}",
+            if flavour.network { "-net" } else { "" },
+            if flavour.exec_gated { "-noexec" } else { "" }
         ))
         .spawn(move || work(pool));
     if let Err(e) = started {
@@ -104,8 +118,8 @@ fn work(pool: &'static Pool) {
     // A carry that panicked records nothing: the thread's children then
     // enter the whole confinement themselves (what it took is only
     // repeated), and the thread still serves its queue.
-    let network = pool.network;
-    let _ = std::panic::catch_unwind(move || crate::spawner::carry(network));
+    let flavour = pool.flavour;
+    let _ = std::panic::catch_unwind(move || crate::spawner::carry(flavour));
     loop {
         let job = {
             let mut state = pool.lock();

@@ -21,12 +21,17 @@
 //! - **What a call implies depends on its effects.** A call without network
 //!   implies that TCP is denied; a call with network implies instead that
 //!   its only way out is the egress proxy ([`Part::Egress`]: landlock's TCP
-//!   port rules and the egress network namespace). Every other part applies
-//!   to every call.
+//!   port rules and the egress network namespace). A call whose capability
+//!   declares no spawns implies that it executes nothing after its start
+//!   ([`Part::ExecBeyondSpawns`]); one that declares spawns gets landlock's
+//!   execute rules on the granted binaries instead, part of
+//!   [`Part::Filesystem`]. Every other part applies to every call.
 //! - **Probed once.** The landlock ABI, seccomp availability and the host's
 //!   uid do not change while the host runs.
 
 use serde::Serialize;
+
+use crate::flavour::Flavour;
 
 /// One part of a native call's confinement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -57,11 +62,15 @@ pub enum Part {
     ResourceLimits,
     /// Descriptors the host inherited, other than stdin, stdout and stderr.
     InheritedDescriptors,
+    /// Executing anything after the module's own start, for a capability
+    /// that declares no spawns (the ELF loader run on a readable binary, a
+    /// memfd, a shell, `execveat`).
+    ExecBeyondSpawns,
 }
 
 impl Part {
     /// Every part, in the order `doctor` lists them.
-    pub const ALL: [Part; 12] = [
+    pub const ALL: [Part; 13] = [
         Part::Filesystem,
         Part::Tcp,
         Part::Egress,
@@ -74,6 +83,7 @@ impl Part {
         Part::Capabilities,
         Part::ResourceLimits,
         Part::InheritedDescriptors,
+        Part::ExecBeyondSpawns,
     ];
 
     /// How a person calls this part.
@@ -91,14 +101,23 @@ impl Part {
             Part::Capabilities => "capabilities",
             Part::ResourceLimits => "resource limits",
             Part::InheritedDescriptors => "inherited descriptors",
+            Part::ExecBeyondSpawns => "exec beyond declared spawns",
         }
     }
 
-    /// The parts a call implies: all of them, but TCP (denied) only without
-    /// `network` and [`Part::Egress`] only with it.
-    pub(crate) fn implied_by(network: bool) -> impl Iterator<Item = Part> {
-        let excluded = if network { Part::Tcp } else { Part::Egress };
-        Part::ALL.into_iter().filter(move |part| *part != excluded)
+    /// The parts a call of `flavour` implies: all of them, but TCP (denied)
+    /// only without network, [`Part::Egress`] only with it, and
+    /// [`Part::ExecBeyondSpawns`] only when its capability declares no
+    /// spawns.
+    pub(crate) fn implied_by(flavour: Flavour) -> impl Iterator<Item = Part> {
+        let excluded = if flavour.network {
+            Part::Tcp
+        } else {
+            Part::Egress
+        };
+        Part::ALL.into_iter().filter(move |part| {
+            *part != excluded && (flavour.exec_gated || *part != Part::ExecBeyondSpawns)
+        })
     }
 }
 
@@ -135,6 +154,8 @@ const SECCOMP_REMEDY: &str =
 
 const EGRESS_REMEDY: &str = "run the host as root (it makes a network namespace for calls with network), or set confinement = \"best-effort\" in config.toml to run them with a warning";
 
+const MEMORY_REMEDY: &str = "run the host where it can create memory cgroups: as root with the cgroup v1 memory controller mounted, or in a cgroup v2 tree with memory delegated";
+
 const PIDS_REMEDY: &str = "run the host as an unprivileged user, or where it can create a pids cgroup (cgroup v1 pids, or a cgroup v2 tree with pids delegated)";
 
 /// What this machine can enforce on a native call.
@@ -154,6 +175,14 @@ pub struct ConfinementSupport {
     /// not bind uid 0, so without it their process count is unbounded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub process_bound_missing: Option<&'static str>,
+    /// Why the host makes no memory cgroup per call (then each process
+    /// gets `RLIMIT_DATA`, a bound per process: `memory_cgroup`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_cgroup_missing: Option<&'static str>,
+    /// Whether the host drew its random key, which the child's own
+    /// `setpgid` and `execve` carry past the seccomp filter
+    /// (`seccomp::host_key`).
+    pub host_key: bool,
 }
 
 impl ConfinementSupport {
@@ -166,6 +195,27 @@ impl ConfinementSupport {
             seccomp_missing: seccomp.err(),
             host_is_root,
             process_bound_missing: None,
+            memory_cgroup_missing: None,
+            host_key: true,
+        }
+    }
+
+    /// The same machine, where the host drew no random key (the kernel
+    /// gave no random bytes): an exec-gated module's own exec could not be
+    /// told from a later one.
+    pub(crate) fn without_host_key(self) -> Self {
+        ConfinementSupport {
+            host_key: false,
+            ..self
+        }
+    }
+
+    /// The same machine, where the host can make no memory cgroup per
+    /// call, for `reason`.
+    pub(crate) fn without_memory_cgroup(self, reason: &'static str) -> Self {
+        ConfinementSupport {
+            memory_cgroup_missing: Some(reason),
+            ..self
         }
     }
 
@@ -211,6 +261,17 @@ impl ConfinementSupport {
         match self.abi {
             Some(abi) => format!("landlock ABI {abi}"),
             None => "landlock (unavailable)".into(),
+        }
+    }
+
+    /// What bounds a call's memory here, as `doctor` says it: a memory
+    /// cgroup per call, or `RLIMIT_DATA` per process and why.
+    pub fn memory_bound(&self) -> String {
+        match self.memory_cgroup_missing {
+            None => "memory: a cgroup per call, its processes together (memory and swap)".into(),
+            Some(reason) => format!(
+                "memory: RLIMIT_DATA per process only, weaker (a module's processes may each use the limit), since the host makes no memory cgroup per call: {reason}"
+            ),
         }
     }
 
@@ -351,21 +412,47 @@ impl ConfinementSupport {
                     ),
                     Some(PIDS_REMEDY),
                 ),
+                // A root host's modules are bounded only by their
+                // cgroups: without a memory cgroup per call, RLIMIT_DATA
+                // binds each of their (uncounted) processes alone.
+                (true, None) if self.memory_cgroup_missing.is_some() => (
+                    false,
+                    format!("{}: a call's processes together are not bounded", self.memory_bound()),
+                    Some(MEMORY_REMEDY),
+                ),
                 (true, None) => held(format!(
-                    "a pids cgroup of the host's own (pids.max {0}; RLIMIT_NPROC does not bind uid 0), RLIMIT_FSIZE ({1} bytes), no core dumps",
+                    "{2}; a pids cgroup of the host's own (pids.max {0}; RLIMIT_NPROC does not bind uid 0), RLIMIT_FSIZE ({1} bytes), no core dumps",
                     super::limits::PROCESS_MARGIN,
                     super::limits::MAX_FILE_SIZE,
+                    self.memory_bound(),
                 )),
                 (false, _) => held(format!(
-                    "RLIMIT_NPROC (the user's count + {}), RLIMIT_FSIZE ({} bytes), no core dumps",
+                    "{2}; RLIMIT_NPROC (the user's count + {0}), RLIMIT_FSIZE ({1} bytes), no core dumps",
                     super::limits::PROCESS_MARGIN,
                     super::limits::MAX_FILE_SIZE,
+                    self.memory_bound(),
                 )),
             },
             Part::InheritedDescriptors if !linux => (false, "not Linux".into(), None),
             Part::InheritedDescriptors => held(
                 "every descriptor but stdin, stdout and stderr is closed before exec".into(),
             ),
+            Part::ExecBeyondSpawns => match (self.seccomp, self.host_key, self.abi.is_some()) {
+                (true, true, true) => held(format!(
+                    "for a capability that declares no spawns, the seccomp filter refuses execve and execveat but the module's own start, which carries the host's random key in an argument the kernel ignores, unreadable from the module's {landlock} domain: the kernel starts no program, ELF loader, memfd or shell after it (code the module maps into its own process runs as the module, confined as it is)"
+                )),
+                (false, _, _) => (false, seccomp_missing.into(), Some(SECCOMP_REMEDY)),
+                (true, false, _) => (
+                    false,
+                    "the host drew no random key (the kernel gave no random bytes), so a module's own start cannot be told from a later exec".into(),
+                    None,
+                ),
+                (true, true, false) => (
+                    false,
+                    "landlock is not available: a module outside a landlock domain could read the host's key from the host's memory (/proc/<pid>/mem) and exec past the filter".into(),
+                    Some(LANDLOCK_REMEDY),
+                ),
+            },
         };
         PartSupport {
             part,
@@ -381,10 +468,20 @@ impl ConfinementSupport {
         Part::ALL.into_iter().map(|p| self.part(p)).collect()
     }
 
-    /// The parts a call with (or without) `network` implies that this
-    /// machine cannot enforce; empty when the call is fully confined.
+    /// The parts a call with (or without) `network` whose capability
+    /// declares no spawns (the strictest call) implies that this machine
+    /// cannot enforce; empty when the call is fully confined.
     pub fn unenforced(&self, network: bool) -> Vec<PartSupport> {
-        Part::implied_by(network)
+        self.unenforced_for(Flavour {
+            network,
+            exec_gated: true,
+        })
+    }
+
+    /// The parts a call of `flavour` implies that this machine cannot
+    /// enforce; empty when the call is fully confined.
+    pub fn unenforced_for(&self, flavour: Flavour) -> Vec<PartSupport> {
+        Part::implied_by(flavour)
             .map(|p| self.part(p))
             .filter(|p| !p.enforced)
             .collect()
@@ -454,9 +551,18 @@ pub fn probe() -> ConfinementSupport {
     *SUPPORT.get_or_init(|| {
         let root = host_is_root();
         let support = ConfinementSupport::new(kernel_abi(), seccomp_available(), root);
-        match process_bound_missing(root) {
+        let support = match memory_cgroup_missing() {
+            Some(reason) => support.without_memory_cgroup(reason),
+            None => support,
+        };
+        let support = match process_bound_missing(root) {
             Some(reason) => support.without_process_bound(reason),
             None => support,
+        };
+        if has_host_key() {
+            support
+        } else {
+            support.without_host_key()
         }
     })
 }
@@ -474,6 +580,27 @@ fn process_bound_missing(root: bool) -> Option<&'static str> {
 #[cfg(not(target_os = "linux"))]
 fn process_bound_missing(_root: bool) -> Option<&'static str> {
     None
+}
+
+/// Why the host makes no memory cgroup per call (`memory_cgroup`).
+#[cfg(target_os = "linux")]
+fn memory_cgroup_missing() -> Option<&'static str> {
+    super::memory_cgroup::per_call_mechanism().err()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn memory_cgroup_missing() -> Option<&'static str> {
+    Some("not Linux")
+}
+
+#[cfg(target_os = "linux")]
+fn has_host_key() -> bool {
+    super::seccomp::host_key().is_ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn has_host_key() -> bool {
+    false
 }
 
 fn host_is_root() -> bool {
@@ -557,7 +684,8 @@ mod tests {
                 Part::UdpAndRawSockets,
                 Part::UnixSockets,
                 Part::Namespaces,
-                Part::ProcessGroup
+                Part::ProcessGroup,
+                Part::ExecBeyondSpawns,
             ]
         );
         let why = describe_unenforced(&support.unenforced(false));
@@ -616,6 +744,54 @@ mod tests {
             "seccomp refuses mknod"
         );
         assert!(support.summary().contains("NOT enforced: filesystem"));
+    }
+
+    /// The exec part holds only with seccomp, the host's key and a
+    /// landlock domain (outside one, a module could read the key from the
+    /// host's memory), and only a call whose capability declares no spawns
+    /// implies it: `required` refuses exactly those calls.
+    #[test]
+    fn exec_beyond_declared_spawns_needs_seccomp_the_key_and_landlock() {
+        let gated = Flavour {
+            network: false,
+            exec_gated: true,
+        };
+        let spawning = Flavour {
+            network: false,
+            exec_gated: false,
+        };
+        let exec_unenforced = |support: &ConfinementSupport, flavour| {
+            support
+                .unenforced_for(flavour)
+                .into_iter()
+                .find(|p| p.part == Part::ExecBeyondSpawns)
+        };
+        let full = ConfinementSupport::new(Some(7), Ok(()), ROOT);
+        assert!(full.part(Part::ExecBeyondSpawns).enforced);
+        assert_eq!(exec_unenforced(&full, gated), None);
+
+        let no_landlock = ConfinementSupport::new(None, Ok(()), ROOT);
+        let part = exec_unenforced(&no_landlock, gated).expect("unenforced without landlock");
+        assert!(part.why.contains("host's key"), "{}", part.why);
+        assert_eq!(part.remedy, Some(LANDLOCK_REMEDY));
+        assert_eq!(
+            exec_unenforced(&no_landlock, spawning),
+            None,
+            "a spawning call"
+        );
+
+        let no_seccomp = ConfinementSupport::new(Some(7), Err("no seccomp here"), ROOT);
+        let part = exec_unenforced(&no_seccomp, gated).expect("unenforced without seccomp");
+        assert_eq!(part.remedy, Some(SECCOMP_REMEDY));
+
+        let no_key = full.without_host_key();
+        let part = exec_unenforced(&no_key, gated).expect("unenforced without the key");
+        assert!(part.why.contains("random key"), "{}", part.why);
+        assert_eq!(exec_unenforced(&no_key, spawning), None);
+        assert!(
+            !no_key.unenforced(false).is_empty(),
+            "doctor's strictest call lists it"
+        );
     }
 
     #[test]

@@ -70,6 +70,7 @@ fn run_confined_from(
     executables: &[std::path::PathBuf],
     network: NetworkAccess,
 ) -> (bool, String) {
+    let flavour = Flavour::of(network.is_used(), executables);
     let (program, grants, executables) =
         (program.to_owned(), grants.to_vec(), executables.to_vec());
     let start = move || {
@@ -98,7 +99,7 @@ fn run_confined_from(
             // Some tests call this from the runtime's thread: the child
             // comes back on a channel that may block it.
             let (started, child) = std::sync::mpsc::channel();
-            crate::spawner_pool::run(network.is_used(), move || {
+            crate::spawner_pool::run(flavour, move || {
                 let _ = started.send(start());
             })
             .unwrap();
@@ -184,7 +185,7 @@ fn landlock_is_present_when_the_machine_has_it() {
             probe().abi.is_some(),
             "the machine supports landlock (MODHOST_EXPECT_LANDLOCK=1) but the host found none"
         );
-        let filters = seccomp::programs(false);
+        let filters = seccomp::programs(Flavour::of(false, &[]));
         assert!(filters.is_ok(), "{filters:?}");
     }
 }
@@ -657,7 +658,7 @@ fn only_a_program_in_a_host_owned_read_only_snapshot_may_execute_its_folder() {
 
 #[test]
 fn a_confined_module_cannot_leave_its_process_group() {
-    let filters = seccomp::programs(false);
+    let filters = seccomp::programs(Flavour::of(false, &[]));
     assert!(filters.is_ok(), "no seccomp filter: {filters:?}");
     assert!(
         Path::new("/usr/bin/setsid").exists(),
@@ -701,6 +702,75 @@ fn only_granted_binaries_outside_system_folders_run() {
     let (ok, out) = run(&other);
     assert!(!ok, "{out}");
     assert!(!out.contains("other-ran"));
+}
+
+/// The ELF loader `/bin/sh` is started through (its `PT_INTERP`, which
+/// landlock lets a shell module execute).
+fn shell_loader() -> PathBuf {
+    let chain = interpreter::resolve(Path::new("/bin/sh"), &[], &|| None);
+    chain
+        .executables
+        .into_iter()
+        .find(|p| p.to_string_lossy().contains("ld-"))
+        .expect("/bin/sh is dynamically linked: its chain names an ELF loader")
+}
+
+/// The attack `spawns: []` must stop: a module granted no executables runs
+/// `id` through the ELF loader (executable, as the shell's own loader), by
+/// path, by a shell, and `exec`s the loader. Every exec is refused with
+/// `EACCES` and no `uid=` gets out, while the shell itself (the module's
+/// own start, the one exec with the host's key) ran. Started from a
+/// spawner thread (whose base carries the gate) and from an ordinary
+/// thread (the child installs the whole filter).
+#[test]
+fn a_module_granted_no_executables_executes_nothing_after_its_start() {
+    require_landlock(
+        1,
+        "the exec gate (its key is safe in a landlock domain only)",
+    );
+    let loader = shell_loader().display().to_string();
+    let script = format!(
+        "echo started; {loader} /usr/bin/id; /usr/bin/id; {loader} /bin/sh -c id; (exec {loader} /usr/bin/id); echo done"
+    );
+    for from in [StartedFrom::Spawner, StartedFrom::Caller] {
+        let (ok, out) = run_confined_from(from, "/bin/sh", &script, &[], &[], NetworkAccess::None);
+        assert!(ok, "{from:?}: {out}");
+        assert!(
+            out.starts_with("started\n") && out.contains("done"),
+            "{from:?}: {out}"
+        );
+        assert!(!out.contains("uid="), "{from:?}: id ran: {out}");
+        assert_eq!(
+            out.matches("Permission denied").count(),
+            4,
+            "{from:?}: every exec refused with EACCES: {out}"
+        );
+    }
+}
+
+/// A module granted a binary keeps today's rules: it runs exactly that
+/// binary (its exec is no longer gated), and landlock still refuses one it
+/// was not granted.
+#[test]
+fn a_module_granted_a_binary_runs_that_binary_and_no_other() {
+    require_landlock(1, "execute rules");
+    let id = PathBuf::from("/usr/bin/id");
+    let (ok, out) = run_confined_blocking(
+        "/bin/sh",
+        "/usr/bin/id -u; /usr/bin/whoami || echo whoami-refused",
+        &[],
+        std::slice::from_ref(&id),
+        NetworkAccess::None,
+    );
+    assert!(ok, "{out}");
+    assert!(
+        out.starts_with(&format!("{}\n", rustix::process::geteuid().as_raw())),
+        "{out}"
+    );
+    assert!(
+        out.contains("whoami-refused") && out.contains("Permission denied"),
+        "{out}"
+    );
 }
 
 /// A confined module holds no capability, cannot regain any, runs under
@@ -870,7 +940,7 @@ fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not() {
     let (ok, out) = sh("echo ran", &[], NetworkAccess::None);
     assert!(ok && out == "ran\n", "{out}");
     let (sent, carried) = std::sync::mpsc::channel();
-    crate::spawner_pool::run(false, move || {
+    crate::spawner_pool::run(Flavour::of(false, &[]), move || {
         let status = ["Seccomp", "NoNewPrivs", "CapBnd", "CapEff"].map(thread_status);
         let _ = sent.send(status);
     })
@@ -908,7 +978,7 @@ fn a_spawner_thread_carries_the_shared_confinement_and_the_host_does_not() {
 #[test]
 fn a_confinement_prepared_on_a_spawner_thread_is_not_started_from_another() {
     let (sent, prepared) = std::sync::mpsc::channel();
-    crate::spawner_pool::run(false, move || {
+    crate::spawner_pool::run(Flavour::of(false, &[]), move || {
         let confinement = prepare(
             Path::new("/bin/sh"),
             &[],

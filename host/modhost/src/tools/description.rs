@@ -31,7 +31,8 @@ pub(crate) fn tool_description(
     }
 }
 
-/// One line per fact: reads, writes, network, runs, cost, approval. Reads
+/// One line per fact: reads, writes, network, runs, secrets (when any),
+/// cost, approval. Reads
 /// lists every root the call is granted (a writable root can be read too),
 /// writes the ones granted read-write, runs the binaries it may be given.
 pub(crate) fn effect_summary(
@@ -56,6 +57,13 @@ pub(crate) fn effect_summary(
         None => "- no network access".to_owned(),
     });
     lines.push(runs_line(&authority));
+    if !effects.secrets.is_empty() {
+        lines.push(format!(
+            "- uses the operator's secret{} {} (its value is never shown)",
+            if effects.secrets.len() == 1 { "" } else { "s" },
+            effects.secrets.join(", ")
+        ));
+    }
     lines.push(format!("- cost: {}", cost_phrase(effects.cost)));
     if effects.approval {
         lines.push("- every call needs the operator's approval".to_owned());
@@ -111,7 +119,7 @@ mod tests {
         .unwrap();
         let effects: Effects = serde_json::from_value(json!({
             "reads": ["workspace"], "writes": ["state"], "network": true, "spawns": ["git"],
-            "cost": "remote", "approval": true
+            "secrets": ["GITHUB_TOKEN"], "cost": "remote", "approval": true
         }))
         .unwrap();
         let grant = CallGrant {
@@ -124,7 +132,9 @@ mod tests {
         assert_eq!(
             text,
             "Push the branch.\n\nEffects:\n- reads the workspace (workspace), its own state (state)\n- writes its own state (state)\n\
-             - connects to github.com:443\n- runs git\n- cost: remote (calls a remote service)\n\
+             - connects to github.com:443\n- runs git\n\
+             - uses the operator's secret GITHUB_TOKEN (its value is never shown)\n\
+             - cost: remote (calls a remote service)\n\
              - every call needs the operator's approval"
         );
         let quiet = tool_description(

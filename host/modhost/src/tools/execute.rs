@@ -102,6 +102,19 @@ pub trait Invoker: Send + Sync + 'static {
         &self,
         call: InvokeCall,
     ) -> impl Future<Output = Result<Invoked, InvokeFailure>> + Send;
+
+    /// Record a call refused before it was invoked (the toolbox's gate, an
+    /// MCP server's own bounds): a host's invoker writes it to the audit
+    /// log (`crate::Host::record_refusal`). By default nothing is recorded.
+    fn refused(&self, call: &crate::audit::RefusedCall<'_>) {
+        let _ = call;
+    }
+
+    /// Whether one more approval question may be asked now (`[quotas]
+    /// elicitations_per_minute`); by default always.
+    fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
+        Ok(())
+    }
 }
 
 /// What an invocation that answered gave back: the module's result, and

@@ -43,6 +43,21 @@ impl HostInvoker {
 }
 
 impl Invoker for HostInvoker {
+    fn refused(&self, call: &crate::audit::RefusedCall<'_>) {
+        let digest = call
+            .module
+            .and_then(|id| self.modules.get(id))
+            .and_then(|m| m.digest.as_deref());
+        self.host.record_refusal(&crate::audit::RefusedCall {
+            digest: call.digest.or(digest),
+            ..call.clone()
+        });
+    }
+
+    fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
+        self.host.admit_question()
+    }
+
     async fn invoke(&self, call: InvokeCall) -> Result<Invoked, InvokeFailure> {
         let Some(module) = self.modules.get(&call.module) else {
             return Err(InvokeFailure {

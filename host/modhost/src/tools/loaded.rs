@@ -12,9 +12,10 @@ use super::execute::{self, InvokeCall, Invoker, ProgressSink, ToolOutcome};
 use super::knowledge_tool;
 use super::registry::{Registry, build_registry};
 use super::tool_def::{ModuleEntry, ToolDef};
-use super::withdrawn::Withdrawn;
+use super::withdrawn::{Why, Withdrawn};
 use crate::CallWorkspace;
 use crate::approval::{self, ApprovalConfig, ApprovedBy, CallPolicy};
+use crate::audit::RefusedCall;
 use crate::home::HomeLayout;
 use crate::lockdown::{self, CallLockdown, Lockdown, LockdownConfig};
 use crate::overrides::CapabilityOverride;
@@ -125,6 +126,20 @@ impl<I: Invoker> Loaded<I> {
         lockdown::policy(base, &tool.effects, narrowed.as_ref(), lockdown)
     }
 
+    /// Tell the invoker of `call`, refused before it was invoked, naming
+    /// the module and capability of its tool when this load knows them.
+    pub(super) fn record_refusal(&self, call: &RefusedCall<'_>) {
+        let tool = self
+            .get(call.tool)
+            .or_else(|| self.withdrawn.get(call.tool).map(|w| &w.tool));
+        let call = RefusedCall {
+            module: call.module.or(tool.map(|t| t.module.as_str())),
+            capability: call.capability.or(tool.map(|t| t.capability.as_str())),
+            ..call.clone()
+        };
+        self.invoker.refused(&call);
+    }
+
     #[allow(clippy::too_many_arguments)] // one call's every part, passed on whole
     pub(super) async fn call_in(
         &self,
@@ -137,6 +152,15 @@ impl<I: Invoker> Loaded<I> {
         lockdown: Option<&Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
         let Some(tool) = self.get(name) else {
+            // Refused without running anything: recorded all the same.
+            let (kind, rule) = match self.withdrawn.get(name).map(|w| &w.why) {
+                Some(Why::Refused(refusal)) => (refusal.kind(), refusal.rule()),
+                Some(Why::Failed(failure)) => (failure.kind.clone(), None),
+                None => (modproto::ModuleErrorKind::NotFound.into(), None),
+            };
+            let mut refused = RefusedCall::new(name, &input, kind);
+            refused.rule = rule;
+            self.record_refusal(&refused);
             return match self.withdrawn.get(name) {
                 Some(withdrawn) => withdrawn.answer(),
                 None => Err(CallError::UnknownTool(name.to_owned())),
@@ -144,7 +168,15 @@ impl<I: Invoker> Loaded<I> {
         };
         let locked = self.call_lockdown(tool, lockdown);
         let policy = self.policy(tool, locked.as_ref());
-        let record = approval::authorize_call(&policy, &tool.name, approver)?;
+        let record = match approval::authorize_call(&policy, &tool.name, approver) {
+            Ok(record) => record,
+            Err(refusal) => {
+                let mut refused = RefusedCall::new(name, &input, refusal.kind());
+                refused.rule = refusal.rule();
+                self.record_refusal(&refused);
+                return Err(refusal.into());
+            }
+        };
         if knowledge_tool::is_this(tool) {
             return Ok(knowledge_tool::run(tool, &self.modules, &input));
         }

@@ -156,6 +156,20 @@ impl<I: Invoker> Toolbox<I> {
         loaded.taint_of(loaded.get(name)?)
     }
 
+    /// Record a call of a tool of this toolbox that its caller refused
+    /// before calling it (an MCP server's own bounds, a user's no), as the
+    /// toolbox records the refusals of its own gate: in the host's audit
+    /// log, with the module and capability of the tool.
+    pub fn record_refusal(&self, call: &crate::audit::RefusedCall<'_>) {
+        self.live.last_loaded().record_refusal(call);
+    }
+
+    /// Whether one more approval question may be asked now (`[quotas]
+    /// elicitations_per_minute`), counting it when it may.
+    pub fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
+        self.live.last_loaded().invoker.admit_question()
+    }
+
     /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
     pub fn changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.live.changes()

@@ -13,8 +13,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::unix::pipe;
 
 use super::group::Group;
-use crate::{Call, CallNetwork, RunError, STDERR_TAIL_BYTES};
+use crate::{Call, CallNetwork, CallSecret, RunError, STDERR_TAIL_BYTES};
 use modhost_sandbox::Grant;
+use modhost_sandbox::memory_cgroup::MemoryBound;
 use modhost_sandbox::{self as confine, ConfineError, ConfinementMode, NetworkAccess, interpreter};
 use modhost_sandbox::{environment, spawn, spawner_pool};
 
@@ -38,6 +39,10 @@ pub struct SpawnSpec {
     pub network: Option<CallNetwork>,
     /// How strictly it is confined.
     pub confinement: ConfinementMode,
+    /// The memory its processes may use together
+    /// ([`crate::CallLimits::native_memory_bytes`]): each process started
+    /// from the spec gets a memory cgroup of its own with this limit.
+    pub memory_bytes: u64,
 }
 
 impl SpawnSpec {
@@ -49,6 +54,7 @@ impl SpawnSpec {
             module_writes: call.module_writes.to_vec(),
             network: call.network.cloned(),
             confinement: call.limits.confinement,
+            memory_bytes: call.limits.native_memory_bytes,
         }
     }
 
@@ -85,6 +91,9 @@ pub struct Started {
     /// The stamp of the landlock ruleset it was started in
     /// (`Confinement::stamp`).
     pub(super) stamp: Option<u64>,
+    /// Its memory bound, held as long as the process may live: its memory
+    /// cgroup goes back to the host's pool only when this is dropped.
+    pub(super) memory: Option<MemoryBound>,
 }
 
 impl Started {
@@ -109,8 +118,13 @@ impl Started {
 /// (landlock ruleset, clone, exec, its retries), so it runs off the runtime
 /// ([`spawn_off_runtime`]) and the runtime thread that answers `ping` and
 /// cancellations never waits for it.
-pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
-    attach(spawn_off_runtime(spec.clone()).await?)
+///
+/// `secrets`, the call's, are variables of this one process's environment.
+/// Only a call starts this way; a process started ahead ([`super::warm`])
+/// starts through [`spawn_off_runtime`], which gives none, so no secret
+/// ever sits in a process no call has claimed yet.
+pub(super) async fn start(spec: &SpawnSpec, secrets: &[CallSecret]) -> Result<Started, RunError> {
+    attach(spawn_off_runtime_with_secrets(spec.clone(), secrets.to_vec()).await?)
 }
 
 /// [`spawn`] off the runtime: a confined start on a spawner thread
@@ -121,10 +135,21 @@ pub(super) async fn start(spec: &SpawnSpec) -> Result<Started, RunError> {
 /// child kills and reaps it), or after the child was handed over and not
 /// yet taken ([`PendingStart`]).
 pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunError> {
+    spawn_off_runtime_with_secrets(spec, Vec::new()).await
+}
+
+/// [`spawn_off_runtime`], the process given `secrets` as variables.
+async fn spawn_off_runtime_with_secrets(
+    spec: SpawnSpec,
+    secrets: Vec<CallSecret>,
+) -> Result<Spawned, RunError> {
     let failed = |e: &dyn std::fmt::Display| RunError::Spawn {
         message: format!("the start of the module failed: {e}"),
     };
-    let (confinement, network) = (spec.confinement, spec.network.is_some());
+    let confinement = spec.confinement;
+    // The spawner threads whose shared confinement fits the call: its
+    // network, and whether its capability declares no spawns (exec gated).
+    let flavour = confine::Flavour::of(spec.network.is_some(), &spec.executables);
     // A module that looks commands up in PATH gets it with version-manager
     // shims resolved; a spawner thread never asks a manager, so while PATH
     // is unresolved the need is decided here and the answer had first, off
@@ -142,14 +167,14 @@ pub(super) async fn spawn_off_runtime(spec: SpawnSpec) -> Result<Spawned, RunErr
             return;
         }
         // Its caller went away while it ran: nobody will attach the child.
-        if let Err(orphan) = sender.send(spawn(&spec, resolved_path)) {
+        if let Err(orphan) = sender.send(spawn_with_secrets(&spec, resolved_path, &secrets)) {
             kill_orphan(orphan);
         }
     };
     if confinement == ConfinementMode::Off {
         tokio::task::spawn_blocking(start);
     } else {
-        spawner_pool::run(network, start).map_err(|e| failed(&e))?;
+        spawner_pool::run(flavour, start).map_err(|e| failed(&e))?;
     }
     let mut pending = PendingStart(Some(receiver));
     let receiver = pending.0.as_mut().expect("taken only on drop");
@@ -202,6 +227,8 @@ pub struct Spawned {
     /// cannot enforce).
     pub host_warnings: Vec<String>,
     pub(super) stamp: Option<u64>,
+    /// Its memory bound (see [`Started`]).
+    pub(super) memory: Option<MemoryBound>,
 }
 
 /// Start the process for `spec` on the calling thread, which blocks until
@@ -219,26 +246,43 @@ pub fn start_blocking(spec: &SpawnSpec) -> Result<Spawned, RunError> {
 /// `resolved_path`: whether the module gets PATH with shims resolved, when
 /// the caller decided it already.
 pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spawned, RunError> {
+    spawn_with_secrets(spec, resolved_path, &[])
+}
+
+/// [`spawn`], the module's environment holding `secrets` too.
+fn spawn_with_secrets(
+    spec: &SpawnSpec,
+    resolved_path: Option<bool>,
+    secrets: &[CallSecret],
+) -> Result<Spawned, RunError> {
     let program = &spec.program;
-    let confinement = spec.prepare_confinement().map_err(|e| match e {
-        ConfineError::Unconfined { reason, remedy } => RunError::Unconfined { reason, remedy },
-        other => RunError::Spawn {
-            message: format!("{}: {other}", program.display()),
-        },
-    })?;
+    // The memory bound is taken here, not in `prepare_confinement`: that
+    // one also runs to compare a warm process with a start now, which must
+    // not take a cgroup.
+    let confinement = spec
+        .prepare_confinement()
+        .and_then(|c| c.bound_memory(spec.memory_bytes, spec.confinement))
+        .map_err(|e| match e {
+            ConfineError::Unconfined { reason, remedy } => RunError::Unconfined { reason, remedy },
+            other => RunError::Spawn {
+                message: format!("{}: {other}", program.display()),
+            },
+        })?;
     let host_warnings: Vec<String> = confinement
         .warning()
         .map(str::to_owned)
         .into_iter()
         .collect();
     let stamp = confinement.stamp();
+    let memory = confinement.memory_bound();
     let resolved_path = resolved_path.unwrap_or_else(|| {
         interpreter::path_needs_resolving(program, !spec.executables.is_empty())
     });
     let child = spawn::spawn(
         program,
         environment::module_environment(resolved_path)
-            .chain(spec.network.iter().flat_map(CallNetwork::environment)),
+            .chain(spec.network.iter().flat_map(CallNetwork::environment))
+            .chain(secrets.iter().map(CallSecret::variable)),
         program.parent().filter(|d| !d.as_os_str().is_empty()),
         confinement.into_child().as_ref(),
     )
@@ -269,6 +313,7 @@ pub(super) fn spawn(spec: &SpawnSpec, resolved_path: Option<bool>) -> Result<Spa
         guard,
         host_warnings,
         stamp,
+        memory,
     })
 }
 
@@ -292,6 +337,7 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         guard,
         host_warnings,
         stamp,
+        memory,
     } = spawned;
     let Streams {
         stdin,
@@ -331,6 +377,7 @@ pub(super) fn attach(spawned: Spawned) -> Result<Started, RunError> {
         tail,
         host_warnings,
         stamp,
+        memory,
     })
 }
 

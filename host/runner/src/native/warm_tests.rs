@@ -388,3 +388,138 @@ async fn a_new_spec_beyond_the_limit_evicts_the_least_recently_used() {
     );
     pool.shutdown().await;
 }
+
+/// A call granted secrets has them in its own process's environment, and
+/// no process started ahead ever holds them: such a call neither takes a
+/// waiting process nor leaves one started, and processes started ahead
+/// for the same spec (by a call without secrets) carry none.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_with_secrets_starts_cold_with_them_and_none_is_started_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    // Records, as it starts, what it holds in WARM_SECRET.
+    let module = script(
+        dir.path(),
+        "secretive",
+        &format!(
+            r#"printf '%s' "${{WARM_SECRET:-none}}" > {}/started.$$
+read line
+echo "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"pid\":$$,\"secret\":\"${{WARM_SECRET:-none}}\"}}}}""#,
+            out.path().display()
+        ),
+    );
+    let grants = [write_grant(out.path())];
+    let secrets = [crate::CallSecret::new("WARM_SECRET", "s3cr3t-value-42")];
+    let with_secret = Call {
+        secrets: &secrets,
+        ..with_grants(&grants)
+    };
+    let pool = WarmPool::new();
+    let answer = |exchange: crate::Exchange| exchange.response.outcome.unwrap();
+    let first = answer(run(&module, &with_secret, None, Some(&pool)).await.unwrap());
+    assert_eq!(first["secret"], "s3cr3t-value-42");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        started_pids(out.path()).len(),
+        1,
+        "only the call's process started"
+    );
+    assert!(
+        pool.is_empty(),
+        "nothing started ahead for a call with secrets"
+    );
+
+    // An allowed call of the same spec without secrets leaves processes
+    // waiting; none of them holds the secret, and the next call with
+    // secrets does not take one.
+    let plain = answer(
+        run(&module, &with_grants(&grants), None, Some(&pool))
+            .await
+            .unwrap(),
+    );
+    assert_eq!(plain["secret"], "none");
+    let waiting: Vec<i64> = wait_for_starts(out.path(), 2 + DEPTH)
+        .await
+        .into_iter()
+        .filter(|&p| p != first["pid"].as_i64().unwrap() && p != plain["pid"].as_i64().unwrap())
+        .collect();
+    for pid in &waiting {
+        let held = std::fs::read_to_string(out.path().join(format!("started.{pid}"))).unwrap();
+        assert_eq!(held, "none", "process {pid} started ahead holds a secret");
+    }
+    let again = answer(run(&module, &with_secret, None, Some(&pool)).await.unwrap());
+    assert_eq!(again["secret"], "s3cr3t-value-42");
+    assert!(
+        !waiting.contains(&again["pid"].as_i64().unwrap()),
+        "a waiting process served it"
+    );
+    assert_eq!(pool.len(), DEPTH, "nothing was taken or added");
+    pool.shutdown().await;
+}
+
+#[test]
+fn a_calls_secret_never_shows_its_value_in_debug_output() {
+    let secret = crate::CallSecret::new("GITHUB_TOKEN", "ghp_not-for-logs");
+    let call = Call {
+        secrets: std::slice::from_ref(&secret),
+        ..call(REQ, 1000, 1024)
+    };
+    let shown = format!("{call:?}");
+    assert!(shown.contains("GITHUB_TOKEN"), "{shown}");
+    assert!(!shown.contains("ghp_not-for-logs"), "{shown}");
+}
+
+/// The memory cgroup `pid` sits in, from `/proc/<pid>/cgroup` (the suite
+/// runs on cgroup v1, where the memory controller has a line of its own).
+fn memory_cgroup_of(pid: i64) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    text.lines()
+        .find_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then(|| path.to_owned())
+        })
+        .unwrap_or_else(|| panic!("no memory cgroup line for {pid}: {text}"))
+}
+
+/// Processes started ahead are each confined as a cold one is, memory
+/// included: each sits in a memory cgroup of its own from the host's pool,
+/// never one that another live process (the call that answered, the other
+/// waiting one) holds, with its call's limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_process_started_ahead_has_a_memory_cgroup_of_its_own() {
+    let made = one_call_made().await;
+    let pool_folder = format!("/modhost-{}/call-", std::process::id());
+    let cgroups: Vec<String> = made.warm.iter().map(|&pid| memory_cgroup_of(pid)).collect();
+    assert_eq!(cgroups.len(), DEPTH);
+    for (pid, cgroup) in made.warm.iter().zip(&cgroups) {
+        assert!(cgroup.contains(&pool_folder), "{pid} sits in {cgroup}");
+        let limit = std::fs::read_to_string(format!(
+            "/sys/fs/cgroup/memory{cgroup}/memory.limit_in_bytes"
+        ))
+        .unwrap();
+        assert_eq!(
+            limit.trim(),
+            modhost_sandbox::DEFAULT_NATIVE_MEMORY_BYTES.to_string()
+        );
+    }
+    let mut distinct = cgroups.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        cgroups.len(),
+        "two live processes share {cgroups:?}"
+    );
+    // The next call is served by one of them, in the cgroup it has held
+    // since its start.
+    let served = pid_of_call(&made.module, &with_grants(&made.grants), &made.pool).await;
+    assert!(
+        made.warm.contains(&served),
+        "{served} was not started ahead"
+    );
+    made.pool.shutdown().await;
+}
