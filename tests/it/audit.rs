@@ -467,3 +467,265 @@ fn a_calls_span_reaches_an_otlp_receiver_under_the_mcp_requests_traceparent() {
     let records = show(&home, &[]);
     assert_eq!(records[0]["trace_id"], trace_id, "{records:#?}");
 }
+
+/// `modhost audit verify --json` of a log a record in which says it is not
+/// whole: exit 1, status `flagged`; the flagged record's problem.
+#[track_caller]
+fn flagged(home: &Home) -> String {
+    let (code, report) = verify(home);
+    assert_eq!(code, 1, "{report:#}");
+    assert_eq!(report["verdict"]["status"], "flagged", "{report:#}");
+    report["verdict"]["problem"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The red team's laundering: records removed (or the head removed), then
+/// one more call, whose writer repairs the head. The log must stay not
+/// intact, for good, naming the repair and what it says was lost, in
+/// `verify` and in `audit show`.
+#[test]
+fn tampering_a_later_call_repairs_stays_not_intact_for_good() {
+    let home = Home::new();
+    home.install(Fixture::Echo, "echo");
+    let mut server = McpStdio::start(&home, Some(&home.workspace()), |_| {});
+    for _ in 0..6 {
+        let response = call(&mut server, TOOL, &json!({}));
+        assert_eq!(response["result"]["isError"], json!(false), "{response}");
+    }
+    server.finish();
+    assert_intact(&home, 6);
+    let current = audit_file(&home, "audit.jsonl");
+    let original = lines(&current);
+    write_lines(&current, &original[..4]);
+    assert_eq!(named(&home).0, "audit.jsonl");
+
+    home.invoke("echo", "echo.echo", &json!({}), &[])
+        .invoke_result();
+    let problem = flagged(&home);
+    assert!(
+        problem.contains("record 5 is a repair no crash explains"),
+        "{problem}"
+    );
+    assert!(problem.contains("the head named record 6"), "{problem}");
+    let repair = &show(&home, &["--since", "1h"])[4];
+    assert_eq!(repair["event"], "repair", "{repair:#}");
+    assert_eq!(repair["repair"]["found"], "lost", "{repair:#}");
+    assert_eq!(repair["repair"]["head_seq"], 6, "{repair:#}");
+    let text = home.run(&["audit", "tail", "-n", "2"]);
+    assert!(
+        text.stdout.contains("NOT explained by a crash"),
+        "{}",
+        text.stdout
+    );
+
+    // And the head removed next: one more flag; neither goes away.
+    std::fs::remove_file(audit_file(&home, "head")).unwrap();
+    for _ in 0..3 {
+        home.invoke("echo", "echo.echo", &json!({}), &[])
+            .invoke_result();
+    }
+    let (_, report) = verify(&home);
+    let flags = report["flagged"].as_array().unwrap();
+    assert_eq!(flags.len(), 2, "{report:#}");
+    assert!(
+        flags[1]["problem"]
+            .as_str()
+            .unwrap()
+            .contains("head was missing"),
+        "{report:#}"
+    );
+    let text = home.run(&["audit", "verify"]);
+    text.expect_code(1);
+    assert!(text.stdout.starts_with("NOT INTACT"), "{}", text.stdout);
+}
+
+/// A record that cannot be written (`audit.jsonl` replaced by a link,
+/// which the writer does not follow) does not fail the call, is counted in
+/// the head by the `modhost invoke` that lost it, and the next call's
+/// writer says so in a `gap` record; `verify` reports both.
+#[test]
+fn a_record_that_could_not_be_written_is_counted_and_never_verifies_as_intact() {
+    let home = Home::new();
+    home.install(Fixture::Echo, "echo");
+    home.invoke("echo", "echo.echo", &json!({}), &[])
+        .invoke_result();
+    assert_intact(&home, 1);
+    let current = audit_file(&home, "audit.jsonl");
+    let aside = home.outside().join("aside.jsonl");
+    std::fs::rename(&current, &aside).unwrap();
+    std::os::unix::fs::symlink(&aside, &current).unwrap();
+    for _ in 0..2 {
+        home.invoke("echo", "echo.echo", &json!({}), &[])
+            .invoke_result();
+    }
+    let problem = flagged(&home);
+    assert!(
+        problem.contains("2 records could not be written"),
+        "{problem}"
+    );
+    assert_eq!(std::fs::read_to_string(&aside).unwrap().lines().count(), 1);
+
+    std::fs::remove_file(&current).unwrap();
+    std::fs::rename(&aside, &current).unwrap();
+    home.invoke("echo", "echo.echo", &json!({}), &[])
+        .invoke_result();
+    let problem = flagged(&home);
+    assert!(
+        problem.contains("record 2 says records are missing"),
+        "{problem}"
+    );
+    let records = show(&home, &[]);
+    assert_eq!(records[1]["event"], "gap", "{records:#?}");
+    assert_eq!(records[1]["gap"]["records"], 2, "{records:#?}");
+    assert_eq!(records[2]["outcome"], "ok", "{records:#?}");
+}
+
+/// An MCP client names tools that do not exist: a name that forges a line
+/// of `audit show` with a newline and hides with an escape sequence, and
+/// names of a megabyte. Each is recorded as at most 128 printable
+/// characters and the whole name's digest, `audit show` prints no control
+/// character, and the calls count against the principal's quota.
+#[test]
+fn an_mcp_clients_made_up_tool_names_are_recorded_short_printable_and_counted() {
+    let home = Home::new();
+    home.install(Fixture::Echo, "echo");
+    home.write_config("[quotas.each_principal]\ncalls_per_minute = 4\n");
+    let forged = "x\n2026-12-06T05:00:00.000Z  #1  local:alice  echo__echo_echo  ok\u{1b}[8m";
+    let huge = "B".repeat(1 << 20);
+    let mut server = McpStdio::start(&home, Some(&home.workspace()), |_| {});
+    for name in [forged, &huge, &huge, &huge, &huge] {
+        let response = call(&mut server, name, &json!({}));
+        assert!(
+            response.get("error").is_some() || response["result"]["isError"] == json!(true),
+            "{response:.300}"
+        );
+    }
+    // The principal's minute is used up by the made-up names.
+    let real = call(&mut server, TOOL, &json!({}));
+    assert_eq!(real["result"]["isError"], json!(true), "{real}");
+    server.finish();
+
+    let records = show(&home, &[]);
+    assert_eq!(records.len(), 6, "{records:#?}");
+    for record in &records[..5] {
+        let tool = record["tool"].as_str().unwrap();
+        assert!(tool.chars().count() <= 128, "{}", tool.len());
+        assert!(!tool.chars().any(char::is_control), "{tool:?}");
+        assert_eq!(record["tool_sha256"].as_str().unwrap().len(), 64);
+    }
+    let digest = |text: &str| sha256sum(text.as_bytes());
+    assert_eq!(records[0]["tool_sha256"], digest(forged));
+    assert_eq!(records[1]["tool_sha256"], digest(&huge));
+    assert_eq!(records[3]["kind"], "not_found", "{:#}", records[3]);
+    assert_eq!(records[4]["kind"], "rate_limited", "{:#}", records[4]);
+    assert_eq!(records[5]["kind"], "rate_limited", "{:#}", records[5]);
+    let size = std::fs::metadata(audit_file(&home, "audit.jsonl"))
+        .unwrap()
+        .len();
+    assert!(size < 16 * 1024, "{size} bytes for six records");
+
+    let text = home.run(&["audit", "show"]);
+    text.expect_code(0);
+    assert_eq!(text.stdout.lines().count(), 6, "{}", text.stdout);
+    assert!(!text.stdout.contains('\u{1b}'), "{}", text.stdout);
+}
+
+/// A module that fails with a kind of its own 100,000 characters long,
+/// with an escape sequence: recorded as `own` and the digest of what it
+/// sent, never the kind itself.
+const OWN_KIND: &str = r#"#!/bin/sh
+IFS= read -r line
+id=${line#*\"id\":}
+id=${id%%,*}
+case $line in
+*'"method":"describe"'*)
+  printf '%s\n' '{"jsonrpc":"2.0","id":'"$id"',"result":{"id":"ownkind","version":"1.0.0","title":"ownkind","description":"Fails with a kind of its own.","capabilities":[{"id":"ownkind.fail","title":"Fail","description":"Fail with a long kind.","input_schema":{"type":"object"},"effects":{"reads":[],"writes":[],"network":false,"spawns":[],"cost":"trivial"}}]}}'
+  ;;
+*)
+  kind="\\u001b[31m$(printf '%0100000d' 0)"
+  printf '%s\n' '{"jsonrpc":"2.0","id":'"$id"',"error":{"code":-32000,"message":"failed","data":{"kind":"'"$kind"'"}}}'
+  ;;
+esac
+"#;
+
+#[test]
+fn a_modules_own_error_kind_is_recorded_only_as_a_plain_word() {
+    let home = Home::new();
+    let module = home.modules().join("ownkind").join("ownkind");
+    std::fs::create_dir_all(module.parent().unwrap()).unwrap();
+    std::fs::write(&module, OWN_KIND).unwrap();
+    std::fs::set_permissions(&module, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home.run(&["pin", "ownkind"]).expect_code(0);
+    let run = home.invoke("ownkind", "ownkind.fail", &json!({}), &[]);
+    assert!(run.code == 1 || run.code == 2, "{run:#?}");
+    let records = show(&home, &["--module", "ownkind"]);
+    assert_eq!(records.len(), 1, "{records:#?}");
+    assert_eq!(records[0]["kind"], "own", "{:.300}", records[0]);
+    let sent = format!("\u{1b}[31m{}", "0".repeat(100_000));
+    assert_eq!(records[0]["kind_sha256"], sha256sum(sent.as_bytes()));
+    let size = std::fs::metadata(audit_file(&home, "audit.jsonl"))
+        .unwrap()
+        .len();
+    assert!(size < 4096, "{size} bytes for one record");
+}
+
+/// SHA-256 (hex) of `bytes`, as `sha256sum` (coreutils) computes it: how
+/// anyone checks a digest the log holds.
+fn sha256sum(bytes: &[u8]) -> String {
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum (coreutils) runs");
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+/// `timeout 1 modhost invoke …` and a terminal's Ctrl-C end the command
+/// with a signal: the call is cancelled (its module killed), and its record
+/// is written before the command exits.
+#[test]
+fn a_call_ended_by_a_signal_to_the_host_is_recorded_as_cancelled() {
+    let home = Home::new();
+    home.install(Fixture::Hang, "hang");
+    home.run(&["pin", "hang"]).expect_code(0);
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let host = std::process::Command::new(&crate::support::binaries().modhost)
+            .arg("--home")
+            .arg(home.path())
+            .arg("--workspace")
+            .arg(home.workspace())
+            .args(["invoke", "hang", "hang.run", "--input", "{}"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Until the module runs: its process is up.
+        let started = std::time::Instant::now();
+        while home.live_module_processes().is_empty() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "no module started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let killed = std::process::Command::new("kill")
+            .args([format!("-{signal}"), host.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let ended = host.wait_with_output().unwrap();
+        assert_eq!(ended.status.code(), Some(code), "{ended:?}");
+        home.assert_no_module_processes();
+        let log = std::fs::read_to_string(home.path().join("audit/audit.jsonl")).unwrap();
+        let last: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        assert_eq!(last["capability"], "hang.run", "{last:#}");
+        assert_eq!(last["outcome"], "cancelled", "{last:#}");
+    }
+    let verified = home.run(&["audit", "verify"]);
+    verified.expect_code(0);
+}

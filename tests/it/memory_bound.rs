@@ -191,3 +191,58 @@ fn doctor_reports_the_memory_bound() {
         human.stdout
     );
 }
+
+/// A tmpfs mounted for a test (as root), unmounted when dropped.
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(at: std::path::PathBuf) -> Tmpfs {
+        std::fs::create_dir_all(&at).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=512m", "modhost-test"])
+            .arg(&at)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "this test mounts a tmpfs (as root): {status}"
+        );
+        Tmpfs(at)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The attack on the pool of call cgroups: one module's call writes 220
+/// MiB to a file of its workspace, on tmpfs, and ends; the pages stay
+/// charged to the cgroup it ran in, where nothing can reclaim them. The
+/// next calls of another module (256 MiB, taking 64) lease cgroups from
+/// the same pool: none of them starts with that charge, and each answers
+/// (before the fix: `memory_limit`, every time the cgroup came round).
+#[test]
+fn tmpfs_pages_one_call_leaves_do_not_count_against_the_next() {
+    let home = home_with(&["hog", "calm"], &small_limit_for("calm"));
+    let workspace = Tmpfs::mount(home.outside().join("tmpfs-workspace"));
+    let mut server = McpStdio::start(&home, Some(&workspace.0), |command| {
+        command.arg("--delegate-approval").current_dir(&workspace.0);
+    });
+    let filled = server.result(
+        "tools/call",
+        &json!({"name": "hog__hog_fill", "arguments": {"mib": 220}}),
+    );
+    assert_ne!(filled["isError"], true, "{filled:#}");
+    for call in 0..6 {
+        let answer = server.result(
+            "tools/call",
+            &json!({"name": "calm__calm_allocate", "arguments": {"mib": 64}}),
+        );
+        assert_ne!(answer["isError"], true, "call {call}: {answer:#}");
+    }
+    server.finish();
+    home.assert_no_module_processes();
+    drop(workspace);
+}

@@ -188,3 +188,30 @@ fn approval_questions_beyond_their_limit_are_not_asked() {
     assert_eq!(refused[0]["approval"]["by"], "user", "{:#}", refused[0]);
     assert_eq!(refused[1]["kind"], "rate_limited");
 }
+
+/// A `[quotas.tools]` key that names no tool would limit nothing, and two
+/// keys for one tool would leave unsaid which counts: both stop the host
+/// before any call, naming the line.
+#[test]
+fn a_quota_for_no_tool_or_twice_for_one_tool_is_refused_naming_it() {
+    let home = Home::new();
+    home.install(Fixture::Echo, "echo");
+    home.write_config("[quotas.tools.\"echo__echo_echoo\"]\ncalls_per_minute = 5\n");
+    let typo = home.run(&["invoke", "echo", "echo.echo", "--input", "{}"]);
+    assert_ne!(typo.code, 0, "{typo:?}");
+    assert!(
+        typo.stderr.contains("[quotas.tools] \"echo__echo_echoo\""),
+        "{}",
+        typo.stderr
+    );
+    assert_eq!(home.invocations("echo", "echo.echo"), 0, "a call ran");
+
+    home.write_config(
+        "[quotas.tools.\"echo__echo_echo\"]\ncalls_per_minute = 5\n\
+         [quotas.tools.\"echo.echo.echo\"]\ncalls_per_minute = 1\n",
+    );
+    let twice = home.run(&["invoke", "echo", "echo.echo", "--input", "{}"]);
+    assert_ne!(twice.code, 0, "{twice:?}");
+    assert!(twice.stderr.contains("keep one"), "{}", twice.stderr);
+    assert_eq!(home.invocations("echo", "echo.echo"), 0, "a call ran");
+}

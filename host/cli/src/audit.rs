@@ -3,8 +3,10 @@
 //!
 //! - `verify`: is every record there as written, in order? Exit 0 when the
 //!   log is intact; 1 when it is not, naming the first bad record (file and
-//!   line) and what is wrong, or a torn last line (a writer stopped in the
-//!   middle of a record, which the next writer cuts off: not tampering).
+//!   line) and what is wrong, a record that says records were lost or
+//!   changed (a repair no crash explains) or never written (a gap), or a
+//!   torn last line (a writer stopped in the middle of a record, which the
+//!   next writer cuts off: not tampering).
 //! - `show [filters]`: every record that matches, oldest first.
 //! - `tail [-n N] [filters]`: the last N that match (20 by default).
 //!
@@ -12,6 +14,9 @@
 //! `--principal`, `--outcome ok|failed|refused|cancelled`, `--since` (an
 //! RFC 3339 time, or a span back from now: `10m`, `2h`). `--json` prints
 //! the records (or the verification) as one JSON document.
+//!
+//! Text output escapes control characters: a record's fields (a tool name
+//! an MCP client made up) must not forge lines or drive the terminal.
 //!
 //! Read-only: never creates a home or an audit log, and does not read
 //! `config.toml` (a broken one must not hide the record).
@@ -127,9 +132,24 @@ fn verify(layout: &HomeLayout, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
                 found.records
             );
         }
+        Verdict::Flagged { .. } => {
+            outln!(
+                "NOT INTACT: the chain of {} records is whole, but records in it say the log is not; the log {files}",
+                found.records
+            );
+        }
+    }
+    for flagged in &found.flagged {
+        outln!(
+            "flagged: {} line {} (record {}): {}",
+            flagged.file,
+            flagged.line,
+            flagged.seq,
+            printable(&flagged.problem)
+        );
     }
     for note in &found.notes {
-        outln!("note: {note}");
+        outln!("note: {}", printable(note));
     }
     Ok(code)
 }
@@ -154,27 +174,71 @@ fn show(layout: &HomeLayout, args: &FilterArgs, last: Option<usize>) -> anyhow::
             .map_err(anyhow::Error::msg)
             .context("--since")?,
     };
-    let read = audit::read(layout)?;
-    let mut records: Vec<&AuditRecord> =
-        read.records.iter().filter(|r| filter.matches(r)).collect();
-    if let Some(last) = last {
-        let skip = records.len().saturating_sub(last);
-        records.drain(..skip);
-    }
-    if read.unreadable > 0 {
+    let json = args.output.is_json();
+    let unreadable = match last {
+        // The newest records, read backwards from the end of the log.
+        Some(count) => {
+            let found = audit::last_records(layout, &filter, count)?;
+            if json {
+                super::stdout::print_json(&found.records)?;
+            } else {
+                for record in &found.records {
+                    outln!("{}", printable(&line(record)));
+                }
+            }
+            found.unreadable
+        }
+        // Every record, printed as it is read: one line in memory at a time.
+        None => {
+            let mut shown = 0usize;
+            let mut failed = None;
+            let unreadable = audit::each_record(layout, |record| {
+                if failed.is_some() || !filter.matches(&record) {
+                    return;
+                }
+                if json {
+                    match serde_json::to_string(&record) {
+                        Ok(text) => out!("{}{text}", if shown == 0 { "[\n" } else { ",\n" }),
+                        Err(e) => failed = Some(e),
+                    }
+                } else {
+                    outln!("{}", printable(&line(&record)));
+                }
+                shown += 1;
+            })?;
+            if let Some(e) = failed {
+                return Err(e).context("encode a record as JSON");
+            }
+            if json {
+                outln!("{}", if shown == 0 { "[]" } else { "\n]" });
+            }
+            unreadable
+        }
+    };
+    if unreadable > 0 {
         eprintln!(
-            "warning: {} lines of the audit log are not records; `modhost audit verify` names them",
-            read.unreadable
+            "warning: {unreadable} lines of the audit log are not records; `modhost audit verify` names them"
         );
     }
-    if args.output.is_json() {
-        super::stdout::print_json(&records)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    for record in records {
-        outln!("{}", line(record));
-    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `text` with every control character (a newline, an escape sequence's
+/// ESC) written as a Rust escape: a record's fields came from callers and
+/// modules, and must not forge lines or drive the terminal.
+fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_owned();
+    }
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// One record as a line for people: when, which, who, what came of it.
@@ -182,7 +246,19 @@ fn line(record: &AuditRecord) -> String {
     let entry = &record.entry;
     let mut text = format!("{}  #{}", entry.time, record.seq);
     if let Some(repair) = &entry.repair {
-        text.push_str(&format!("  repair: {}", repair.reason));
+        let crash = if repair.after_crash() {
+            ""
+        } else {
+            " (NOT explained by a crash)"
+        };
+        text.push_str(&format!("  repair{crash}: {}", repair.reason));
+        return text;
+    }
+    if let Some(gap) = &entry.gap {
+        text.push_str(&format!(
+            "  gap: {} records could not be written since {} ({})",
+            gap.records, gap.since, gap.error
+        ));
         return text;
     }
     let dash = || "-".to_owned();

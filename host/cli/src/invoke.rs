@@ -83,6 +83,10 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
         &config.capabilities,
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
+    modhost::overrides::validate_quota_tools(
+        &config.quotas.tools,
+        discovered.iter().filter_map(|m| m.descriptor.as_deref()),
+    )?;
     let target = match modhost::tools::target::resolve(
         &discovered,
         &args.target,
@@ -137,7 +141,16 @@ pub async fn run(host: &Host, args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let invoked = host.invoke_module(target.module, request).await;
+    let invoked = tokio::select! {
+        invoked = host.invoke_module(target.module, request) => invoked,
+        number = super::termination::signalled() => {
+            // The call's future is dropped: its process group is killed and
+            // its audit record says `cancelled` (`termination.rs`).
+            host.flush_audit_log();
+            eprintln!("error: ended by signal {number}; the call was cancelled");
+            return Ok(ExitCode::from(128u8.saturating_add(u8::try_from(number).unwrap_or(0))));
+        }
+    };
     // The record is written before anything is printed: a closed stdout
     // ends this process at once (`stdout.rs`).
     host.flush_audit_log();

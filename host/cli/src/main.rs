@@ -43,6 +43,7 @@ mod runtime_end;
 mod source_roots;
 #[cfg(feature = "wasm")]
 mod status_line;
+mod termination;
 mod tools;
 
 use exit_code::{EXIT_CODES, EXIT_USAGE};

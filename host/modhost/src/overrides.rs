@@ -95,11 +95,12 @@ pub(crate) fn network_lines(over: Option<&CapabilityOverride>) -> NetworkLines<'
     .unwrap_or_default()
 }
 
-/// Capability overrides in `config.toml` (`[capabilities]`) that name no
-/// installed capability, or name one twice: the toolbox is not opened
-/// ([`crate::tools::open_toolbox`]) until the operator fixes them.
+/// Keys in `config.toml` that must name an installed capability
+/// (`[capabilities]`, `[quotas.tools]`) but name none, or name one twice:
+/// the toolbox is not opened ([`crate::tools::open_toolbox`]) until the
+/// operator fixes them. Each problem starts with its section.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("config.toml [capabilities]: {}", problems.join("; "))]
+#[error("config.toml: {}", problems.join("; "))]
 pub struct OverrideError {
     pub problems: Vec<String>,
 }
@@ -154,11 +155,40 @@ pub fn validate_overrides<'a>(
                 }
                 if let Some(first) = resolved.insert((module.clone(), capability.clone()), key) {
                     problems.push(format!(
-                        "{first:?} and {key:?} both name capability {capability} of module {module}; keep one"
+                        "[capabilities] {first:?} and {key:?} both name capability {capability} of module {module}; keep one"
                     ));
                 }
             }
-            Err(problem) => problems.push(problem),
+            Err(problem) => problems.push(format!("[capabilities] {problem}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(OverrideError { problems })
+    }
+}
+
+/// Check that every `[quotas.tools]` key names a capability of a discovered
+/// module, by either spelling, and no capability twice: a typo would limit
+/// nothing, and two keys for one tool would leave which one counts unsaid.
+pub fn validate_quota_tools<'a, T>(
+    tools: &BTreeMap<String, T>,
+    modules: impl IntoIterator<Item = &'a Descriptor>,
+) -> Result<(), OverrideError> {
+    let modules: Vec<&Descriptor> = modules.into_iter().collect();
+    let mut problems = Vec::new();
+    let mut resolved: BTreeMap<(String, String), &str> = BTreeMap::new();
+    for key in tools.keys() {
+        match resolve_key(key, &modules) {
+            Ok((module, capability)) => {
+                if let Some(first) = resolved.insert((module.clone(), capability.clone()), key) {
+                    problems.push(format!(
+                        "[quotas.tools] {first:?} and {key:?} both name capability {capability} of module {module}; keep one"
+                    ));
+                }
+            }
+            Err(problem) => problems.push(format!("[quotas.tools] {problem}")),
         }
     }
     if problems.is_empty() {

@@ -16,20 +16,26 @@
 //!   them, or writes neither, pays nothing and is never refused.
 //! - **During the call** one inotify watch per folder of the tree follows
 //!   every creation, deletion, rename, write and truncation, and keeps the
-//!   count of files (every entry: files, folders, links) and bytes (the
-//!   sizes of the non-folders) up to date. A folder created during the
+//!   count of files (every entry: files, folders, links) and bytes (of each
+//!   non-folder its size, or the blocks it holds when more) up to date. A folder created during the
 //!   call is watched, then listed: what was made in it before its watch is
 //!   counted by the listing, what after by events, and an entry seen twice
 //!   is counted once (entries are kept by folder and name). A folder moved
 //!   away takes its whole subtree out of the count, one moved in is
-//!   listed. A full event queue (`IN_Q_OVERFLOW`) lists every watched
-//!   tree again. The moment either count passes the bound, the call is
+//!   listed. The moment either count passes the bound, the call is
 //!   stopped: its future is dropped, which kills its process group (or
-//!   ends its component), and it ends with `storage_limit`.
+//!   ends its component), and it ends with `storage_limit`. So is a call
+//!   whose folders the host cannot follow: events lost (`IN_Q_OVERFLOW`),
+//!   an entry it cannot look at (any error but "gone"), a watch refused or
+//!   more folders than it watches for one module; its message says the
+//!   host cannot watch them, not that they are over the bound.
 //! - **After the call** the events still queued are read and the bound
 //!   checked once more: a call that passed it at its very end fails too.
-//!   From then on, the module's next call that may write is refused until
-//!   the operator removes files (or raises the bound).
+//!   A call that failed is measured again by a walk (outside the lock) for
+//!   its message, and its module's watch is not kept: a process killed in
+//!   the middle of a system call leaves blocks no event reports. From
+//!   then on, the module's next call that may write is refused until the
+//!   operator removes files (or raises the bound).
 //!
 //! What a module can leave behind is the bound plus what it writes between
 //! passing it and its death: the time the kernel takes to deliver the
@@ -50,7 +56,7 @@
 //!   such call ends (a watch removed well before the host exits costs its
 //!   final close nothing). Concurrent calls of one module share its watch,
 //!   and its bound: going over it stops every one of them.
-//! - **A long-running host keeps a module's watch** for [`KEPT_FOR`] after
+//! - **A long-running host keeps a module's watch** for `KEPT_FOR` after
 //!   its last call (a host that keeps processes warm: `modhost mcp`): the
 //!   events keep the count exact meanwhile, so the next call joins without
 //!   walking. The walk is what a call pays otherwise, about 2 µs a file on
@@ -65,13 +71,36 @@
 //!   keeps its entries by name (size, or the folder's own watch), so a
 //!   deletion subtracts exactly what was counted, and a folder moved away
 //!   is subtracted without touching the disk. Hard links count once per
-//!   name, sparse files at their size: both count more than the disk
-//!   holds, never less.
+//!   name, sparse files at their size, files with blocks beyond their size
+//!   (`fallocate` keeping the size) at their blocks: never less than the
+//!   disk holds. A module makes no hard link (seccomp refuses `link` and
+//!   `linkat` with `EXDEV`): a state file linked to a workspace name and
+//!   written through it would grow unseen, since inotify reports a write to
+//!   the folder of the name the file was opened through. Nor does it
+//!   reserve blocks beyond a file's end (`fallocate` with `KEEP_SIZE`
+//!   refused): `RLIMIT_FSIZE` does not bound them, and one call could take
+//!   the disk before any event.
+//! - **Paths of any length.** A module can nest folders past `PATH_MAX`:
+//!   an entry whose path is longer is looked at, listed and watched through
+//!   its folder opened a component at a time (a watch through
+//!   `/proc/self/fd`), never taken for gone. Not a descriptor kept per
+//!   folder: 100,000 folders would take as many descriptors.
 //! - **Walks never recurse on the stack:** a module can nest folders as
 //!   deep as it likes; the host's walk keeps its own list.
 //! - **A watch the kernel refuses stops the call.** When the user's
 //!   inotify watches run out (`fs.inotify.max_user_watches`), part of the
-//!   tree would go unseen: the call ends as over its bound, saying why.
+//!   tree would go unseen: the call ends saying the host cannot watch it.
+//!   One module may hold a quarter of them at most (folders count against
+//!   the file bound too), so one module cannot take every other's.
+//! - **Lost events stop the calls, never a walk under the lock.** A full
+//!   event queue means no count can be trusted. Walking every tree again
+//!   there (seconds at 100,000 entries) left every module's events unread
+//!   meanwhile, and a module writing on was stopped only after 3.8 GiB
+//!   against a bound of 10 MiB. Every watch is dropped instead: the running
+//!   calls are stopped at once, measured as they end, and each module's
+//!   next call walks its folders as a first call does. A module that floods
+//!   the queue so stops the other modules' writing calls of that moment
+//!   too: they cannot be held to their bounds either.
 //!   When inotify itself is missing, calls run with a warning and the
 //!   folders are measured after the call instead.
 //! - **Not** a loop-mounted image per module: that needs root and a
@@ -89,6 +118,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
 use serde::Serialize;
 
 /// The bytes a module's `state` and `artifacts` folders may hold together,
@@ -178,6 +208,12 @@ impl StorageOverrun {
             .iter()
             .map(|(path, _)| path.display().to_string())
             .collect();
+        if self.unwatchable.is_some() && !self.total().is_over(self.bound) {
+            return format!(
+                "call again; if this recurs, remove what the module no longer needs from {} (fewer folders: the host watches each one)",
+                folders.join(" and ")
+            );
+        }
         format!(
             "remove what the module no longer needs from {}, or raise its bound in config.toml: `[limits.modules.\"{}\"] {} = ...` (or `[limits] {}` for every module)",
             folders.join(" and "),
@@ -208,6 +244,19 @@ impl std::fmt::Display for StorageOverrun {
         } else {
             "refused before the call ran: "
         };
+        if let Some(why) = &self.unwatchable {
+            // Not "over its bound": it may not be; the host cannot tell.
+            return write!(
+                f,
+                "{what}the host cannot watch module {}'s state and artifacts folders, so it cannot hold them to their bound of {} files (`storage_files`) and {} (`storage_bytes`): {why}; they hold {} files and {} ({})",
+                self.module,
+                self.bound.files,
+                modhost_sandbox::bytes_in_words(self.bound.bytes),
+                total.files,
+                modhost_sandbox::bytes_in_words(total.bytes),
+                held.join("; ")
+            );
+        }
         write!(
             f,
             "{what}module {}'s state and artifacts folders hold {} files and {}, over its bound of {} files (`storage_files`) and {} (`storage_bytes`) ({})",
@@ -217,11 +266,7 @@ impl std::fmt::Display for StorageOverrun {
             self.bound.files,
             modhost_sandbox::bytes_in_words(self.bound.bytes),
             held.join("; ")
-        )?;
-        if let Some(why) = &self.unwatchable {
-            write!(f, "; the host could not watch all of them: {why}")?;
-        }
-        Ok(())
+        )
     }
 }
 
@@ -309,9 +354,15 @@ fn checked_in(
     let bound = watched.bound;
     let total = watched.total();
     if total.is_over(bound) || watched.unwatchable.is_some() {
-        let overrun = watched.overrun(&key, false);
+        let mut overrun = watched.overrun(&key, false);
         if state.leave(&watcher.inotify, &key) {
             watcher.wake();
+        }
+        drop(state);
+        if overrun.unwatchable.is_some() {
+            for (folder, usage) in &mut overrun.folders {
+                *usage = measure(folder);
+            }
         }
         return Err(overrun);
     }
@@ -428,14 +479,34 @@ impl StorageWatch {
         };
         let mut state = watcher.lock();
         state.drain(&watcher.inotify);
-        let result = match state.modules.get(&self.key) {
-            Some(watched) if stopped || watched.is_over() => Err(watched.overrun(&self.key, true)),
+        let result = match state.modules.get_mut(&self.key) {
+            Some(watched) if stopped || watched.is_over() => {
+                // A call killed in the middle of a system call (a large
+                // write, an allocation) leaves blocks no event reports:
+                // the watch is not kept past its calls, and the next call
+                // walks the folders again.
+                watched.keep = false;
+                Err(watched.overrun(&self.key, true))
+            }
             _ => Ok(()),
         };
         if state.leave(&watcher.inotify, &self.key) {
             watcher.wake();
         }
-        result
+        drop(state);
+        match result {
+            // What the folders hold now, for the message: measured without
+            // the lock, so other modules' events are read meanwhile (the
+            // watch's counts may be stale, or, when it could not watch or
+            // count, incomplete).
+            Err(mut overrun) => {
+                for (folder, usage) in &mut overrun.folders {
+                    *usage = measure(folder);
+                }
+                Err(overrun)
+            }
+            Ok(()) => Ok(()),
+        }
     }
 }
 
@@ -449,25 +520,143 @@ impl Drop for StorageWatch {
     }
 }
 
-/// What `folder` holds, walked without watching (no inotify here).
+/// What `folder` holds, walked without watching (no inotify here, or
+/// counts that can no longer be trusted). What cannot be looked at is
+/// skipped: the figure is for a message, or a bound checked after the call.
 fn measure(folder: &Path) -> Usage {
     let mut usage = Usage::default();
     let mut pending = vec![folder.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = list(&dir) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let Ok(meta) = entry.metadata() else { continue };
+        for (name, seen) in entries {
             usage.files += 1;
-            if meta.is_dir() {
-                pending.push(entry.path());
+            if seen.dir {
+                pending.push(dir.join(name));
             } else {
-                usage.bytes = usage.bytes.saturating_add(meta.len());
+                usage.bytes = usage.bytes.saturating_add(seen.charge);
             }
         }
     }
     usage
+}
+
+/// What the bound counts of one entry, from its `lstat`.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    dir: bool,
+    /// Its size, or the blocks it holds when more (`fallocate` with
+    /// `FALLOC_FL_KEEP_SIZE` reserves blocks beyond the size).
+    charge: u64,
+}
+
+impl Seen {
+    fn of(stat: &rustix::fs::Stat) -> Seen {
+        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        let blocks = u64::try_from(stat.st_blocks).unwrap_or(0);
+        Seen {
+            dir: rustix::fs::FileType::from_raw_mode(stat.st_mode)
+                == rustix::fs::FileType::Directory,
+            charge: size.max(blocks.saturating_mul(512)),
+        }
+    }
+}
+
+/// Paths at most this long are used as they are; longer ones (a module can
+/// nest folders past `PATH_MAX`, 4,096 bytes) are opened a folder at a time.
+const PATH_FITS: usize = 4000;
+
+/// Open the folder at `path` with `flags` (never through a link as its
+/// last component), however long the path: the part that fits is opened
+/// as is (the module's own folders are resolved by the host), the rest one
+/// folder at a time, through no link.
+fn open_folder(path: &Path, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    let always = OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::open(path, flags | always, Mode::empty()) {
+        Err(rustix::io::Errno::NAMETOOLONG) => {}
+        other => return other,
+    }
+    let mut prefix = PathBuf::new();
+    let mut rest = Vec::new();
+    for component in path.components() {
+        let part = component.as_os_str();
+        if rest.is_empty() && prefix.as_os_str().len() + part.len() + 1 < PATH_FITS {
+            prefix.push(part);
+        } else {
+            rest.push(part);
+        }
+    }
+    let mut fd = rustix::fs::open(
+        &prefix,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let last = rest.len().saturating_sub(1);
+    for (index, name) in rest.into_iter().enumerate() {
+        let these = if index == last { flags } else { OFlags::PATH };
+        fd = rustix::fs::openat(&fd, name, these | always, Mode::empty())?;
+    }
+    Ok(fd)
+}
+
+/// `lstat` of `path`, however long.
+fn stat_entry(path: &Path) -> rustix::io::Result<Seen> {
+    match rustix::fs::statat(rustix::fs::CWD, path, AtFlags::SYMLINK_NOFOLLOW) {
+        Err(rustix::io::Errno::NAMETOOLONG) => {}
+        other => return other.map(|stat| Seen::of(&stat)),
+    }
+    let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(rustix::io::Errno::NAMETOOLONG);
+    };
+    let folder = open_folder(parent, OFlags::PATH)?;
+    rustix::fs::statat(&folder, name, AtFlags::SYMLINK_NOFOLLOW).map(|stat| Seen::of(&stat))
+}
+
+/// The entries of the folder at `path`, however long, each with its
+/// `lstat`; one removed while listed is left out.
+fn list(path: &Path) -> rustix::io::Result<Vec<(OsString, Seen)>> {
+    let folder = open_folder(path, OFlags::RDONLY)?;
+    let mut entries = Vec::new();
+    for entry in rustix::fs::Dir::read_from(&folder)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == c"." || name == c".." {
+            continue;
+        }
+        match rustix::fs::statat(&folder, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => entries.push((
+                OsString::from(std::ffi::OsStr::from_bytes(name.to_bytes())),
+                Seen::of(&stat),
+            )),
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(entries)
+}
+
+/// Add a watch on the folder at `path`, however long.
+fn add_watch(inotify: &OwnedFd, path: &Path) -> rustix::io::Result<i32> {
+    match inotify::add_watch(inotify, path, watch_flags()) {
+        Err(rustix::io::Errno::NAMETOOLONG) => {}
+        other => return other,
+    }
+    // Through the descriptor's name in /proc, which the kernel follows to
+    // the folder itself (opened through no link above).
+    let folder = open_folder(path, OFlags::PATH)?;
+    let name = format!("/proc/self/fd/{}", folder.as_raw_fd());
+    inotify::add_watch(
+        inotify,
+        name.as_str(),
+        watch_flags() - WatchFlags::DONT_FOLLOW,
+    )
+}
+
+/// Whether an error looking at an entry means it is gone (its removal is,
+/// or was, an event of its own), rather than that it cannot be looked at.
+fn is_gone(error: rustix::io::Errno) -> bool {
+    matches!(error, rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR)
 }
 
 /// The host's one inotify descriptor, the state of every watched module,
@@ -488,6 +677,25 @@ struct Watcher {
 const KEPT_FOR: Duration = Duration::from_secs(60);
 
 static WATCHER: OnceLock<Result<Watcher, String>> = OnceLock::new();
+
+/// The most folders the host watches for one module (each takes one of
+/// the user's inotify watches): a quarter of `fs.inotify.max_user_watches`,
+/// so one module cannot take the watches every other module (and every
+/// other program of the user) needs. A module with more is stopped as one
+/// the host cannot watch.
+fn watch_cap() -> usize {
+    #[cfg(test)]
+    if let Some(cap) = tests::WATCH_CAP.with(std::cell::Cell::get) {
+        return cap;
+    }
+    static CAP: OnceLock<usize> = OnceLock::new();
+    *CAP.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches")
+            .ok()
+            .and_then(|text| text.trim().parse::<usize>().ok())
+            .map_or(2048, |watches| (watches / 4).max(1))
+    })
+}
 
 /// The events a watched folder reports: every change to its entries and
 /// their sizes, and its own removal.
@@ -623,8 +831,13 @@ struct Watched {
     idle_since: Option<Instant>,
     bound: StorageBound,
     over: tokio::sync::watch::Sender<bool>,
-    /// Why part of the tree could not be watched.
+    /// Why part of the tree could not be watched, or its changes could not
+    /// be counted: its calls are stopped, and it is measured again after.
     unwatchable: Option<String>,
+    /// Folders watched (one inotify watch each).
+    watches: usize,
+    /// The most it may have ([`watch_cap`]).
+    watch_cap: usize,
 }
 
 #[derive(Debug)]
@@ -706,11 +919,12 @@ impl State {
             // A folder that did not exist when the watch began (or was
             // removed since, by the operator) may exist now: the host
             // makes a call's granted folders before it runs.
+            let lost = watched.unwatchable.is_some();
             let missing: Vec<usize> = watched
                 .roots
                 .iter()
                 .enumerate()
-                .filter(|(_, root)| root.wd.is_none() && root.path.is_dir())
+                .filter(|(_, root)| !lost && root.wd.is_none() && root.path.is_dir())
                 .map(|(index, _)| index)
                 .collect();
             let receiver = watched.over.subscribe();
@@ -743,6 +957,8 @@ impl State {
                 bound,
                 over,
                 unwatchable: None,
+                watches: 0,
+                watch_cap: watch_cap(),
             },
         );
         self.watch_roots(inotify, key);
@@ -813,6 +1029,7 @@ impl State {
             let _ = inotify::remove_watch(inotify, wd);
         }
         if let Some(watched) = self.modules.get_mut(key) {
+            watched.watches = 0;
             for root in &mut watched.roots {
                 root.wd = None;
                 root.usage = Usage::default();
@@ -835,11 +1052,27 @@ impl State {
         let mut pending = vec![(path, parent)];
         let mut top = None;
         while let Some((path, parent)) = pending.pop() {
-            let wd = match inotify::add_watch(inotify, &path, watch_flags()) {
+            let Some(watched) = self.modules.get(key) else {
+                break;
+            };
+            if watched.unwatchable.is_some() {
+                // It will be stopped (or refused): watching more of it
+                // only holds up every other module.
+                break;
+            }
+            if watched.watches >= watched.watch_cap {
+                let why = format!(
+                    "its folders hold more than {} folders, the most the host watches for one module (a quarter of fs.inotify.max_user_watches)",
+                    watched.watch_cap
+                );
+                self.unwatchable(key, why);
+                break;
+            }
+            let wd = match add_watch(inotify, &path) {
                 Ok(wd) => wd,
                 // Gone (or no folder) already: its removal is an event of
                 // its parent's, or it was never there.
-                Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => continue,
+                Err(e) if is_gone(e) => continue,
                 Err(e) => {
                     self.unwatchable(key, format!("watching {}: {e}", path.display()));
                     continue;
@@ -872,16 +1105,22 @@ impl State {
                     entries: HashMap::new(),
                 },
             );
-            let Ok(entries) = std::fs::read_dir(&path) else {
-                continue;
+            if let Some(watched) = self.modules.get_mut(key) {
+                watched.watches += 1;
+            }
+            let entries = match list(&path) {
+                Ok(entries) => entries,
+                Err(e) if is_gone(e) => continue,
+                Err(e) => {
+                    self.unwatchable(key, format!("listing {}: {e}", path.display()));
+                    continue;
+                }
             };
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Ok(meta) = entry.metadata() else { continue };
-                if meta.is_dir() {
-                    pending.push((entry.path(), Some((wd, name))));
+            for (name, seen) in entries {
+                if seen.dir {
+                    pending.push((path.join(&name), Some((wd, name))));
                 } else {
-                    self.set_file(key, root, wd, name, meta.len(), inotify);
+                    self.set_file(key, root, wd, name, seen.charge, inotify);
                 }
             }
         }
@@ -934,6 +1173,9 @@ impl State {
                     let Some(dir) = self.dirs.remove(&wd) else {
                         continue;
                     };
+                    if let Some(watched) = self.modules.get_mut(key) {
+                        watched.watches = watched.watches.saturating_sub(1);
+                    }
                     let _ = inotify::remove_watch(inotify, wd);
                     for (_, entry) in dir.entries {
                         match entry {
@@ -1031,7 +1273,7 @@ impl State {
             overflowed |= self.take(inotify, wd, mask, name);
         }
         if overflowed {
-            self.rewatch_all(inotify);
+            self.events_lost(inotify);
         }
         self.signal();
         read >= MAX_EVENTS
@@ -1109,30 +1351,57 @@ impl State {
         };
         let path = dir.path.join(&name);
         let known = dir.entries.get(&name).copied();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            // Gone again: its removal is (or was) an event too.
-            self.remove_entry(inotify, key, root, wd, &name);
-            return;
+        let seen = match stat_entry(&path) {
+            Ok(seen) => seen,
+            Err(e) if is_gone(e) => {
+                // Gone again: its removal is (or was) an event too.
+                self.remove_entry(inotify, key, root, wd, &name);
+                return;
+            }
+            // Still there, but the host cannot tell how much it holds:
+            // the call cannot be held to its bound, and is stopped.
+            Err(e) => {
+                self.unwatchable(
+                    key,
+                    format!("the host could not look at {}: {e}", path.display()),
+                );
+                return;
+            }
         };
-        match (meta.is_dir(), known) {
+        match (seen.dir, known) {
             (true, Some(Entry::Dir(_))) => {}
             (true, _) => {
                 self.watch_tree(inotify, key, root, path, Some((wd, name)));
             }
             (false, Some(Entry::Dir(_))) => {
                 self.remove_entry(inotify, key, root, wd, &name);
-                self.set_file(key, root, wd, name, meta.len(), inotify);
+                self.set_file(key, root, wd, name, seen.charge, inotify);
             }
-            (false, _) => self.set_file(key, root, wd, name, meta.len(), inotify),
+            (false, _) => self.set_file(key, root, wd, name, seen.charge, inotify),
         }
     }
 
-    /// Events were lost: list every watched module's folders again.
-    fn rewatch_all(&mut self, inotify: &OwnedFd) {
+    /// Events were lost (the kernel's queue overflowed): no module's count
+    /// can be trusted, and listing every tree again here, under the lock,
+    /// would leave every module's events unread meanwhile (seconds for a
+    /// large tree, while a module writes on). Instead every module's
+    /// watches go: the calls running are stopped at once (they cannot be
+    /// held to their bound), their folders are measured as they end
+    /// (`finish`, outside the lock), and a module's next call walks its
+    /// folders again as a first call does. A kept watch with no call
+    /// running simply ends.
+    fn events_lost(&mut self, inotify: &OwnedFd) {
         let keys: Vec<Arc<ModuleKey>> = self.modules.keys().cloned().collect();
         for key in keys {
             self.unwatch_module(inotify, &key);
-            self.watch_roots(inotify, &key);
+            if self.modules.get(&key).is_some_and(|w| w.calls == 0) {
+                self.modules.remove(&key);
+                continue;
+            }
+            self.unwatchable(
+                &key,
+                "changes to them were lost (the kernel's inotify event queue overflowed, `fs.inotify.max_queued_events`), so the host could not count them".to_string(),
+            );
         }
     }
 
@@ -1152,6 +1421,12 @@ impl State {
 mod tests {
     use super::*;
 
+    thread_local! {
+        /// [`watch_cap`] for the watches this test thread starts.
+        pub(super) static WATCH_CAP: std::cell::Cell<Option<usize>> =
+            const { std::cell::Cell::new(None) };
+    }
+
     fn folders(dir: &Path) -> Vec<PathBuf> {
         let (state, artifacts) = (dir.join("state/m"), dir.join("artifacts/m"));
         std::fs::create_dir_all(&state).unwrap();
@@ -1164,6 +1439,25 @@ mod tests {
             bytes: 1 << 20,
             files,
         }
+    }
+
+    /// What the folders hold on disk, walked.
+    fn on_disk(roots: &[PathBuf]) -> Usage {
+        let mut usage = Usage::default();
+        for root in roots {
+            usage.add(measure(root));
+        }
+        usage
+    }
+
+    /// The watch counts `files` entries, and what the disk holds: at least
+    /// `size`, the sizes of the files.
+    #[track_caller]
+    fn assert_counted(watch: &StorageWatch, roots: &[PathBuf], files: u64, size: u64) {
+        let usage = counted(watch);
+        assert_eq!(usage, on_disk(roots));
+        assert_eq!(usage.files, files);
+        assert!(usage.bytes >= size, "{usage:?} for {size} bytes of files");
     }
 
     /// What the watch counts now, read as a call's finish reads it.
@@ -1182,21 +1476,11 @@ mod tests {
         std::fs::write(roots[0].join("a/b/f"), [0u8; 100]).unwrap();
         std::fs::write(roots[1].join("g"), [0u8; 10]).unwrap();
         let watch = enter("m", &roots, bound(100), false).unwrap();
-        // a, a/b, a/b/f, g
-        assert_eq!(
-            counted(&watch),
-            Usage {
-                bytes: 110,
-                files: 4
-            }
-        );
-        assert_eq!(
-            measure(&roots[0]),
-            Usage {
-                bytes: 100,
-                files: 3
-            }
-        );
+        // a, a/b, a/b/f, g; each file at its size or its blocks, the more.
+        assert_eq!(counted(&watch), on_disk(&roots));
+        assert_eq!(counted(&watch).files, 4);
+        assert_eq!(measure(&roots[0]).files, 3);
+        assert!(measure(&roots[0]).bytes >= 100 && measure(&roots[1]).bytes >= 10);
         watch.finish(false).unwrap();
     }
 
@@ -1212,41 +1496,17 @@ mod tests {
         for i in 0..10 {
             std::fs::write(state.join(format!("x/y/z/{i}")), [1u8; 7]).unwrap();
         }
-        assert_eq!(
-            counted(&watch),
-            Usage {
-                bytes: 70,
-                files: 13
-            }
-        );
+        assert_counted(&watch, &roots, 13, 70);
         std::fs::write(state.join("x/y/z/0"), [1u8; 1000]).unwrap();
-        assert_eq!(
-            counted(&watch),
-            Usage {
-                bytes: 1063,
-                files: 13
-            }
-        );
+        assert_counted(&watch, &roots, 13, 1063);
         std::fs::remove_file(state.join("x/y/z/1")).unwrap();
-        assert_eq!(
-            counted(&watch),
-            Usage {
-                bytes: 1056,
-                files: 12
-            }
-        );
+        assert_counted(&watch, &roots, 12, 1056);
         // Moved out of the tree: its subtree leaves the count.
         std::fs::rename(state.join("x/y"), dir.path().join("away")).unwrap();
-        assert_eq!(counted(&watch), Usage { bytes: 0, files: 1 });
+        assert_counted(&watch, &roots, 1, 0);
         // And back in, under another name: listed again.
         std::fs::rename(dir.path().join("away"), state.join("x/back")).unwrap();
-        assert_eq!(
-            counted(&watch),
-            Usage {
-                bytes: 1056,
-                files: 12
-            }
-        );
+        assert_counted(&watch, &roots, 12, 1056);
         std::fs::remove_dir_all(state.join("x")).unwrap();
         assert_eq!(counted(&watch), Usage::default());
         watch.finish(false).unwrap();
@@ -1344,7 +1604,7 @@ mod tests {
         assert!(watcher.lock().modules[&key].idle_since.is_some(), "kept");
         std::fs::write(roots[0].join("between"), b"calls").unwrap();
         let second = enter_off_runtime("m", &roots, bound(100), true).unwrap();
-        assert_eq!(counted(&second), Usage { bytes: 5, files: 1 });
+        assert_counted(&second, &roots, 1, 5);
         second.finish(false).unwrap();
         let later = Instant::now() + KEPT_FOR;
         let next = watcher.lock().expire_idle(&watcher.inotify, later);
@@ -1394,5 +1654,172 @@ mod tests {
             state.dirs.values().all(|d| d.module != key),
             "watches left behind"
         );
+    }
+
+    /// The attack: blocks reserved beyond the size (`fallocate` with
+    /// `FALLOC_FL_KEEP_SIZE`) leave the size at 0. They count, to the
+    /// watch and to the walk.
+    #[test]
+    fn blocks_reserved_beyond_the_size_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = folders(dir.path());
+        let watch = enter("m", &roots, bound(100), false).unwrap();
+        let file = std::fs::File::create(roots[0].join("reserved")).unwrap();
+        rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::KEEP_SIZE, 0, 2 << 20)
+            .expect("fallocate");
+        // A write of nothing: the event that makes the watch look again.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(roots[0].join("reserved"))
+            .unwrap();
+        drop(file);
+        assert_eq!(
+            std::fs::metadata(roots[0].join("reserved")).unwrap().len(),
+            0
+        );
+        assert!(counted(&watch).bytes >= 2 << 20, "{:?}", counted(&watch));
+        let overrun = watch.finish(false).unwrap_err();
+        assert_eq!(overrun.key(), "storage_bytes");
+        assert!(measure(&roots[0]).bytes >= 2 << 20);
+        let refused = enter("m", &roots, bound(100), false).unwrap_err();
+        assert!(!refused.stopped, "{refused}");
+    }
+
+    /// Make folders beneath `top` until the path is longer than `PATH_MAX`,
+    /// one at a time (as a module can); the deepest folder, open.
+    fn deep_folder(top: &Path) -> (OwnedFd, usize) {
+        let mut fd =
+            rustix::fs::open(top, OFlags::PATH | OFlags::DIRECTORY, Mode::empty()).unwrap();
+        let mut length = top.as_os_str().len();
+        let name = "d".repeat(200);
+        while length < 4200 {
+            rustix::fs::mkdirat(&fd, name.as_str(), Mode::from_raw_mode(0o755)).unwrap();
+            fd = rustix::fs::openat(
+                &fd,
+                name.as_str(),
+                OFlags::PATH | OFlags::DIRECTORY,
+                Mode::empty(),
+            )
+            .unwrap();
+            length += 201;
+        }
+        (fd, length)
+    }
+
+    /// Write `bytes` to a new file `name` in the folder `dir`.
+    fn write_at(dir: &OwnedFd, name: &str, bytes: usize) {
+        let file = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::WRONLY | OFlags::CREATE,
+            Mode::from_raw_mode(0o644),
+        )
+        .unwrap();
+        rustix::io::write(&file, &vec![b'q'; bytes]).unwrap();
+    }
+
+    /// The attack: files written where their path is longer than
+    /// `PATH_MAX`, where a look by path fails. They count, to the watch
+    /// (made before the folders) and to the walk (after).
+    #[test]
+    fn files_deeper_than_path_max_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = folders(dir.path());
+        let watch = enter("m", &roots, bound(1000), false).unwrap();
+        let (deep, length) = deep_folder(&roots[0]);
+        assert!(length > 4096);
+        write_at(&deep, &"f".repeat(250), 2 << 20);
+        let usage = counted(&watch);
+        assert!(usage.bytes >= 2 << 20, "{usage:?}");
+        let overrun = watch.finish(false).unwrap_err();
+        assert!(overrun.unwatchable.is_none(), "{overrun}");
+        assert_eq!(overrun.key(), "storage_bytes");
+        assert!(measure(&roots[0]).bytes >= 2 << 20);
+        // A first call's walk finds it too.
+        let refused = enter("m", &roots, bound(1000), false).unwrap_err();
+        assert!(refused.total().bytes >= 2 << 20, "{refused}");
+    }
+
+    /// The attack: events by the tens of thousands while the host is busy,
+    /// until the kernel's queue overflows and some are lost. The call is
+    /// stopped as one the host cannot count, at once; the message says why
+    /// (not "over its bound") and what the folders hold, measured after.
+    #[test]
+    fn lost_events_stop_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let roots = folders(dir.path());
+        let mut watch = enter("m", &roots, bound(1000), false).unwrap();
+        let watcher = watch.watcher.unwrap();
+        let limit: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        {
+            // The watcher thread cannot read while this holds the lock.
+            let _busy = watcher.lock();
+            let path = roots[0].join("churn");
+            for _ in 0..limit / 2 + 100 {
+                std::fs::File::create(&path).unwrap();
+                std::fs::remove_file(&path).unwrap();
+            }
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), watch.overrun())
+                .await
+                .expect("the lost events stopped the call")
+        });
+        let overrun = watch.finish(true).unwrap_err();
+        let message = overrun.to_string();
+        assert!(
+            message.contains("cannot watch") && message.contains("overflowed"),
+            "{message}"
+        );
+        assert!(!message.contains("over its bound"), "{message}");
+        assert!(
+            overrun.remedy().starts_with("call again"),
+            "{}",
+            overrun.remedy()
+        );
+        // Nothing is left watched; the next call walks again and runs.
+        assert!(!watcher.lock().modules.contains_key(&Arc::new(ModuleKey {
+            id: "m".into(),
+            folders: roots.clone()
+        })));
+        enter("m", &roots, bound(1000), false)
+            .unwrap()
+            .finish(false)
+            .unwrap();
+    }
+
+    /// The attack on the user's inotify watches: empty folders, many more
+    /// than a module may have watched. The call is stopped saying the host
+    /// cannot watch them, and the next is refused so.
+    #[test]
+    fn more_folders_than_the_host_watches_stop_the_call() {
+        WATCH_CAP.with(|cap| cap.set(Some(20)));
+        let dir = tempfile::tempdir().unwrap();
+        let roots = folders(dir.path());
+        let watch = enter("m", &roots, bound(1000), false).unwrap();
+        for i in 0..30 {
+            std::fs::create_dir(roots[0].join(i.to_string())).unwrap();
+        }
+        let overrun = watch.finish(false).unwrap_err();
+        let message = overrun.to_string();
+        assert!(
+            message.contains("cannot watch") && message.contains("more than 20 folders"),
+            "{message}"
+        );
+        assert_eq!(overrun.total().files, 30, "measured after: {message}");
+        let refused = enter("m", &roots, bound(1000), false).unwrap_err();
+        assert!(
+            refused.to_string().contains("more than 20 folders"),
+            "{refused}"
+        );
+        WATCH_CAP.with(|cap| cap.set(None));
     }
 }

@@ -7,9 +7,8 @@
 //! hierarchy). Parsing is split from reading so the tests can feed it the
 //! two files as text.
 //!
-//! `pids.rs` holds its own copy of this lookup for the pids controller,
-//! written before this file; the memory bound (`memory_cgroup.rs`) uses
-//! this one.
+//! The pids bound (`pids.rs`) and the memory bound (`memory_cgroup.rs`)
+//! both find their hierarchy here.
 
 use std::path::{Path, PathBuf};
 

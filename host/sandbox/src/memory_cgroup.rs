@@ -73,6 +73,15 @@
 //!   pids) controller for its children, and is given the host's process
 //!   bound itself (`pids.max`): a process that moves from the host's pids
 //!   cgroup into its call's memory cgroup stays under it.
+//! - **A cgroup is leased empty of charges too.** Pages a call wrote to a
+//!   tmpfs file (a workspace on tmpfs, `/dev/shm`) stay charged to its
+//!   cgroup after its processes are gone: nothing can reclaim them without
+//!   swap, and the next call of the cgroup (another module's) would start
+//!   with them against its own limit and die at a fraction of it. At
+//!   lease, a cgroup charged with more than `LEFT_OVER_MAX` is emptied
+//!   (v1 `memory.force_empty`, v2 `memory.reclaim`); one still charged is
+//!   retired (removed: the kernel moves its charges to the parent) and a
+//!   fresh one made under the same name. One read of the usage a lease.
 //! - **Removed at the end, swept if not,** as `pids.rs` does:
 //!   [`remove_host_cgroups`] as the command line exits; a host that died
 //!   leaves its `modhost-<pid>`, and the next host removes those whose pid
@@ -100,6 +109,12 @@ static CGROUPS_OFF: AtomicBool = AtomicBool::new(false);
 /// at once (`crate::PROCESS_MARGIN`), so a call never waits for one; a
 /// start beyond it fails rather than make cgroups without end.
 const MAX_CGROUPS: usize = 512;
+
+/// What a cgroup may still be charged with when a call leases it: kernel
+/// memory and page cache an earlier call left that the kernel frees as
+/// needed (a Python call leaves a few MiB). More (tmpfs pages) is emptied or
+/// the cgroup replaced.
+const LEFT_OVER_MAX: u64 = 16 << 20;
 
 /// The memory bound of one call: its cgroup (held until the handle and
 /// every clone of it are dropped, which gives the cgroup back to the pool)
@@ -285,6 +300,8 @@ struct Pool {
     idle: Mutex<VecDeque<Slot>>,
     /// How many have been made (their names are `call-0`, `call-1`, ...).
     made: AtomicUsize,
+    /// Names of cgroups retired (removed), made again before a new name.
+    retired: Mutex<Vec<usize>>,
 }
 
 /// One call cgroup.
@@ -386,6 +403,7 @@ impl Pool {
             memsw,
             idle: Mutex::new(VecDeque::new()),
             made: AtomicUsize::new(0),
+            retired: Mutex::new(Vec::new()),
         };
         // One made now, so a host that cannot make any learns it here (and
         // `doctor` says so), not at its first call.
@@ -402,15 +420,14 @@ impl Pool {
 
     /// An empty cgroup with its limit set to `limit`.
     fn lease(&'static self, limit: u64) -> Result<Lease, String> {
-        let mut slot = self.take_empty().map_or_else(|| self.make(), Ok)?;
+        let slot = self.take_empty().map_or_else(|| self.make(), Ok)?;
+        let mut slot = self.emptied(slot)?;
         if let Err(first) = self.set_limit(&mut slot, limit) {
             // The kernel could not bring what the cgroup still holds (page
             // cache of an earlier call) under a lower limit: this one is
-            // left out of the pool, and a fresh one takes the call.
-            tracing::debug!(
-                "leaving call cgroup {} out of the pool: {first}",
-                slot.index
-            );
+            // retired, and a fresh one takes the call.
+            tracing::debug!("retiring call cgroup {}: {first}", slot.index);
+            self.retire(slot);
             slot = self.make()?;
             self.set_limit(&mut slot, limit)?;
         }
@@ -421,6 +438,58 @@ impl Pool {
             limit,
             oom_kills_at_start,
         })
+    }
+
+    /// What the cgroup is charged with now (`None`: unreadable).
+    fn charged(&self, slot: &Slot) -> Option<u64> {
+        let file = match self.hierarchy {
+            Hierarchy::V1 => "memory.usage_in_bytes",
+            Hierarchy::V2 => "memory.current",
+        };
+        read_file(&slot.dir, file).ok()?.trim().parse().ok()
+    }
+
+    /// `slot`, or a fresh cgroup in its place, charged with no more than
+    /// [`LEFT_OVER_MAX`]: what an earlier call left (tmpfs pages above all)
+    /// is reclaimed, and a cgroup whose charge stays is retired.
+    fn emptied(&self, slot: Slot) -> Result<Slot, String> {
+        let Some(charged) = self.charged(&slot) else {
+            return Ok(slot);
+        };
+        if charged <= LEFT_OVER_MAX {
+            return Ok(slot);
+        }
+        let _ = match self.hierarchy {
+            Hierarchy::V1 => write_file(&slot.dir, "memory.force_empty", "0"),
+            Hierarchy::V2 => write_file(&slot.dir, "memory.reclaim", &charged.to_string()),
+        };
+        if self
+            .charged(&slot)
+            .is_some_and(|left| left <= LEFT_OVER_MAX)
+        {
+            return Ok(slot);
+        }
+        tracing::debug!(
+            "retiring call cgroup {}: {charged} bytes stay charged to it",
+            slot.index
+        );
+        self.retire(slot);
+        self.make()
+    }
+
+    /// Remove the cgroup of `slot` (which holds no process): the kernel
+    /// moves what it is still charged with to the parent. Its name is made
+    /// again when the host next needs a cgroup; one the kernel would not
+    /// remove is left (and its name unused) until the host ends.
+    fn retire(&self, slot: Slot) {
+        let index = slot.index;
+        drop(slot);
+        if std::fs::remove_dir(self.path_of(index)).is_ok() {
+            self.retired
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(index);
+        }
     }
 
     /// The most recently given back idle cgroup that holds no process;
@@ -457,7 +526,11 @@ impl Pool {
     /// OOM killer on for it (v1 inherits `oom_kill_disable` from the
     /// parent; v2 kills the whole cgroup), swap bounded with memory.
     fn make(&self) -> Result<Slot, String> {
-        let index = self.made.fetch_add(1, Ordering::Relaxed);
+        let reused = self.retired.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let index = match reused {
+            Some(index) => index,
+            None => self.made.fetch_add(1, Ordering::Relaxed),
+        };
         if index >= MAX_CGROUPS {
             self.made.fetch_sub(1, Ordering::Relaxed);
             return Err(format!(
@@ -704,6 +777,73 @@ mod tests {
             .unwrap();
         assert!(!status.success(), "the process outgrew its limit: {status}");
         assert!(bound.limit_was_hit(), "the OOM kill went unnoticed");
+    }
+
+    /// A tmpfs mounted for a test, unmounted (and its pages freed) when
+    /// dropped.
+    struct Tmpfs(tempfile::TempDir);
+
+    impl Tmpfs {
+        fn mount() -> Tmpfs {
+            let dir = tempfile::tempdir().unwrap();
+            let status = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=128m", "modhost-test"])
+                .arg(dir.path())
+                .status()
+                .unwrap();
+            assert!(
+                status.success(),
+                "this test mounts a tmpfs (as root): {status}"
+            );
+            Tmpfs(dir)
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(self.0.path())
+                .status();
+        }
+    }
+
+    /// The attack on the pool: a call writes 96 MiB to a file on tmpfs (a
+    /// workspace there, or `/dev/shm`) and ends; the pages stay charged to
+    /// its cgroup, where nothing can reclaim them. The next lease of that
+    /// cgroup (another module's call, with a limit of its own) starts with
+    /// none of it: the cgroup is emptied, or replaced by a fresh one.
+    #[test]
+    fn a_cgroup_left_charged_with_tmpfs_pages_is_not_leased_so() {
+        let pool = pool();
+        let tmpfs = Tmpfs::mount();
+        // A cgroup of its own, out of the idle queue other tests lease from.
+        let mut slot = pool.make().unwrap();
+        pool.set_limit(&mut slot, 512 << 20).unwrap();
+        let path = pool.path_of(slot.index);
+        let status = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(format!(
+                "echo 0 > {}/tasks 2>/dev/null || echo $$ > {}/cgroup.procs; exec head -c 96M /dev/zero > {}/blob",
+                path.display(),
+                path.display(),
+                tmpfs.0.path().display()
+            ))
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status}");
+        let left = pool.charged(&slot).unwrap();
+        assert!(
+            left >= 90 << 20,
+            "the pages were not charged to the call: {left}"
+        );
+        let ready = pool.emptied(slot).unwrap();
+        let charged = pool.charged(&ready).unwrap();
+        assert!(
+            charged <= LEFT_OVER_MAX,
+            "a lease would start with {charged} bytes charged"
+        );
+        pool.give_back(ready);
+        drop(tmpfs);
     }
 
     #[test]

@@ -120,7 +120,7 @@ pub fn remove_host_cgroup() {
 }
 
 fn create(max: u64) -> Result<PidsCgroup, String> {
-    let (parent, hierarchy) = own_pids_cgroup().ok_or_else(|| {
+    let (parent, hierarchy) = crate::cgroup_path::own_cgroup("pids").ok_or_else(|| {
         "no pids cgroup controller is mounted where the host can use it".to_string()
     })?;
     sweep_stale(&parent);
@@ -149,74 +149,6 @@ fn create(max: u64) -> Result<PidsCgroup, String> {
         path,
         membership: membership.into(),
     })
-}
-
-/// Which cgroup hierarchy holds the pids controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Hierarchy {
-    V1,
-    V2,
-}
-
-impl Hierarchy {
-    /// The file a process moves itself in by: see the module documentation
-    /// (joined by thread under v1).
-    fn membership_file(self) -> &'static str {
-        match self {
-            Hierarchy::V1 => "tasks",
-            Hierarchy::V2 => "cgroup.procs",
-        }
-    }
-}
-
-/// The host's own cgroup in the hierarchy that has the pids controller: a
-/// v1 `pids` mount, else the v2 mount.
-fn own_pids_cgroup() -> Option<(PathBuf, Hierarchy)> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let memberships = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    // mountinfo: id parent dev root mountpoint options ... - fstype source super
-    let mounts: Vec<(&str, &str, &str, &str)> = mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (before, after) = line.split_once(" - ")?;
-            let mut fields = before.split(' ');
-            let root = fields.nth(3)?;
-            let mount_point = fields.next()?;
-            let mut after = after.split(' ');
-            let fstype = after.next()?;
-            let super_options = after.nth(1).unwrap_or("");
-            Some((root, mount_point, fstype, super_options))
-        })
-        .collect();
-    let v1 = mounts.iter().find(|(_, _, fstype, options)| {
-        *fstype == "cgroup" && options.split(',').any(|o| o == "pids")
-    });
-    let (root, mount_point, own, hierarchy) = match v1 {
-        Some(&(root, mount_point, _, _)) => {
-            let own = memberships.lines().find_map(|line| {
-                let mut parts = line.splitn(3, ':');
-                let _id = parts.next()?;
-                let controllers = parts.next()?;
-                let path = parts.next()?;
-                controllers.split(',').any(|c| c == "pids").then_some(path)
-            })?;
-            (root, mount_point, own, Hierarchy::V1)
-        }
-        None => {
-            let &(root, mount_point, _, _) = mounts
-                .iter()
-                .find(|(_, _, fstype, _)| *fstype == "cgroup2")?;
-            let own = memberships
-                .lines()
-                .find_map(|line| line.strip_prefix("0::"))?;
-            (root, mount_point, own, Hierarchy::V2)
-        }
-    };
-    let relative = own.strip_prefix(root).unwrap_or(own);
-    Some((
-        Path::new(mount_point).join(relative.trim_start_matches('/')),
-        hierarchy,
-    ))
 }
 
 /// Remove `modhost-<pid>` cgroups whose host is gone (empty by then: their

@@ -608,8 +608,42 @@ const AUDIT_ARCH: u32 = 0xc000_00b7;
 #[cfg(target_arch = "x86_64")]
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
+/// Hard links, refused with `EXDEV` (as a link across filesystems, which
+/// tools answer by copying: `cp`, cargo, uv, git's object store). A name in
+/// a module's state folder for a file it writes through a name elsewhere
+/// (its workspace) would grow its state unseen: inotify reports a write to
+/// the folder of the name the file was opened through, and the host's
+/// storage bound (`modhost`'s `storage_bound.rs`) watches only the state
+/// and artifacts folders. Renames stay: a renamed file's open descriptors
+/// follow its one name into the watched folder.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const LINKS: &[Refused] = &[
+    #[cfg(target_arch = "x86_64")]
+    always("link", libc::SYS_link),
+    always("linkat", libc::SYS_linkat),
+];
+
+/// `fallocate` keeping the size (`FALLOC_FL_KEEP_SIZE`, which every hole
+/// punched or range zeroed in place needs too): blocks reserved beyond a
+/// file's end escape `RLIMIT_FSIZE` (the kernel checks the new size only),
+/// so one call could take the whole disk before the storage bound's watch
+/// hears of it. Refused with `EOPNOTSUPP`, what a filesystem without the
+/// mode answers (callers fall back); a plain `fallocate` (and
+/// `posix_fallocate`) grows the size and stays under `RLIMIT_FSIZE`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const FALLOCATE_KEEPING_SIZE: Refused = Refused {
+    name: "fallocate",
+    number: libc::SYS_fallocate,
+    when: When::AnyOf(&[&[ArgTest::MaskedEq {
+        arg: 1,
+        mask: libc::FALLOC_FL_KEEP_SIZE as u64,
+        value: libc::FALLOC_FL_KEEP_SIZE as u64,
+    }]]),
+};
+
 /// Every refused call of a call of `flavour` and its errno: [`REFUSED`]
-/// with `EPERM`, the sockets with `EACCES`, `clone3` and an executable
+/// with `EPERM`, [`LINKS`] with `EXDEV`, [`FALLOCATE_KEEPING_SIZE`] with
+/// `EOPNOTSUPP`, the sockets with `EACCES`, `clone3` and an executable
 /// memfd ([`EXECUTABLE_MEMFD`]) with `ENOSYS`, and for an exec-gated call
 /// [`EXEC_GATE`] with `EACCES` (not without a [`host_key`]: the child's own
 /// exec could not pass it, and `support` reports the part unenforced). The
@@ -635,6 +669,8 @@ fn refusals(flavour: Flavour) -> Vec<(Refused, libc::c_int)> {
         always("listen", libc::SYS_listen),
     ];
     let refused = REFUSED.iter().map(|r| (*r, libc::EPERM));
+    let links = LINKS.iter().map(|r| (*r, libc::EXDEV));
+    let fallocate = std::iter::once((FALLOCATE_KEEPING_SIZE, libc::EOPNOTSUPP));
     let socket = socket.into_iter().map(|r| (r, libc::EACCES));
     let missing = [always("clone3", libc::SYS_clone3), EXECUTABLE_MEMFD]
         .into_iter()
@@ -644,7 +680,13 @@ fn refusals(flavour: Flavour) -> Vec<(Refused, libc::c_int)> {
         .into_iter()
         .flatten()
         .map(|r| (r, libc::EACCES));
-    refused.chain(socket).chain(missing).chain(gate).collect()
+    refused
+        .chain(links)
+        .chain(fallocate)
+        .chain(socket)
+        .chain(missing)
+        .chain(gate)
+        .collect()
 }
 
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -831,18 +873,24 @@ mod tests {
     /// program per errno, each prefixed with the x32 refusal.
     fn three_filter_layout(flavour: Flavour) -> Vec<BpfProgram> {
         let refusals = refusals(flavour);
-        [libc::EPERM, libc::EACCES, libc::ENOSYS]
-            .into_iter()
-            .map(|errno| {
-                let calls: Vec<Refused> = refusals
-                    .iter()
-                    .filter(|(_, e)| *e == errno)
-                    .map(|(call, _)| *call)
-                    .collect();
-                let program = seccompiler_program(&calls, errno).unwrap();
-                refuse_foreign_abi(program, errno)
-            })
-            .collect()
+        [
+            libc::EPERM,
+            libc::EXDEV,
+            libc::EOPNOTSUPP,
+            libc::EACCES,
+            libc::ENOSYS,
+        ]
+        .into_iter()
+        .map(|errno| {
+            let calls: Vec<Refused> = refusals
+                .iter()
+                .filter(|(_, e)| *e == errno)
+                .map(|(call, _)| *call)
+                .collect();
+            let program = seccompiler_program(&calls, errno).unwrap();
+            refuse_foreign_abi(program, errno)
+        })
+        .collect()
     }
 
     /// The old per-program prefix: an x32 number is refused with `errno`.
@@ -1353,12 +1401,77 @@ mod tests {
         }
     }
 
+    /// Attack: a file of the workspace hard-linked into the module's state
+    /// folder, then written through its workspace name, where the storage
+    /// bound's watch does not hear of it. `link` and `linkat` (whatever
+    /// their flags: `AT_EMPTY_PATH` publishes an `O_TMPFILE`) are refused
+    /// with `EXDEV`, in every flavour; renames are not.
+    #[test]
+    fn hard_links_are_refused_as_across_filesystems() {
+        let exdev = libc::SECCOMP_RET_ERRNO | libc::EXDEV as u32;
+        for flavour in Flavour::ALL {
+            let program = &programs(flavour).unwrap().program.instructions;
+            let mut calls = vec![(libc::SYS_linkat, libc::AT_EMPTY_PATH as u64)];
+            calls.push((libc::SYS_linkat, 0));
+            calls.push((libc::SYS_linkat, libc::AT_SYMLINK_FOLLOW as u64));
+            #[cfg(target_arch = "x86_64")]
+            calls.push((libc::SYS_link, 0));
+            for (nr, flags) in calls {
+                let data = Data {
+                    nr: nr as u32,
+                    arch: AUDIT_ARCH,
+                    args: [libc::AT_FDCWD as u64, 0x1000, 3, 0x2000, flags, 0],
+                };
+                assert_eq!(run(program, &data).ret, exdev, "{nr} ({flavour:?})");
+            }
+            for nr in [libc::SYS_renameat, libc::SYS_renameat2] {
+                let data = Data {
+                    nr: nr as u32,
+                    arch: AUDIT_ARCH,
+                    args: [libc::AT_FDCWD as u64, 0x1000, 3, 0x2000, 0, 0],
+                };
+                assert_eq!(run(program, &data).ret, libc::SECCOMP_RET_ALLOW);
+            }
+        }
+    }
+
+    /// Attack: `fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 5 GiB)`, blocks
+    /// beyond the file's end that `RLIMIT_FSIZE` does not bound, taken in
+    /// one call. Refused (and every mode with `KEEP_SIZE`: punching holes,
+    /// zeroing in place); a plain `fallocate` is not.
+    #[test]
+    fn fallocate_keeping_the_size_is_refused() {
+        let refused = libc::SECCOMP_RET_ERRNO | libc::EOPNOTSUPP as u32;
+        let keep = libc::FALLOC_FL_KEEP_SIZE as u64;
+        for flavour in Flavour::ALL {
+            let program = &programs(flavour).unwrap().program.instructions;
+            let answer = |mode: u64| {
+                let data = Data {
+                    nr: libc::SYS_fallocate as u32,
+                    arch: AUDIT_ARCH,
+                    args: [3, mode, 0, 5 << 30, 0, 0],
+                };
+                run(program, &data).ret
+            };
+            assert_eq!(answer(keep), refused, "{flavour:?}");
+            assert_eq!(answer(keep | libc::FALLOC_FL_PUNCH_HOLE as u64), refused);
+            assert_eq!(answer(keep | libc::FALLOC_FL_ZERO_RANGE as u64), refused);
+            assert_eq!(answer(keep | 0xdead_beef_0000_0000), refused);
+            assert_eq!(answer(0), libc::SECCOMP_RET_ALLOW);
+        }
+    }
+
     #[test]
     fn each_refused_call_is_listed_once() {
-        let mut numbers: Vec<_> = REFUSED.iter().map(|r| r.number).collect();
+        let mut numbers: Vec<_> = REFUSED
+            .iter()
+            .chain(LINKS)
+            .chain([&FALLOCATE_KEEPING_SIZE])
+            .map(|r| r.number)
+            .collect();
         numbers.sort_unstable();
         numbers.dedup();
-        assert_eq!(numbers.len(), REFUSED.len());
+        assert_eq!(numbers.len(), REFUSED.len() + LINKS.len() + 1);
     }
 
     #[test]

@@ -13,6 +13,13 @@
 //! behind the log is what a crash between the two writes leaves; the next
 //! writer rebuilds it from the log and records that it did. The file is
 //! also what writers `flock`, so it is never replaced.
+//!
+//! After the head line, a writer that could not write records (a full
+//! disk, `audit.jsonl` made immutable or replaced by a link) notes how
+//! many ([`Unwritten`]): a `modhost invoke` that fails its one record
+//! ends before any other record could say so, and the next writer of the
+//! home, any process, writes the `gap` record from this note and clears
+//! it. `verify` reports a note still there as records missing.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -90,6 +97,68 @@ impl Head {
     }
 }
 
+/// The most bytes of the note of unwritten records.
+const UNWRITTEN_BYTES: usize = 1024;
+
+/// Records writers could not write, noted after the head line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unwritten {
+    pub records: u64,
+    /// When the first failed (RFC 3339).
+    pub since: String,
+    /// Why the last failed.
+    pub error: String,
+}
+
+impl Unwritten {
+    /// The note in `file`; `None` when there is none (or it is unreadable).
+    pub(crate) fn read(file: &File) -> Option<Unwritten> {
+        let mut bytes = vec![0u8; UNWRITTEN_BYTES];
+        let mut filled = 0;
+        while filled < UNWRITTEN_BYTES {
+            match file.read_at(&mut bytes[filled..], (HEAD_BYTES + filled) as u64) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return None,
+            }
+        }
+        let text = std::str::from_utf8(&bytes[..filled]).ok()?;
+        let text = text.strip_prefix("unwritten ")?.lines().next()?;
+        let mut parts = text.splitn(3, ' ');
+        let records = parts.next()?.parse().ok()?;
+        let since = parts.next()?.to_owned();
+        let error = parts.next().unwrap_or_default().to_owned();
+        (records > 0).then_some(Unwritten {
+            records,
+            since,
+            error,
+        })
+    }
+
+    /// Write this note after the head in `file` (over any there was).
+    pub(crate) fn write(&self, file: &File) -> std::io::Result<()> {
+        let error: String = self
+            .error
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .take(UNWRITTEN_BYTES / 2)
+            .collect();
+        let text = format!("unwritten {} {} {error}\n", self.records, self.since);
+        let text = &text.as_bytes()[..text.len().min(UNWRITTEN_BYTES)];
+        file.write_all_at(text, HEAD_BYTES as u64)?;
+        file.set_len((HEAD_BYTES + text.len()) as u64)
+    }
+
+    /// Remove the note from `file`.
+    pub(crate) fn clear(file: &File) -> std::io::Result<()> {
+        if file.metadata()?.len() > HEAD_BYTES as u64 {
+            file.set_len(HEAD_BYTES as u64)?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +180,41 @@ mod tests {
         assert_eq!(Head::decode(edited.as_bytes()), None);
         let upper = line.to_uppercase();
         assert_eq!(Head::decode(upper.as_bytes()), None);
+    }
+
+    #[test]
+    fn a_note_of_unwritten_records_follows_the_head_and_is_cleared() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("head");
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .unwrap();
+        let head = Head {
+            generation: 0,
+            seq: 7,
+            size: 700,
+            hash: super::super::record::sha256_hex(b"x"),
+        };
+        head.write(&file).unwrap();
+        assert_eq!(Unwritten::read(&file), None);
+        let note = Unwritten {
+            records: 3,
+            since: "2026-01-01T00:00:00.000Z".into(),
+            error: "could not open\naudit.jsonl".into(),
+        };
+        note.write(&file).unwrap();
+        let read = Unwritten::read(&file).unwrap();
+        assert_eq!(read.records, 3);
+        assert_eq!(read.error, "could not open audit.jsonl");
+        assert_eq!(Head::read(&file).unwrap(), Some(head.clone()));
+        head.write(&file).unwrap();
+        assert_eq!(Unwritten::read(&file).map(|u| u.records), Some(3));
+        Unwritten::clear(&file).unwrap();
+        assert_eq!(Unwritten::read(&file), None);
+        assert_eq!(Head::read(&file).unwrap(), Some(head));
     }
 }

@@ -13,19 +13,29 @@
 //! [`Filter`] are what `modhost audit show` and `tail` print.
 //!
 //! Writing (`writer`): one `write` of a whole line with `O_APPEND`, under an
-//! `flock` every host of the home takes, so two hosts keep one chain; a
-//! torn last line is cut off by the next writer, which records that it did.
+//! `flock` every host of the home takes, so two hosts keep one chain; what
+//! a crash leaves (a torn last line, a head one record behind, a rotation
+//! under way) is repaired by the next writer, which records that it did;
+//! anything else it finds (records gone, a last record changed, the head
+//! gone) it records as such, and `verify` reports that log as not intact
+//! for good. Records that could not be written are counted and said by a
+//! `gap` record, also not intact.
 //!
-//! `[audit]` in `config.toml` (`settings`): on by default; `copy_to` sends
-//! each record to `stderr` or a file as well, for a collector.
+//! What the chain cannot do: someone who can write the files can rewrite
+//! the whole chain and the head consistently, or remove `audit/` whole.
+//! The anchor is a copy kept elsewhere: `[audit]` in `config.toml`
+//! (`settings`) is on by default, and `copy_to` sends each record to
+//! `stderr` or a file as well, for a collector the host's user cannot
+//! rewrite.
 //!
 //! # API
 //!
 //! [`AuditConfig`]; [`AuditRecord`] with its [`Entry`], [`Outcome`],
 //! [`Event`], [`CallGrants`], [`GrantedPath`], [`GrantedNetwork`],
-//! [`ApprovalFacts`], [`Repair`]; [`read`], [`Records`], [`Filter`],
+//! [`ApprovalFacts`], [`Repair`], [`RepairFound`], [`Gap`],
+//! [`MAX_CALLER_NAME`]; [`read`], [`each_record`], [`last_records`], [`Records`], [`Filter`],
 //! [`parse_since`], [`parse_outcome`]; [`verify`], [`Verification`],
-//! [`Verdict`]; [`RefusedCall`] for [`crate::Host::record_refusal`];
+//! [`Verdict`], [`Flagged`]; [`RefusedCall`] for [`crate::Host::record_refusal`];
 //! [`local_principal`]; [`sha256_hex`]; [`AuditError`].
 
 mod call_facts;
@@ -43,12 +53,12 @@ mod writer;
 pub(crate) use call_facts::CallFacts;
 pub use files::AuditError;
 pub use principal::local_principal;
-pub use read::{Filter, Records, parse_outcome, parse_since, read};
+pub use read::{Filter, Records, each_record, last_records, parse_outcome, parse_since, read};
 pub use record::{
-    ApprovalFacts, AuditRecord, CallGrants, Entry, Event, GENESIS, GrantedNetwork, GrantedPath,
-    Outcome, Repair, sha256_hex,
+    ApprovalFacts, AuditRecord, CallGrants, Entry, Event, GENESIS, Gap, GrantedNetwork,
+    GrantedPath, MAX_CALLER_NAME, Outcome, Repair, RepairFound, sha256_hex,
 };
 pub use refused_call::RefusedCall;
 pub use settings::AuditConfig;
-pub use verify::{Verdict, Verification, verify};
+pub use verify::{Flagged, Verdict, Verification, verify};
 pub(crate) use writer::AuditLog;

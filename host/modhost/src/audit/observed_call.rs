@@ -85,6 +85,18 @@ impl Host {
             .admit_question(&self.config().quotas, Instant::now())
     }
 
+    /// Count a call of a tool name nobody offers, by `principal` (`None`:
+    /// the local user), against the principal's `[quotas]` calls per
+    /// minute; `Err` when it is over.
+    pub fn admit_unknown_tool(
+        &self,
+        principal: Option<&str>,
+    ) -> Result<(), crate::quota::RateLimited> {
+        let principal = principal.unwrap_or_else(|| local_principal());
+        self.quotas
+            .count_unknown_tool(&self.config().quotas, principal, Instant::now())
+    }
+
     /// Record a call refused before the invoke pipeline saw it (an approval
     /// rule at a gate, an MCP server's bound, a user's no): in the audit
     /// log, and counted in the metrics.
@@ -109,10 +121,14 @@ impl Host {
         }
         let mut entry = Entry::now(Event::Call);
         entry.principal = Some(principal.to_owned());
-        entry.tool = Some(call.tool.to_owned());
+        // The caller chose the name (an MCP client may send any string):
+        // kept short and printable, with the whole one's digest.
+        let (tool, tool_sha256) = record::caller_name(call.tool);
+        entry.tool = Some(tool);
+        entry.tool_sha256 = tool_sha256;
         entry.module = call.module.map(str::to_owned);
         entry.digest = call.digest.map(str::to_owned);
-        entry.capability = call.capability.map(str::to_owned);
+        entry.capability = call.capability.map(|c| record::caller_name(c).0);
         entry.input_sha256 = Some(input_digest(call.input));
         if call.rule.is_some() || call.by.is_some() {
             entry.approval = Some(ApprovalFacts {
@@ -121,7 +137,9 @@ impl Host {
             });
         }
         entry.outcome = Some(Outcome::Refused);
-        entry.kind = Some(call.kind.clone());
+        let (kind, kind_sha256) = record::recorded_kind(call.kind.clone());
+        entry.kind = Some(kind);
+        entry.kind_sha256 = kind_sha256;
         entry.retry_after_s = call.retry_after_s;
         self.audit.submit(config, entry);
     }
@@ -175,10 +193,13 @@ impl CallWatch {
         let entry = config.enabled.then(|| {
             let mut entry = Entry::now(Event::Call);
             entry.principal = Some(principal.clone());
-            entry.tool = Some(tool.clone());
+            // An unknown capability is named as the caller wrote it.
+            let (recorded_tool, tool_sha256) = record::caller_name(&tool);
+            entry.tool = Some(recorded_tool);
+            entry.tool_sha256 = tool_sha256;
             entry.module = Some(module.id.clone());
             entry.digest = module.digest.clone();
-            entry.capability = Some(capability_id.clone());
+            entry.capability = Some(record::caller_name(&capability_id).0);
             entry.input_sha256 = Some(input_digest(&request.args));
             entry.trace_id = trace.trace_id();
             entry.approval = match (&request.approval, module.descriptor.as_deref(), capability) {
@@ -238,7 +259,12 @@ impl CallWatch {
             return;
         };
         entry.outcome = Some(outcome);
-        entry.kind = kind;
+        // A module's own kind is its words: kept only as a plain word.
+        if let Some(kind) = kind {
+            let (kind, kind_sha256) = record::recorded_kind(kind);
+            entry.kind = Some(kind);
+            entry.kind_sha256 = kind_sha256;
+        }
         entry.request_id = request_id;
         entry.duration_ms = Some(milliseconds(took));
         entry.contract_version = self.facts.contract_version.take();

@@ -52,8 +52,12 @@ pub enum Event {
     /// One call (or an attempt the host refused).
     Call,
     /// A writer found the log's end not as the head said (a torn last line
-    /// after a crash, a head behind or ahead of the log) and repaired it.
+    /// after a crash, a head behind or ahead of the log) and repaired it;
+    /// [`Repair::found`] says whether a crash explains it.
     Repair,
+    /// Records the host could not write (a full disk, a file made
+    /// immutable) before this one: how many ([`Gap`]).
+    Gap,
 }
 
 /// How a call ended.
@@ -92,9 +96,14 @@ pub struct Entry {
     /// `modhost mcp` on stdio; an authenticated transport names its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub principal: Option<String>,
-    /// The agent tool name (`files__files_search`).
+    /// The agent tool name (`files__files_search`). A name the caller
+    /// made up (an unknown tool) is kept only as its first
+    /// [`MAX_CALLER_NAME`] printable characters, with `tool_sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// SHA-256 (hex) of the whole tool name, when `tool` is not all of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_sha256: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub module: Option<String>,
     /// The digest of the module's approved bytes (its pin), when known.
@@ -115,9 +124,14 @@ pub struct Entry {
     pub approval: Option<ApprovalFacts>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome: Option<Outcome>,
-    /// The error kind of a call that did not succeed.
+    /// The error kind of a call that did not succeed. A module's own kind
+    /// is kept only when it is a plain word (`[a-z][a-z0-9_]{0,63}`), else
+    /// recorded as `own` with `kind_sha256`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<modproto::ErrorKind>,
+    /// SHA-256 (hex) of a module's own kind that was not kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind_sha256: Option<String>,
     /// The module's stderr shows a permission error: the sandbox most
     /// likely stopped it (`modhost_sandbox::denial`).
     #[serde(default, skip_serializing_if = "is_false")]
@@ -143,6 +157,9 @@ pub struct Entry {
     /// What a [`Event::Repair`] record repaired.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repair: Option<Repair>,
+    /// What a [`Event::Gap`] record says is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<Gap>,
 }
 
 fn is_false(value: &bool) -> bool {
@@ -157,6 +174,7 @@ impl Entry {
             event,
             principal: None,
             tool: None,
+            tool_sha256: None,
             module: None,
             digest: None,
             contract_version: None,
@@ -166,6 +184,7 @@ impl Entry {
             approval: None,
             outcome: None,
             kind: None,
+            kind_sha256: None,
             sandbox_denied: false,
             retry_after_s: None,
             duration_ms: None,
@@ -174,6 +193,7 @@ impl Entry {
             input_sha256: None,
             trace_id: None,
             repair: None,
+            gap: None,
         }
     }
 }
@@ -234,6 +254,10 @@ pub struct ApprovalFacts {
 pub struct Repair {
     /// What was wrong, in the host's words.
     pub reason: String,
+    /// What the writer found, as a word; absent means it did not say,
+    /// which `verify` takes as not explained by a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub found: Option<RepairFound>,
     /// Bytes of a torn last line that were cut off.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub torn_bytes: u64,
@@ -241,6 +265,108 @@ pub struct Repair {
     /// last (a head behind, or records missing at the end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_seq: Option<u64>,
+    /// The hash the head held for that record, kept when no crash explains
+    /// what was found: what the lost or changed record was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_hash: Option<String>,
+    /// The last record the log held when the writer looked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_seq: Option<u64>,
+}
+
+impl Repair {
+    /// Whether a crash explains what was repaired (`verify` then notes it;
+    /// anything else leaves the log not intact for good).
+    pub fn after_crash(&self) -> bool {
+        self.found.is_some_and(RepairFound::after_crash)
+    }
+}
+
+/// What a writer found where the head said the log ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RepairFound {
+    /// A torn last line after the record the head names: a writer stopped
+    /// in the middle of a line. A crash explains it.
+    TornTail,
+    /// One record after the one the head names, chained from it: a writer
+    /// stopped between the line and the head. A crash explains it.
+    HeadBehind,
+    /// The head's record at the end of the newest rotated file and the new
+    /// `audit.jsonl` empty or one record long: a writer stopped during a
+    /// rotation. A crash explains it.
+    Rotation,
+    /// The head names records the log no longer has (removed files or
+    /// lines). No crash explains it.
+    Lost,
+    /// The log's last record is not the one the head names, or the files
+    /// are not the size the head says. No crash explains it.
+    Changed,
+    /// The log has records but no head (removed, or replaced by something
+    /// unreadable). No crash explains it.
+    HeadMissing,
+}
+
+impl RepairFound {
+    pub fn after_crash(self) -> bool {
+        matches!(
+            self,
+            RepairFound::TornTail | RepairFound::HeadBehind | RepairFound::Rotation
+        )
+    }
+}
+
+/// Records that could not be written, said by the first record that could.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gap {
+    /// How many records are missing just before this one.
+    pub records: u64,
+    /// When the first of them failed (UTC, RFC 3339).
+    pub since: String,
+    /// Why the last of them failed, in the host's words.
+    pub error: String,
+}
+
+/// The most characters of a name a caller made up (a tool name) that a
+/// record keeps.
+pub const MAX_CALLER_NAME: usize = 128;
+
+/// A name a caller chose, as a record keeps it: at most
+/// [`MAX_CALLER_NAME`] characters, control characters left out; with the
+/// SHA-256 of the whole when that is not all of it.
+pub(crate) fn caller_name(name: &str) -> (String, Option<String>) {
+    let kept: String = name
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_CALLER_NAME)
+        .collect();
+    if kept == name {
+        (kept, None)
+    } else {
+        (kept, Some(sha256_hex(name.as_bytes())))
+    }
+}
+
+/// A module's own error kind as a record keeps it: the kind when it is a
+/// plain word (`[a-z][a-z0-9_]{0,63}`), else `own` with the SHA-256 of
+/// what the module sent.
+pub(crate) fn recorded_kind(kind: modproto::ErrorKind) -> (modproto::ErrorKind, Option<String>) {
+    let modproto::ErrorKind::Module(modproto::ModuleErrorKind::Own(own)) = &kind else {
+        return (kind, None);
+    };
+    let text = own.as_str();
+    let plain = text.len() <= 64
+        && text.starts_with(|c: char| c.is_ascii_lowercase())
+        && text
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        return (kind, None);
+    }
+    let digest = sha256_hex(text.as_bytes());
+    let own =
+        modproto::ModuleErrorKind::from_wire("own").unwrap_or(modproto::ModuleErrorKind::Failed);
+    (own.into(), Some(digest))
 }
 
 fn is_zero(value: &u64) -> bool {
@@ -300,5 +426,48 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         assert_eq!(GENESIS.len(), 64);
+    }
+
+    /// An MCP client's made-up tool name (4 MB, newlines, escape
+    /// sequences) is kept short and printable, with the whole one's digest.
+    #[test]
+    fn a_callers_name_is_kept_short_and_printable_with_its_digest() {
+        assert_eq!(
+            caller_name("files__files_search"),
+            ("files__files_search".to_owned(), None)
+        );
+        let forged = "x\n2026-12-06T05:00:00.000Z  #1  local:alice  files__files_read  ok\u{1b}[8m";
+        let (kept, digest) = caller_name(forged);
+        assert!(!kept.chars().any(char::is_control), "{kept:?}");
+        assert_eq!(digest, Some(sha256_hex(forged.as_bytes())));
+        let huge = "C".repeat(4_000_000);
+        let (kept, digest) = caller_name(&huge);
+        assert_eq!(kept.chars().count(), MAX_CALLER_NAME);
+        assert_eq!(digest, Some(sha256_hex(huge.as_bytes())));
+    }
+
+    /// A module's own error kind is kept only as a plain word.
+    #[test]
+    fn a_modules_own_kind_is_kept_only_as_a_plain_word() {
+        let own = |text: &str| -> modproto::ErrorKind {
+            modproto::ModuleErrorKind::from_wire(text).unwrap().into()
+        };
+        for plain in ["quota_exceeded", "e", &format!("a{}", "b".repeat(63))] {
+            assert_eq!(recorded_kind(own(plain)), (own(plain), None), "{plain}");
+        }
+        let named: modproto::ErrorKind = modproto::ModuleErrorKind::Denied.into();
+        assert_eq!(recorded_kind(named.clone()), (named, None));
+        for hostile in [
+            "x".repeat(100_000),
+            format!("a{}", "b".repeat(64)),
+            "Upper".into(),
+            "bad\u{1b}[31mred".into(),
+            "9lives".into(),
+            "with-dash".into(),
+        ] {
+            let (kind, digest) = recorded_kind(own(&hostile));
+            assert_eq!(kind, own("own"), "{hostile:.40}");
+            assert_eq!(digest, Some(sha256_hex(hostile.as_bytes())));
+        }
     }
 }

@@ -15,19 +15,35 @@
 //!   a writer stopped in the middle of a record leaves. It is reported as
 //!   such, not as tampering: the next writer cuts it off and records that.
 //!
-//! What it cannot see: someone who rewrites the whole chain from a record
-//! on, head included, makes a log that verifies. The chain makes tampering
-//! evident, not impossible; a copy of the records kept elsewhere
-//! (`[audit] copy_to`, a collector) is what rules that out.
+//! A chain that is whole can still say the log is not
+//! ([`Verdict::Flagged`]): a `repair` record of a writer that found what
+//! no crash leaves (records the head named gone, a last record that is not
+//! the head's, the head gone), or a `gap` record counting records the host
+//! could not write. Such a record stays in the chain, so a log once
+//! tampered with (or short of records) is reported so for good; a repair
+//! a crash explains is only a note.
 //!
-//! Writers wait while it runs: it holds the head's lock (shared), so no
-//! rotation moves a file under it.
+//! What it cannot see: someone who can write the files can rewrite the
+//! whole chain from a record on, head included, and make a log that
+//! verifies; and one forged record appended after the head's, chained
+//! from it, is what a writer stopped between a record and the head
+//! leaves. The chain makes tampering evident, not impossible; a copy of
+//! the records kept elsewhere (`[audit] copy_to`, a collector) is the
+//! anchor that rules it out.
+//!
+//! Writers wait only a moment: the head's lock (shared) is held while the
+//! head is read, the files listed and `audit.jsonl` opened and measured;
+//! the walk then reads that snapshot (rotated files never change, the
+//! current one is read up to its size then) while writers go on.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
 
 use rustix::fs::FlockOperation;
 use serde::Serialize;
 
 use super::files::{self, AuditError, LogFile};
-use super::head::Head;
+use super::head::{Head, Unwritten};
 use super::record::{self, AuditRecord, Event, GENESIS};
 use crate::home::HomeLayout;
 
@@ -39,8 +55,12 @@ pub struct Verification {
     pub records: u64,
     /// The files read, oldest first.
     pub files: Vec<String>,
-    /// What a writer repaired (each `repair` record), and a last record the
-    /// head does not name yet: worth knowing, not tampering.
+    /// Records in the chain that say the log is not whole: repairs no
+    /// crash explains, and gaps (records that could not be written).
+    pub flagged: Vec<Flagged>,
+    /// What a writer repaired after a crash (each such `repair` record),
+    /// and a last record the head does not name yet: worth knowing, not
+    /// tampering.
     pub notes: Vec<String>,
 }
 
@@ -49,6 +69,15 @@ impl Verification {
     pub fn is_intact(&self) -> bool {
         self.verdict == Verdict::Intact
     }
+}
+
+/// A record that says the log is not whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Flagged {
+    pub file: String,
+    pub line: u64,
+    pub seq: u64,
+    pub problem: String,
 }
 
 /// The log as a whole.
@@ -69,6 +98,15 @@ pub enum Verdict {
         seq: Option<u64>,
         problem: String,
     },
+    /// The chain is whole, but a record in it (the first of
+    /// [`Verification::flagged`]) says records were lost, changed or never
+    /// written.
+    Flagged {
+        file: String,
+        line: u64,
+        seq: u64,
+        problem: String,
+    },
 }
 
 /// A line's place, for a report.
@@ -79,44 +117,96 @@ struct At {
     seq: u64,
 }
 
-/// Check the log of the home at `layout`.
-pub fn verify(layout: &HomeLayout) -> Result<Verification, AuditError> {
-    let head_path = layout.audit_head_path();
-    let head_file = match std::fs::File::open(&head_path) {
-        Ok(file) => Some(file),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(AuditError::io("open", head_path, e)),
-    };
-    if let Some(file) = &head_file {
-        loop {
-            match rustix::fs::flock(file, FlockOperation::LockShared) {
-                Ok(()) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(AuditError::io("lock", &head_path, e.into())),
+/// The log as it was at one moment, read under the head's lock.
+struct Snapshot {
+    head: Option<Head>,
+    /// Records writers could not write, noted in the head for the next
+    /// record to say.
+    unwritten: Option<Unwritten>,
+    /// Each file, oldest first, with how many of its bytes to read
+    /// (`None`: all; rotated files no longer change).
+    files: Vec<(LogFile, File, Option<u64>)>,
+}
+
+impl Snapshot {
+    fn take(layout: &HomeLayout) -> Result<Snapshot, AuditError> {
+        let head_path = layout.audit_head_path();
+        let head_file = match File::open(&head_path) {
+            Ok(file) => Some(file),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(AuditError::io("open", head_path, e)),
+        };
+        if let Some(file) = &head_file {
+            loop {
+                match rustix::fs::flock(file, FlockOperation::LockShared) {
+                    Ok(()) => break,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(e) => return Err(AuditError::io("lock", &head_path, e.into())),
+                }
             }
         }
+        let head = match &head_file {
+            Some(file) => Head::read(file).map_err(|e| AuditError::io("read", &head_path, e))?,
+            None => None,
+        };
+        let unwritten = head_file.as_ref().and_then(Unwritten::read);
+        let mut files = Vec::new();
+        for file in files::all(layout)? {
+            let open = File::open(&file.path).map_err(|e| AuditError::io("read", &file.path, e))?;
+            let limit = match file.rotated {
+                Some(_) => None,
+                None => Some(
+                    open.metadata()
+                        .map_err(|e| AuditError::io("read", &file.path, e))?
+                        .len(),
+                ),
+            };
+            files.push((file, open, limit));
+        }
+        // Dropping the file releases the lock: writers go on.
+        drop(head_file);
+        Ok(Snapshot {
+            head,
+            unwritten,
+            files,
+        })
     }
-    let head = match &head_file {
-        Some(file) => Head::read(file).map_err(|e| AuditError::io("read", &head_path, e))?,
-        None => None,
-    };
-    let files = files::all(layout)?;
+}
+
+/// Check the log of the home at `layout`.
+pub fn verify(layout: &HomeLayout) -> Result<Verification, AuditError> {
+    walk(Snapshot::take(layout)?)
+}
+
+/// Check the log as `snapshot` saw it.
+fn walk(snapshot: Snapshot) -> Result<Verification, AuditError> {
+    let count = snapshot.files.len();
     let mut check = Check {
-        files: files.iter().map(LogFile::name).collect(),
+        files: snapshot.files.iter().map(|(f, _, _)| f.name()).collect(),
         ..Check::default()
     };
     let mut torn = None;
-    for (index, file) in files.iter().enumerate() {
-        let content =
-            std::fs::read(&file.path).map_err(|e| AuditError::io("read", &file.path, e))?;
+    let mut line = Vec::new();
+    for (index, (file, open, limit)) in snapshot.files.into_iter().enumerate() {
         let name = file.name();
-        let mut start = 0;
+        let source: Box<dyn Read> = match limit {
+            Some(limit) => Box::new(open.take(limit)),
+            None => Box::new(open),
+        };
+        let mut reader = BufReader::with_capacity(1 << 16, source);
         let mut number = 0;
-        while start < content.len() {
+        loop {
+            line.clear();
+            let read = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|e| AuditError::io("read", &file.path, e))?;
+            if read == 0 {
+                break;
+            }
             number += 1;
-            let Some(length) = content[start..].iter().position(|&b| b == b'\n') else {
-                let bytes = (content.len() - start) as u64;
-                let current = file.rotated.is_none() && index + 1 == files.len();
+            if line.last() != Some(&b'\n') {
+                let bytes = line.len() as u64;
+                let current = file.rotated.is_none() && index + 1 == count;
                 if current {
                     torn = Some(Verdict::TornTail {
                         file: name.clone(),
@@ -132,15 +222,25 @@ pub fn verify(layout: &HomeLayout) -> Result<Verification, AuditError> {
                     ));
                 }
                 break;
-            };
-            let line = &content[start..start + length];
-            start += length + 1;
-            if let Some(verdict) = check.line(&name, number, line) {
+            }
+            line.pop();
+            if let Some(verdict) = check.line(&name, number, &line) {
                 return Ok(verdict);
             }
         }
     }
-    Ok(check.end(head, torn))
+    if let Some(missing) = snapshot.unwritten {
+        check.flagged.push(Flagged {
+            file: "head".into(),
+            line: 2,
+            seq: snapshot.head.as_ref().map_or(0, |h| h.seq),
+            problem: format!(
+                "{} records could not be written since {} (the last because: {}); the next record written says so",
+                missing.records, missing.since, missing.error
+            ),
+        });
+    }
+    Ok(check.end(snapshot.head, torn))
 }
 
 /// The walk along the chain.
@@ -148,6 +248,7 @@ pub fn verify(layout: &HomeLayout) -> Result<Verification, AuditError> {
 struct Check {
     files: Vec<String>,
     records: u64,
+    flagged: Vec<Flagged>,
     notes: Vec<String>,
     /// The hash the next record must chain from.
     prev: String,
@@ -161,6 +262,7 @@ impl Default for Check {
         Check {
             files: Vec::new(),
             records: 0,
+            flagged: Vec::new(),
             notes: Vec::new(),
             prev: GENESIS.to_owned(),
             last: None,
@@ -175,6 +277,7 @@ impl Check {
             verdict,
             records: self.records,
             files: self.files.clone(),
+            flagged: self.flagged.clone(),
             notes: self.notes.clone(),
         }
     }
@@ -196,7 +299,7 @@ impl Check {
                 return Some(self.tampered(file, number, None, format!("not a record ({e})")));
             }
         };
-        let expected = self.last.as_ref().map_or(1, |at| at.seq + 1);
+        let expected = self.last.as_ref().map_or(1, |at| at.seq.saturating_add(1));
         if record.seq > expected {
             let missing = if record.seq == expected + 1 {
                 format!("record {expected} is")
@@ -240,14 +343,7 @@ impl Check {
                 ),
             });
         }
-        if record.entry.event == Event::Repair
-            && let Some(repair) = &record.entry.repair
-        {
-            self.notes.push(format!(
-                "record {} ({file} line {number}) is a repair: {}",
-                record.seq, repair.reason
-            ));
-        }
+        self.judge(file, number, &record);
         let at = At {
             file: file.to_owned(),
             line: number,
@@ -261,8 +357,78 @@ impl Check {
         None
     }
 
+    /// Note a repair a crash explains; flag one nothing explains, and a
+    /// gap.
+    fn judge(&mut self, file: &str, number: u64, record: &AuditRecord) {
+        let flag = |problem: String| Flagged {
+            file: file.to_owned(),
+            line: number,
+            seq: record.seq,
+            problem,
+        };
+        match (record.entry.event, &record.entry.repair, &record.entry.gap) {
+            (Event::Repair, Some(repair), _) if repair.after_crash() => {
+                self.notes.push(format!(
+                    "record {} ({file} line {number}) is a repair after a crash: {}",
+                    record.seq, repair.reason
+                ));
+            }
+            (Event::Repair, repair, _) => {
+                let reason = repair
+                    .as_ref()
+                    .map_or("it does not say what it repaired", |r| r.reason.as_str());
+                let lost = match repair {
+                    Some(r) => match (r.head_seq, &r.head_hash) {
+                        (Some(seq), Some(hash)) => {
+                            format!(" (the head then named record {seq}, hash {hash})")
+                        }
+                        (Some(seq), None) => format!(" (the head then named record {seq})"),
+                        _ => String::new(),
+                    },
+                    None => String::new(),
+                };
+                self.flagged.push(flag(format!(
+                    "record {} is a repair no crash explains: {reason}{lost}",
+                    record.seq
+                )));
+            }
+            (Event::Gap, _, gap) => {
+                let what = gap.as_ref().map_or_else(
+                    || "records could not be written".to_owned(),
+                    |g| {
+                        format!(
+                            "{} records could not be written since {} (the last because: {})",
+                            g.records, g.since, g.error
+                        )
+                    },
+                );
+                self.flagged.push(flag(format!(
+                    "record {} says records are missing before it: {what}",
+                    record.seq
+                )));
+            }
+            _ => {}
+        }
+    }
+
     /// The end of the log against its head; `torn`, a torn tail found.
     fn end(mut self, head: Option<Head>, torn: Option<Verdict>) -> Verification {
+        let verification = self.end_of_chain(head, torn);
+        match (&verification.verdict, verification.flagged.first()) {
+            (Verdict::Intact | Verdict::TornTail { .. }, Some(first)) => Verification {
+                verdict: Verdict::Flagged {
+                    file: first.file.clone(),
+                    line: first.line,
+                    seq: first.seq,
+                    problem: first.problem.clone(),
+                },
+                ..verification
+            },
+            _ => verification,
+        }
+    }
+
+    fn end_of_chain(&mut self, head: Option<Head>, torn: Option<Verdict>) -> Verification {
         let Some(last) = self.last.clone() else {
             return match (head, torn) {
                 (_, Some(torn)) => self.verification(torn),
@@ -301,10 +467,10 @@ impl Check {
             );
         }
         if head.seq > last.seq {
-            let missing = if head.seq == last.seq + 1 {
+            let missing = if head.seq == last.seq.saturating_add(1) {
                 format!("record {} is", head.seq)
             } else {
-                format!("records {} to {} are", last.seq + 1, head.seq)
+                format!("records {} to {} are", last.seq.saturating_add(1), head.seq)
             };
             return self.tampered(
                 &last.file,
@@ -506,5 +672,38 @@ mod tests {
         write_lines(&second, &edited);
         let (file, line, problem) = tampered_at(&verify(&layout).unwrap());
         assert_eq!((file.as_str(), line), ("audit-2.jsonl", 1), "{problem}");
+    }
+
+    /// `verify` holds the head's lock only while it takes its snapshot: a
+    /// writer (a `modhost invoke` joining its writer at exit) takes it at
+    /// once while the walk goes on, and what it writes meanwhile, a
+    /// rotation included, is not read.
+    #[test]
+    fn the_lock_is_held_for_the_snapshot_only() {
+        let (_dir, layout) = home_with(20, 4096);
+        let snapshot = Snapshot::take(&layout).unwrap();
+        let head = File::open(layout.audit_head_path()).unwrap();
+        rustix::fs::flock(&head, FlockOperation::NonBlockingLockExclusive)
+            .expect("a writer locks the head while the walk goes on");
+        rustix::fs::flock(&head, FlockOperation::Unlock).unwrap();
+        let log = AuditLog::new(&layout);
+        let config = AuditConfig {
+            max_file_bytes: 4096,
+            ..AuditConfig::default()
+        };
+        let files_before = files::all(&layout).unwrap().len();
+        for i in 0..20 {
+            let mut entry = Entry::now(Event::Call);
+            entry.tool = Some(format!("later{i}"));
+            log.append(&config, &entry).unwrap();
+        }
+        assert!(
+            files::all(&layout).unwrap().len() > files_before,
+            "rotated meanwhile"
+        );
+        let found = walk(snapshot).unwrap();
+        assert!(found.is_intact(), "{found:#?}");
+        assert_eq!(found.records, 20);
+        assert_eq!(verify(&layout).unwrap().records, 40);
     }
 }

@@ -9,23 +9,52 @@
 //!    `audit.jsonl` had after it;
 //! 2. check the open `audit.jsonl` is still the file at that path (another
 //!    host may have rotated it) and has that size; if not, **repair**: a
-//!    torn last line (a writer killed mid-write, the disk full) is cut off,
-//!    the head rebuilt from the last whole line, and a `repair` record says
-//!    what was found;
+//!    torn last line is cut off, the head rebuilt from the last whole line,
+//!    and a `repair` record says what was found (`rebuild`);
 //! 3. rotate first when the line would take the file past
-//!    `max_file_bytes`: `audit.jsonl` is renamed `audit-<n+1>.jsonl` and a
-//!    new one started, the chain going on from the renamed file's last line;
+//!    `max_file_bytes`: `audit.jsonl` is renamed `audit-<n>.jsonl` (`n` one
+//!    past the head's generation and every rotated file; a name taken is
+//!    skipped, never overwritten) and a new one started, the chain going on
+//!    from the renamed file's last line;
 //! 4. append the line (`seq` one more, `prev` the last hash) with
 //!    `O_APPEND`, in one `write` of the whole line;
 //! 5. write the new head over the old one.
 //!
 //! A crash anywhere leaves the log readable up to its last whole line:
-//! before 4 nothing changed, during 4 a torn tail that `verify` reports as
-//! such and the next writer cuts off, between 4 and 5 a head one record
-//! behind, which the next writer rebuilds (and says so).
+//! before 4 nothing changed, during 3 a rotation under way, during 4 a torn
+//! tail that `verify` reports as such and the next writer cuts off, between
+//! 4 and 5 a head one record behind, which the next writer rebuilds (and
+//! says so).
 //!
 //! Design decisions:
 //!
+//! - **Only what a crash leaves is repaired as a crash.** A torn line after
+//!   the head's record, one record after it chained from it, a rotation
+//!   under way: the `repair` record says which, and `verify` notes it.
+//!   Anything else (records the head named gone, a last record that is not
+//!   the head's, the head gone) is repaired too, so that calls go on being
+//!   recorded, but its `repair` record says what was found and keeps the
+//!   old head's record number and hash, and `verify` reports the log as
+//!   not intact from then on: a log tampered with stays flagged. What this
+//!   cannot catch: someone who can write the files can rewrite the whole
+//!   chain and the head consistently (or remove `audit/` whole), and one
+//!   forged record chained after the head's looks like a crash between a
+//!   record and its head. A copy of each record kept elsewhere (`[audit]
+//!   copy_to`, sent on to a collector the host's user cannot write) is the
+//!   anchor that rules these out; every line (repairs and gaps too) is
+//!   copied.
+//! - **A record that cannot be written is counted, never silently lost.**
+//!   A full disk, a file made immutable, `audit.jsonl` replaced by a link
+//!   (never followed): the call goes on, the error is logged, and the count
+//!   is noted after the head line (`head::Unwritten`; kept in memory when
+//!   even that fails), so the next record written, by this process or
+//!   another, is preceded by a `gap` record with the count, which `verify`
+//!   reports as records missing. A rename that fails at rotation is a
+//!   warning and the record goes into the current file past its size.
+//! - **The lock is the file at the path.** After its `flock`, a writer
+//!   compares the head it holds with the one at `audit/head` (device and
+//!   inode) and reopens when they differ, so a head removed under a running
+//!   host does not split the writers into two locks and the chain in two.
 //! - **Off the call's path.** A call hands its record to the log's writer
 //!   thread ([`AuditLog::submit`]) and returns; the thread writes records
 //!   in the order they came. Written on the call's own path, a record cost
@@ -38,7 +67,9 @@
 //!   record that breaks the chain. [`AuditLog::flush`] waits for the queue.
 //! - **No `fsync`.** A record reaches the page cache, so a host crash loses
 //!   nothing written; only a machine crash can lose the last records (and
-//!   then the head shows it). An `fsync` per record would cost milliseconds.
+//!   then the head shows it, and the next writer's repair says records were
+//!   lost: such a log does not verify as intact, rightly). An `fsync` per
+//!   record would cost milliseconds.
 //!   Measured in `benches/audit.rs`.
 
 use std::fs::File;
@@ -52,8 +83,8 @@ use rustix::fs::FlockOperation;
 use serde::Deserialize;
 
 use super::files::{self, AuditError};
-use super::head::Head;
-use super::record::{self, Entry, Event, Repair};
+use super::head::{Head, Unwritten};
+use super::record::{self, Entry, Event, Gap, Repair, RepairFound};
 use super::settings::{AuditConfig, CopyTo};
 use crate::home::HomeLayout;
 
@@ -180,7 +211,8 @@ impl Drop for AuditLog {
     }
 }
 
-/// Log a record that could not be written: the call it records happened.
+/// Log a record that could not be written: the call it records happened,
+/// and the next record written says how many are missing (a `gap`).
 fn report(written: Result<String, AuditError>) {
     if let Err(e) = written {
         tracing::error!("a call is not in the audit log: {e}");
@@ -191,9 +223,19 @@ fn report(written: Result<String, AuditError>) {
 #[derive(Debug)]
 struct Writer {
     layout: HomeLayout,
-    open: Mutex<Option<OpenLog>>,
+    state: Mutex<WriterState>,
     /// Where copies go, opened on the first record with a copy.
     copy: Mutex<Option<(CopyTo, Option<File>)>>,
+}
+
+/// What one writer holds between records.
+#[derive(Debug, Default)]
+struct WriterState {
+    /// The files, open; `None` before the first record and after an error.
+    files: Option<OpenLog>,
+    /// Records this writer could not write and could not note in the head
+    /// either (`head::Unwritten`), since the last it could write.
+    unwritten: Option<Unwritten>,
 }
 
 /// The head (also the lock) and the current file, as this process holds
@@ -208,41 +250,32 @@ impl Writer {
     fn new(layout: &HomeLayout) -> Writer {
         Writer {
             layout: layout.clone(),
-            open: Mutex::new(None),
+            state: Mutex::new(WriterState::default()),
             copy: Mutex::new(None),
         }
     }
 
-    /// Append one record of `entry`, then its copy (when `config` names
-    /// one). Its line is returned.
+    /// Append one record of `entry` (after a `repair` and a `gap` record
+    /// when due), then copy every line written (when `config` names a
+    /// copy). The record's line is returned. A record that cannot be
+    /// written is counted, for the next one that can to say so.
     fn append(&self, config: &AuditConfig, entry: &Entry) -> Result<String, AuditError> {
-        let entry_json = serde_json::to_string(entry).map_err(|e| {
-            AuditError::io(
-                "encode a record for",
-                self.layout.audit_log_path(),
-                e.into(),
-            )
-        })?;
-        let line = {
-            let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-            if open.is_none() {
-                *open = Some(OpenLog::open(&self.layout)?);
+        let mut lines = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            match state.append(&self.layout, config, entry) {
+                Ok(lines) => lines,
+                Err(e) => {
+                    state.count_unwritten(&self.layout, &e);
+                    return Err(e);
+                }
             }
-            let Some(files) = open.as_mut() else {
-                unreachable!("opened above")
-            };
-            let result = files.append_locked(&self.layout, config, &entry_json);
-            if result.is_err() {
-                // Whatever broke (the folder removed, the disk), the next
-                // record starts from the files as they are then.
-                *open = None;
-            }
-            result?
         };
         if let Some(target) = config.copy_target() {
-            self.copy(target, &line);
+            for line in &lines {
+                self.copy(target.clone(), line);
+            }
         }
-        Ok(line)
+        Ok(lines.pop().unwrap_or_default())
     }
 
     /// Write `line` to the configured copy; a copy that fails is a warning,
@@ -283,60 +316,199 @@ impl Writer {
     }
 }
 
-impl OpenLog {
-    fn open(layout: &HomeLayout) -> Result<OpenLog, AuditError> {
-        let dir = layout.audit_dir();
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| AuditError::io("create", &dir, e))?;
-        let path = layout.audit_head_path();
-        let head = File::options()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&path)
-            .map_err(|e| AuditError::io("open", &path, e))?;
-        Ok(OpenLog { head, log: None })
+impl WriterState {
+    /// The lines written for `entry`: a `repair` and a `gap` record when
+    /// due, then its own, last.
+    fn append(
+        &mut self,
+        layout: &HomeLayout,
+        config: &AuditConfig,
+        entry: &Entry,
+    ) -> Result<Vec<String>, AuditError> {
+        let entry_json = encode(layout, entry)?;
+        if self.files.is_none() {
+            self.files = Some(OpenLog::open(layout)?);
+        }
+        let Some(files) = self.files.as_mut() else {
+            unreachable!("opened above")
+        };
+        let result = files.append_locked(layout, config, &mut self.unwritten, &entry_json);
+        if result.is_err() {
+            // Whatever broke (the folder removed, the disk), the next
+            // record starts from the files as they are then.
+            self.files = None;
+        }
+        result
     }
 
-    /// Steps 1-5 of the module docs, under the home's audit lock.
+    /// Count one record that could not be written: noted in the head when
+    /// the head can be written (so that the next writer of the home, in
+    /// whichever process, says so), else here until it can.
+    fn count_unwritten(&mut self, layout: &HomeLayout, error: &AuditError) {
+        let mut missing = self.unwritten.take().unwrap_or_else(|| Unwritten {
+            records: 0,
+            since: Entry::now(Event::Gap).time,
+            error: String::new(),
+        });
+        missing.records = missing.records.saturating_add(1);
+        missing.error = error.to_string();
+        let noted = (|| -> Result<(), AuditError> {
+            let mut files = OpenLog::open(layout)?;
+            files.lock(layout)?;
+            let _unlock = Unlock(&files.head);
+            let all = merged(Unwritten::read(&files.head), Some(missing.clone()));
+            if let Some(all) = all {
+                all.write(&files.head)
+                    .map_err(|e| AuditError::io("write", layout.audit_head_path(), e))?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = noted {
+            tracing::warn!("the count of records not written could not be noted in the head: {e}");
+            self.unwritten = Some(missing);
+        }
+    }
+}
+
+/// Two counts of records not written as one.
+fn merged(a: Option<Unwritten>, b: Option<Unwritten>) -> Option<Unwritten> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(Unwritten {
+            records: a.records.saturating_add(b.records),
+            since: a.since.min(b.since),
+            error: b.error,
+        }),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `entry` as the JSON object its line is made of.
+fn encode(layout: &HomeLayout, entry: &Entry) -> Result<String, AuditError> {
+    serde_json::to_string(entry)
+        .map_err(|e| AuditError::io("encode a record for", layout.audit_log_path(), e.into()))
+}
+
+impl OpenLog {
+    fn open(layout: &HomeLayout) -> Result<OpenLog, AuditError> {
+        Ok(OpenLog {
+            head: open_head(layout)?,
+            log: None,
+        })
+    }
+
+    /// Take the home's audit lock: the `flock` of `audit/head`, of the
+    /// file at that path now. A head removed (or replaced) while this
+    /// process held it open is a lock nobody else takes, so the file
+    /// held is compared with the path's once locked, and reopened when
+    /// they differ (the lock-file pattern).
+    fn lock(&mut self, layout: &HomeLayout) -> Result<(), AuditError> {
+        let path = layout.audit_head_path();
+        for _ in 0..16 {
+            flock_exclusive(&self.head, &path)?;
+            let same = match (self.head.metadata(), std::fs::symlink_metadata(&path)) {
+                (Ok(held), Ok(at_path)) => {
+                    held.dev() == at_path.dev() && held.ino() == at_path.ino()
+                }
+                _ => false,
+            };
+            if same {
+                return Ok(());
+            }
+            let _ = rustix::fs::flock(&self.head, FlockOperation::Unlock);
+            self.head = open_head(layout)?;
+        }
+        Err(AuditError::io(
+            "lock",
+            path,
+            std::io::Error::other("the head is replaced again and again while being locked"),
+        ))
+    }
+
+    /// Steps 1-5 of the module docs, under the home's audit lock; a `gap`
+    /// record first when records could not be written before. The lines
+    /// written, the record's last.
     fn append_locked(
         &mut self,
         layout: &HomeLayout,
         config: &AuditConfig,
+        unwritten: &mut Option<Unwritten>,
         entry_json: &str,
-    ) -> Result<String, AuditError> {
+    ) -> Result<Vec<String>, AuditError> {
+        self.lock(layout)?;
         let OpenLog { head: lock, log } = self;
         let lock: &File = lock;
+        let unlock = Unlock(lock);
         let head_path = layout.audit_head_path();
-        let _locked = Locked::exclusive(lock, &head_path)?;
         let seen = Head::read(lock).map_err(|e| AuditError::io("read", &head_path, e))?;
         let size = current_log(log, layout)?
             .metadata()
             .map_err(|e| AuditError::io("read", layout.audit_log_path(), e))?
             .len();
+        let mut written = Vec::new();
         let mut head = match seen {
-            Some(head) if head.size == size => head,
+            // A head at the last record number cannot be appended to; only
+            // a hand makes one, and the repair says so.
+            Some(head) if head.size == size && head.seq < u64::MAX => head,
             seen => {
-                let (mut head, repair) = rebuild(layout, current_log(log, layout)?, seen)?;
+                let (mut head, repair) = rebuild(layout, current_log(log, layout)?, seen.as_ref())?;
                 if let Some(repair) = repair {
+                    if !repair.after_crash() {
+                        tracing::error!(
+                            "the audit log is not as its head says: {}; recorded",
+                            repair.reason
+                        );
+                    }
                     let mut entry = Entry::now(Event::Repair);
                     entry.repair = Some(repair);
-                    let json = serde_json::to_string(&entry).map_err(|e| {
-                        AuditError::io("encode a record for", layout.audit_log_path(), e.into())
-                    })?;
-                    write_line(lock, log, layout, config, &mut head, &json)?;
+                    let json = encode(layout, &entry)?;
+                    written.push(write_line(lock, log, layout, config, &mut head, &json)?);
                 }
                 head
             }
         };
-        write_line(lock, log, layout, config, &mut head, entry_json)
+        let noted = Unwritten::read(lock);
+        let noted_any = noted.is_some();
+        if let Some(missing) = merged(noted, unwritten.clone()) {
+            let mut entry = Entry::now(Event::Gap);
+            entry.gap = Some(Gap {
+                records: missing.records,
+                since: missing.since,
+                error: missing.error,
+            });
+            let json = encode(layout, &entry)?;
+            written.push(write_line(lock, log, layout, config, &mut head, &json)?);
+            *unwritten = None;
+            if noted_any && let Err(e) = Unwritten::clear(lock) {
+                // The next writer says it again: counted twice, never lost.
+                tracing::warn!("the note of records not written could not be cleared: {e}");
+            }
+        }
+        written.push(write_line(
+            lock, log, layout, config, &mut head, entry_json,
+        )?);
+        drop(unlock);
+        Ok(written)
     }
+}
+
+/// Open (creating) `audit/head`, and the folder, through no link.
+fn open_head(layout: &HomeLayout) -> Result<File, AuditError> {
+    let dir = layout.audit_dir();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| AuditError::io("create", &dir, e))?;
+    let path = layout.audit_head_path();
+    File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&path)
+        .map_err(|e| AuditError::io("open", &path, e))
 }
 
 /// `audit.jsonl` as it is at its path now: the file held open in `log`,
@@ -367,12 +539,23 @@ fn write_line(
     head: &mut Head,
     entry_json: &str,
 ) -> Result<String, AuditError> {
-    let mut line = record::line(head.seq + 1, &head.hash, entry_json);
+    let full = || {
+        AuditError::io(
+            "append to",
+            layout.audit_log_path(),
+            std::io::Error::other(
+                "the head's record number or size is at its maximum; the head was changed by hand",
+            ),
+        )
+    };
+    let seq = head.seq.checked_add(1).ok_or_else(full)?;
+    let mut line = record::line(seq, &head.hash, entry_json);
     line.push('\n');
     let bytes = line.len() as u64;
-    if head.size > 0 && head.size + bytes > config.max_file_bytes {
+    if head.size > 0 && head.size.saturating_add(bytes) > config.max_file_bytes {
         rotate(log, layout, head)?;
     }
+    let size = head.size.checked_add(bytes).ok_or_else(full)?;
     let path = layout.audit_log_path();
     // One write of the whole line; `write_all` goes on only after a short
     // write (a full disk), whose torn end the next writer cuts off.
@@ -381,34 +564,61 @@ fn write_line(
         .write_all(line.as_bytes())
         .map_err(|e| AuditError::io("append to", &path, e))?;
     line.pop();
-    head.seq += 1;
+    head.seq = seq;
     head.hash = record::sha256_hex(line.as_bytes());
-    head.size += bytes;
+    head.size = size;
     head.write(lock)
         .map_err(|e| AuditError::io("write", layout.audit_head_path(), e))?;
     Ok(line)
 }
 
-/// `audit.jsonl` becomes `audit-<generation + 1>.jsonl`; a new one starts
-/// empty. The chain goes on: `head` still names the last record.
+/// `audit.jsonl` becomes `audit-<n>.jsonl`, `n` one past both the head's
+/// generation and the newest rotated file (a name taken already, say by a
+/// file left there by hand, is skipped, never overwritten); a new one
+/// starts empty. The chain goes on: `head` still names the last record.
+///
+/// A rename that fails (the file made append-only, say) is a warning and
+/// the record goes into `audit.jsonl` past its size: a record lost to a
+/// rotation would cost more than a file too large.
 fn rotate(log: &mut Option<File>, layout: &HomeLayout, head: &mut Head) -> Result<(), AuditError> {
-    let next = head.generation + 1;
-    let rotated = layout.rotated_audit_log_path(next);
-    if std::fs::symlink_metadata(&rotated).is_ok() {
-        return Err(AuditError::io(
-            "rotate the audit log into",
-            &rotated,
-            std::io::Error::new(
-                std::io::ErrorKind::AlreadyExists,
-                "it exists already; the log's files were changed by hand",
-            ),
-        ));
-    }
+    let newest = files::rotated(layout)?
+        .last()
+        .and_then(|f| f.rotated)
+        .unwrap_or(0);
     let path = layout.audit_log_path();
-    std::fs::rename(&path, &rotated).map_err(|e| AuditError::io("rotate", &path, e))?;
-    *log = Some(open_log(&path)?);
-    head.generation = next;
-    head.size = 0;
+    let mut next = head.generation.max(newest).checked_add(1);
+    let mut tries = 0;
+    let renamed = loop {
+        let Some(n) = next else {
+            break Err(std::io::Error::other("no rotation number is left"));
+        };
+        let rotated = layout.rotated_audit_log_path(n);
+        match rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &path,
+            rustix::fs::CWD,
+            &rotated,
+            rustix::fs::RenameFlags::NOREPLACE,
+        ) {
+            Ok(()) => break Ok(n),
+            Err(rustix::io::Errno::EXIST) if tries < 64 => {
+                tries += 1;
+                next = n.checked_add(1);
+            }
+            Err(e) => break Err(e.into()),
+        }
+    };
+    match renamed {
+        Ok(n) => {
+            *log = Some(open_log(&path)?);
+            head.generation = n;
+            head.size = 0;
+        }
+        Err(e) => tracing::warn!(
+            "the audit log {} could not be rotated ({e}); the record goes into it all the same",
+            path.display()
+        ),
+    }
     Ok(())
 }
 
@@ -423,40 +633,60 @@ fn open_log(path: &Path) -> Result<File, AuditError> {
         .map_err(|e| AuditError::io("open", path, e))
 }
 
-/// The exclusive `flock` of the head, released when dropped.
-struct Locked<'a>(&'a File);
-
-impl<'a> Locked<'a> {
-    fn exclusive(file: &'a File, path: &Path) -> Result<Locked<'a>, AuditError> {
-        loop {
-            match rustix::fs::flock(file, FlockOperation::LockExclusive) {
-                Ok(()) => return Ok(Locked(file)),
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(AuditError::io("lock", path, e.into())),
-            }
+/// Take the exclusive `flock` of `file`.
+fn flock_exclusive(file: &File, path: &Path) -> Result<(), AuditError> {
+    loop {
+        match rustix::fs::flock(file, FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(AuditError::io("lock", path, e.into())),
         }
     }
 }
 
-impl Drop for Locked<'_> {
+/// Releases the `flock` of the head when dropped.
+struct Unlock<'a>(&'a File);
+
+impl Drop for Unlock<'_> {
     fn drop(&mut self) {
         let _ = rustix::fs::flock(self.0, FlockOperation::Unlock);
     }
 }
 
-/// The `seq` of a line, read alone.
+/// The chain fields of a line, read alone.
 #[derive(Deserialize)]
-struct SeqOnly {
+struct ChainOnly {
     seq: u64,
+    prev: String,
+}
+
+/// The last record of the log, as a writer repairing it sees it.
+#[derive(Debug)]
+struct LastRecord {
+    /// Its `seq` and `prev`; `None` when the line is no record.
+    chain: Option<(u64, String)>,
+    hash: String,
+    /// Whether it is in `audit.jsonl` (else the newest rotated file).
+    in_current: bool,
+    /// Its bytes with the newline.
+    bytes: u64,
 }
 
 /// The head as the files say it is, after cutting a torn last line off
 /// `log` (the open `audit.jsonl`); and what to record about the repair,
 /// when there was one. `seen` is the head as it was read (`None`: none).
+///
+/// Only what a crash leaves is repaired as such (`RepairFound::after_crash`):
+/// a torn line after the head's record, one whole record after it chained
+/// from it, a rotation under way. Anything else (records the head names
+/// gone, a last record that is not the head's, a head gone) is repaired
+/// too, so calls go on being recorded, but the repair record says what
+/// was found and keeps the old head's record number and hash, and
+/// `verify` reports the log as not intact from then on.
 fn rebuild(
     layout: &HomeLayout,
     log: &File,
-    seen: Option<Head>,
+    seen: Option<&Head>,
 ) -> Result<(Head, Option<Repair>), AuditError> {
     let path = layout.audit_log_path();
     let content = std::fs::read(&path).map_err(|e| AuditError::io("read", &path, e))?;
@@ -471,255 +701,150 @@ fn rebuild(
     }
     let rotated = files::rotated(layout)?;
     let generation = rotated.last().and_then(|f| f.rotated).unwrap_or(0);
-    let rotated_tail;
+    let last_of = |line: &[u8], in_current: bool| LastRecord {
+        chain: serde_json::from_slice::<ChainOnly>(line)
+            .ok()
+            .map(|c| (c.seq, c.prev)),
+        hash: record::sha256_hex(line),
+        in_current,
+        bytes: line.len() as u64 + 1,
+    };
     let last = match files::last_line(&content[..whole]) {
-        Some(line) => Some(line),
+        Some(line) => Some(last_of(line, true)),
         None => match rotated.last() {
             Some(file) => {
-                rotated_tail =
+                let tail =
                     std::fs::read(&file.path).map_err(|e| AuditError::io("read", &file.path, e))?;
-                files::last_line(&rotated_tail)
+                files::last_line(&tail).map(|line| last_of(line, false))
             }
             None => None,
         },
     };
-    let (seq, hash) = match last {
-        Some(line) => {
-            let seq = serde_json::from_slice::<SeqOnly>(line)
-                .map(|s| s.seq)
-                .unwrap_or_else(|_| seen.as_ref().map_or(0, |h| h.seq));
-            (seq, record::sha256_hex(line))
-        }
-        None => (0, record::GENESIS.to_owned()),
-    };
+    let whole = whole as u64;
     let head = Head {
         generation,
-        seq,
-        size: whole as u64,
-        hash,
+        seq: match &last {
+            Some(LastRecord {
+                chain: Some((seq, _)),
+                ..
+            }) => *seq,
+            Some(_) => seen.map_or(0, |h| h.seq),
+            None => 0,
+        },
+        size: whole,
+        hash: last
+            .as_ref()
+            .map_or_else(|| record::GENESIS.to_owned(), |l| l.hash.clone()),
     };
-    let reason = match &seen {
-        // A log that has never had a record: nothing to repair.
-        None if seq == 0 && torn_bytes == 0 => return Ok((head, None)),
-        None => "the head was missing or unreadable; it was rebuilt from the log".to_owned(),
-        Some(h) if h.seq == seq && h.hash == head.hash && torn_bytes > 0 => {
+    let Some(found) = what_was_found(seen, last.as_ref(), &rotated, generation, whole, torn_bytes)
+    else {
+        return Ok((head, None));
+    };
+    let log_seq = last.as_ref().and_then(|l| l.chain.as_ref()).map(|c| c.0);
+    let head_seq = seen.map(|h| h.seq);
+    let named =
+        |seq: Option<u64>| seq.map_or_else(|| "no record".to_owned(), |s| format!("record {s}"));
+    let reason = match found {
+        RepairFound::TornTail => {
             "a torn last line (a writer stopped in the middle of a record) was cut off".to_owned()
         }
-        Some(h) if h.seq == seq && h.hash == head.hash => {
-            "the head did not match the files' size or rotation (a writer stopped during a rotation); it was rebuilt from the log".to_owned()
+        RepairFound::HeadBehind => {
+            "the head was one record behind the log (a writer stopped between a record and the head); it was rebuilt from the log".to_owned()
         }
-        Some(h) if h.seq < seq => {
-            "the head was behind the log (a writer stopped between a record and the head); it was rebuilt from the log".to_owned()
+        RepairFound::Rotation => {
+            "a rotation was under way (a writer stopped during it); the head was rebuilt from the log".to_owned()
         }
-        Some(h) => format!(
-            "the log ends at record {seq} but the head named record {}: records at the end were lost or removed",
-            h.seq
+        RepairFound::Lost => format!(
+            "records at the end were lost or removed: the head named record {}, the log ends at {}",
+            head_seq.unwrap_or_default(),
+            named(log_seq)
+        ),
+        RepairFound::Changed => format!(
+            "the log's end is not what its head says (the head named record {} in generation {}, the log ends at {} in generation {generation}): records were changed, added or removed by hand",
+            head_seq.unwrap_or_default(),
+            seen.map_or(0, |h| h.generation),
+            named(log_seq)
+        ),
+        RepairFound::HeadMissing => format!(
+            "the head was missing or unreadable while the log holds records (up to {}): records removed from the end cannot be ruled out",
+            named(log_seq)
         ),
     };
     let repair = Repair {
         reason,
+        found: Some(found),
         torn_bytes,
-        head_seq: seen.map(|h| h.seq),
+        head_seq,
+        head_hash: if found.after_crash() {
+            None
+        } else {
+            seen.map(|h| h.hash.clone())
+        },
+        log_seq,
     };
     Ok((head, Some(repair)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::audit::record::{AuditRecord, GENESIS};
-
-    fn entry(tool: &str) -> Entry {
-        let mut entry = Entry::now(Event::Call);
-        entry.tool = Some(tool.to_owned());
-        entry
-    }
-
-    fn records(layout: &HomeLayout) -> Vec<(String, AuditRecord)> {
-        files::all(layout)
-            .unwrap()
-            .iter()
-            .flat_map(|f| {
-                let text = std::fs::read_to_string(&f.path).unwrap();
-                text.lines()
-                    .map(|l| (l.to_owned(), serde_json::from_str(l).unwrap()))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
-    }
-
-    /// The chain as the writer promises it: seq 1, 2, ... and each `prev`
-    /// the hash of the line before, across files.
-    fn assert_chained(records: &[(String, AuditRecord)]) {
-        let mut prev = GENESIS.to_owned();
-        for (i, (line, record)) in records.iter().enumerate() {
-            assert_eq!(record.seq, i as u64 + 1, "{line}");
-            assert_eq!(record.prev, prev, "{line}");
-            prev = record::sha256_hex(line.as_bytes());
-        }
-    }
-
-    #[test]
-    fn records_chain_from_genesis_and_across_rotated_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = HomeLayout::new(dir.path());
-        let log = AuditLog::new(&layout);
-        let config = AuditConfig {
-            max_file_bytes: 4096,
-            ..AuditConfig::default()
-        };
-        for i in 0..60 {
-            log.append(&config, &entry(&format!("t{i}"))).unwrap();
-        }
-        let all = records(&layout);
-        assert_eq!(all.len(), 60);
-        assert_chained(&all);
-        let rotated = files::rotated(&layout).unwrap();
-        assert!(rotated.len() >= 2, "{rotated:?}");
-        for file in files::all(&layout).unwrap() {
-            let size = std::fs::metadata(&file.path).unwrap().len();
-            assert!(size <= 4096, "{}: {size}", file.path.display());
-        }
-        let head = Head::read(&File::open(layout.audit_head_path()).unwrap())
-            .unwrap()
-            .unwrap();
-        assert_eq!(head.seq, 60);
-        assert_eq!(head.generation, rotated.len() as u64);
-    }
-
-    /// Two hosts on one home (two `AuditLog`s, each with its own open
-    /// files, as two processes have) writing at once keep one chain.
-    #[test]
-    fn concurrent_writers_keep_one_linear_chain() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = HomeLayout::new(dir.path());
-        let config = AuditConfig {
-            max_file_bytes: 8192,
-            ..AuditConfig::default()
-        };
-        std::thread::scope(|scope| {
-            for writer in 0..4 {
-                let (layout, config) = (&layout, &config);
-                scope.spawn(move || {
-                    let log = AuditLog::new(layout);
-                    for i in 0..50 {
-                        log.append(config, &entry(&format!("w{writer}-{i}")))
-                            .unwrap();
-                    }
-                });
+/// What a writer found where the head said the log ends; `None` when
+/// there is nothing to say (a log that never had a record).
+fn what_was_found(
+    seen: Option<&Head>,
+    last: Option<&LastRecord>,
+    rotated: &[files::LogFile],
+    generation: u64,
+    whole: u64,
+    torn_bytes: u64,
+) -> Option<RepairFound> {
+    let Some(head) = seen else {
+        return match last {
+            None if torn_bytes > 0 => Some(RepairFound::TornTail),
+            None => None,
+            // The first record written, its head not yet: a crash
+            // between the two.
+            Some(l)
+                if rotated.is_empty()
+                    && l.in_current
+                    && whole == l.bytes
+                    && l.chain
+                        .as_ref()
+                        .is_some_and(|(seq, prev)| *seq == 1 && prev == record::GENESIS) =>
+            {
+                Some(RepairFound::HeadBehind)
             }
-        });
-        let all = records(&layout);
-        assert_eq!(all.len(), 200);
-        assert_chained(&all);
-    }
-
-    /// A writer killed in the middle of a line: the next one cuts the torn
-    /// end off, says so in a repair record, and the chain goes on.
-    #[test]
-    fn a_torn_last_line_is_cut_off_and_the_repair_recorded() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = HomeLayout::new(dir.path());
-        let config = AuditConfig::default();
-        AuditLog::new(&layout).append(&config, &entry("a")).unwrap();
-        let mut file = File::options()
-            .append(true)
-            .open(layout.audit_log_path())
-            .unwrap();
-        let torn = b"{\"seq\":2,\"prev\":\"ab";
-        file.write_all(torn).unwrap();
-        AuditLog::new(&layout).append(&config, &entry("b")).unwrap();
-        let all = records(&layout);
-        assert_chained(&all);
-        assert_eq!(all.len(), 3);
-        let repair = all[1].1.entry.repair.clone().expect("a repair record");
-        assert_eq!(repair.torn_bytes, torn.len() as u64);
-        assert!(repair.reason.contains("torn"), "{repair:?}");
-        assert_eq!(all[2].1.entry.tool.as_deref(), Some("b"));
-    }
-
-    /// A head behind its log (a crash between the line and the head) and a
-    /// head that names records the log no longer has are each repaired
-    /// from the log, and the second says records were lost.
-    #[test]
-    fn a_head_that_does_not_match_the_log_is_rebuilt_and_said_so() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = HomeLayout::new(dir.path());
-        let config = AuditConfig::default();
-        let log = AuditLog::new(&layout);
-        log.append(&config, &entry("a")).unwrap();
-        let behind = std::fs::read(layout.audit_head_path()).unwrap();
-        log.append(&config, &entry("b")).unwrap();
-        std::fs::write(layout.audit_head_path(), &behind).unwrap();
-        log.append(&config, &entry("c")).unwrap();
-        let all = records(&layout);
-        assert_chained(&all);
-        let repair = all[2].1.entry.repair.clone().expect("a repair record");
-        assert!(repair.reason.contains("behind"), "{repair:?}");
-        assert_eq!(repair.head_seq, Some(1));
-
-        // The last two lines removed: the head names record 4.
-        let text = std::fs::read_to_string(layout.audit_log_path()).unwrap();
-        let kept: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
-        std::fs::write(layout.audit_log_path(), kept).unwrap();
-        log.append(&config, &entry("d")).unwrap();
-        let all = records(&layout);
-        assert_chained(&all);
-        let repair = all[2].1.entry.repair.clone().expect("a repair record");
-        assert!(repair.reason.contains("lost or removed"), "{repair:?}");
-        assert_eq!(repair.head_seq, Some(4));
-    }
-
-    /// Records handed to the writer thread from many threads at once are
-    /// all written, in one chain, by the time the log is flushed, and the
-    /// ones submitted after that by the time it is dropped.
-    #[test]
-    fn submitted_records_are_all_written_by_flush_and_by_drop() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = HomeLayout::new(dir.path());
-        let config = AuditConfig::default();
-        let log = AuditLog::new(&layout);
-        std::thread::scope(|scope| {
-            for thread in 0..4 {
-                let (log, config) = (&log, &config);
-                scope.spawn(move || {
-                    for i in 0..100 {
-                        log.submit(config, entry(&format!("t{thread}-{i}")));
-                    }
-                });
-            }
-        });
-        log.flush();
-        assert_eq!(records(&layout).len(), 400);
-        for i in 0..10 {
-            log.submit(&config, entry(&format!("last{i}")));
-        }
-        drop(log);
-        let all = records(&layout);
-        assert_eq!(all.len(), 410);
-        assert_chained(&all);
-        assert_eq!(all[409].1.entry.tool.as_deref(), Some("last9"));
-    }
-
-    #[test]
-    fn a_copy_goes_to_the_configured_file_line_for_line() {
-        let dir = tempfile::tempdir().unwrap();
-        let layout = HomeLayout::new(dir.path().join("home"));
-        let copy = dir.path().join("copy.jsonl");
-        let config = AuditConfig {
-            copy_to: Some(copy.display().to_string()),
-            ..AuditConfig::default()
+            Some(_) => Some(RepairFound::HeadMissing),
         };
-        let log = AuditLog::new(&layout);
-        let first = log.append(&config, &entry("a")).unwrap();
-        let second = log.append(&config, &entry("b")).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&copy).unwrap(),
-            format!("{first}\n{second}\n")
-        );
-        assert_eq!(
-            std::fs::read_to_string(layout.audit_log_path()).unwrap(),
-            format!("{first}\n{second}\n")
-        );
+    };
+    let Some(last) = last else {
+        return Some(RepairFound::Lost);
+    };
+    let Some((seq, prev)) = &last.chain else {
+        return Some(RepairFound::Changed);
+    };
+    let same_generation = generation == head.generation;
+    let rotated_since = head.generation.checked_add(1) == Some(generation);
+    if *seq == head.seq && last.hash == head.hash {
+        if same_generation && last.in_current && whole == head.size {
+            return Some(RepairFound::TornTail);
+        }
+        if rotated_since && !last.in_current {
+            return Some(RepairFound::Rotation);
+        }
+        return Some(RepairFound::Changed);
     }
+    if head.seq.checked_add(1) == Some(*seq) && *prev == head.hash && last.in_current {
+        let behind = (same_generation && head.size.checked_add(last.bytes) == Some(whole))
+            || (rotated_since && whole == last.bytes);
+        return Some(if behind {
+            RepairFound::HeadBehind
+        } else {
+            RepairFound::Changed
+        });
+    }
+    if *seq < head.seq {
+        return Some(RepairFound::Lost);
+    }
+    Some(RepairFound::Changed)
 }
+
+#[cfg(test)]
+mod tests;

@@ -142,6 +142,31 @@ impl Quotas {
         })
     }
 
+    /// Count one call of `principal` that named no tool (an MCP client's
+    /// made-up name) against the principal's calls per minute, or say it
+    /// is over: such calls run nothing, but each is recorded, so a flood
+    /// of them is bounded like calls that run.
+    pub(crate) fn count_unknown_tool(
+        &self,
+        config: &QuotaConfig,
+        principal: &str,
+        now: Instant,
+    ) -> Result<(), RateLimited> {
+        let limits = config.principal_limits(principal);
+        if limits.calls_per_minute.is_none() {
+            return Ok(());
+        }
+        let key = Key::Principal(principal.to_owned());
+        let per_minute = Limits {
+            concurrent_calls: None,
+            ..limits
+        };
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.check(&key, per_minute, now)?;
+        state.windows.entry(key).or_default().push_back(now);
+        Ok(())
+    }
+
     /// Admit one approval question at `now`, or refuse it: at most
     /// `config.elicitations_per_minute` in any minute.
     pub(crate) fn admit_question(

@@ -115,6 +115,12 @@ pub trait Invoker: Send + Sync + 'static {
     fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
         Ok(())
     }
+
+    /// Count a call of a tool name nobody offers against the caller's
+    /// `[quotas]`; by default never over.
+    fn admit_unknown_tool(&self) -> Result<(), crate::quota::RateLimited> {
+        Ok(())
+    }
 }
 
 /// What an invocation that answered gave back: the module's result, and

@@ -58,6 +58,10 @@ impl Invoker for HostInvoker {
         self.host.admit_question()
     }
 
+    fn admit_unknown_tool(&self) -> Result<(), crate::quota::RateLimited> {
+        self.host.admit_unknown_tool(None)
+    }
+
     async fn invoke(&self, call: InvokeCall) -> Result<Invoked, InvokeFailure> {
         let Some(module) = self.modules.get(&call.module) else {
             return Err(InvokeFailure {
@@ -204,6 +208,10 @@ async fn load(
     let config = host.config();
     overrides::validate_overrides(
         &config.capabilities,
+        discovered.iter().filter_map(|m| m.descriptor.as_deref()),
+    )?;
+    overrides::validate_quota_tools(
+        &config.quotas.tools,
         discovered.iter().filter_map(|m| m.descriptor.as_deref()),
     )?;
     let modules = tool_modules(&discovered);

@@ -153,13 +153,23 @@ impl<I: Invoker> Loaded<I> {
     ) -> Result<ToolOutcome, CallError> {
         let Some(tool) = self.get(name) else {
             // Refused without running anything: recorded all the same.
-            let (kind, rule) = match self.withdrawn.get(name).map(|w| &w.why) {
-                Some(Why::Refused(refusal)) => (refusal.kind(), refusal.rule()),
-                Some(Why::Failed(failure)) => (failure.kind.clone(), None),
-                None => (modproto::ModuleErrorKind::NotFound.into(), None),
+            let (kind, rule, retry_after_s) = match self.withdrawn.get(name).map(|w| &w.why) {
+                Some(Why::Refused(refusal)) => (refusal.kind(), refusal.rule(), None),
+                Some(Why::Failed(failure)) => (failure.kind.clone(), None, None),
+                // A name nobody offers counts against the caller's quota
+                // (each is recorded; a flood of them is bounded too).
+                None => match self.invoker.admit_unknown_tool() {
+                    Ok(()) => (modproto::ModuleErrorKind::NotFound.into(), None, None),
+                    Err(limited) => (
+                        modproto::HostErrorKind::RateLimited.into(),
+                        None,
+                        Some(limited.retry_after_s),
+                    ),
+                },
             };
             let mut refused = RefusedCall::new(name, &input, kind);
             refused.rule = rule;
+            refused.retry_after_s = retry_after_s;
             self.record_refusal(&refused);
             return match self.withdrawn.get(name) {
                 Some(withdrawn) => withdrawn.answer(),
