@@ -114,7 +114,11 @@ fn verify(layout: &HomeLayout, args: &VerifyArgs) -> anyhow::Result<ExitCode> {
         format!("is {}", found.files.join(", "))
     };
     match &found.verdict {
-        Verdict::Intact => outln!("intact: {} records; the log {files}", found.records),
+        Verdict::Intact => outln!(
+            "intact: {} record{}; the log {files}",
+            found.records,
+            if found.records == 1 { "" } else { "s" }
+        ),
         Verdict::TornTail { file, line, bytes } => outln!(
             "torn tail: {file} line {line} is {bytes} bytes without a newline, what a writer stopped in the middle of a record leaves; the {} records before it are intact, and the next record written cuts it off (and says so)",
             found.records
