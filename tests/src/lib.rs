@@ -127,31 +127,41 @@ pub enum CopyStdio {
     Close,
 }
 
-/// Fork a copy of this process that sleeps for five minutes and exits. No
-/// `exec`: a capability that declares no spawns executes nothing after its
-/// start, but may fork. The copy's command line is its parent's (the
-/// module's install path), so a test finds it in `/proc`. Returns the
-/// copy's pid.
+/// Fork a copy of this process that runs `body` and exits with its code,
+/// never returning into the parent's code. No `exec`: a capability that
+/// declares no spawns executes nothing after its start, but may fork. The
+/// copy's command line is its parent's (the module's install path), so a
+/// test finds it in `/proc`. Returns the copy's pid. `body` must take no
+/// lock another thread of the parent could hold (it runs in a fork).
 #[allow(unsafe_code)]
-pub fn fork_lingering_copy(stdio: CopyStdio) -> std::io::Result<u32> {
-    // SAFETY: the copy runs only `close`, `nanosleep` and `_exit`, none of
-    // which takes a lock another thread of the parent could have held.
-    let pid = unsafe { fork() };
-    match pid {
+pub fn fork_running(body: impl FnOnce() -> i32) -> std::io::Result<u32> {
+    // SAFETY: the copy runs only `body`, which the caller keeps to calls
+    // that take no lock, and `_exit`.
+    match unsafe { fork() } {
         -1 => Err(std::io::Error::last_os_error()),
         0 => {
-            if stdio == CopyStdio::Close {
-                for fd in 0..3 {
-                    // SAFETY: closing a descriptor number this copy owns.
-                    unsafe { close(fd) };
-                }
-            }
-            std::thread::sleep(std::time::Duration::from_secs(300));
+            let code = body();
             // SAFETY: ends the copy without running the parent's exit handlers.
-            unsafe { _exit(0) }
+            unsafe { _exit(code) }
         }
         pid => Ok(pid as u32),
     }
+}
+
+/// Fork a copy of this process ([`fork_running`]) that sleeps for five
+/// minutes and exits.
+#[allow(unsafe_code)]
+pub fn fork_lingering_copy(stdio: CopyStdio) -> std::io::Result<u32> {
+    fork_running(|| {
+        if stdio == CopyStdio::Close {
+            for fd in 0..3 {
+                // SAFETY: closing a descriptor number this copy owns.
+                unsafe { close(fd) };
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_secs(300));
+        0
+    })
 }
 
 /// Fork a copy of this process, as [`fork_lingering_copy`] with its streams

@@ -186,21 +186,12 @@ impl Redactor {
         let mut rest = text.as_str();
         while let Some(at) = rest.find(CUT) {
             let before = &rest[..at];
-            let hit = self
-                .secrets
-                .iter()
-                .flat_map(|s| s.forms.iter().map(move |form| (form, &s.marker)))
-                .filter_map(|(form, marker)| {
-                    // The longest start of `form`, shorter than it, that
-                    // `before` ends with.
-                    (MIN_CUT_START..form.len())
-                        .rev()
-                        .filter(|&to| form.is_char_boundary(to))
-                        .map(|to| &form[..to])
-                        .find(|start| before.ends_with(start))
-                        .map(|start| (start.len(), marker))
-                })
-                .max_by_key(|(len, _)| *len);
+            // The longest start of a form, shorter than it, that `before`
+            // ends with.
+            let hit = self.longest_cut(|form, at| {
+                let start = &form[..at];
+                (start.len() >= MIN_CUT_START && before.ends_with(start)).then_some(start.len())
+            });
             match hit {
                 Some((len, marker)) => {
                     out.push_str(&before[..before.len() - len]);
@@ -383,23 +374,32 @@ impl Redactor {
         // characters before the rest.
         let body = tail.len() - tail.trim_start_matches('\u{FFFD}').len();
         let rest = &tail[body..];
-        let cut = self
-            .secrets
-            .iter()
-            .flat_map(|s| s.forms.iter().map(move |form| (form, &s.marker)))
-            .filter_map(|(form, marker)| {
-                // The longest end of `form`, shorter than it, that `rest`
-                // starts with.
-                (1..form.len())
-                    .filter(|&from| form.is_char_boundary(from))
-                    .map(|from| &form[from..])
-                    .find(|end| rest.starts_with(end))
-                    .map(|end| (end.len(), marker))
-            })
-            .max_by_key(|(len, _)| *len);
+        // The longest end of a form, shorter than it, that `rest` starts
+        // with.
+        let cut = self.longest_cut(|form, at| {
+            let end = &form[at..];
+            rest.starts_with(end).then_some(end.len())
+        });
         if let Some((len, marker)) = cut {
             *tail = format!("{marker}{}", &tail[body + len..]);
         }
+    }
+
+    /// Over every form of every value, cut at each character boundary
+    /// inside it: the longest piece `fits` accepts (it returns the piece's
+    /// length), with its value's marker. What a cut through a value left
+    /// (a truncated tail's start, an excerpt's end) is found this way.
+    fn longest_cut(&self, fits: impl Fn(&str, usize) -> Option<usize>) -> Option<(usize, &str)> {
+        self.secrets
+            .iter()
+            .flat_map(|s| s.forms.iter().map(move |form| (form, s.marker.as_str())))
+            .flat_map(|(form, marker)| {
+                (1..form.len())
+                    .filter(|&at| form.is_char_boundary(at))
+                    .filter_map(|at| fits(form, at).map(|len| (len, marker)))
+                    .collect::<Vec<_>>()
+            })
+            .max_by_key(|(len, _)| *len)
     }
 
     /// Where a call's live notifications go: to `sink` through this

@@ -103,6 +103,39 @@ pub(crate) fn locate(
     ))
 }
 
+/// Remove the `modhost-<pid>` cgroups beneath `parent` whose host is gone
+/// (the pids bound's, and the memory bound's with their call cgroups):
+/// their processes were killed with their groups, or died with the
+/// host's. One that still holds a process (`EBUSY`) is left for a later
+/// host.
+pub(crate) fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("modhost-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if let Ok(calls) = std::fs::read_dir(entry.path()) {
+            for call in calls.flatten() {
+                if call.file_type().is_ok_and(|t| t.is_dir()) {
+                    // EBUSY while a process is still inside: left for later.
+                    let _ = std::fs::remove_dir(call.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(entry.path());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,7 +89,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -359,7 +359,7 @@ impl Pool {
         let (parent, hierarchy) = cgroup_path::own_cgroup("memory").ok_or_else(|| {
             "no memory cgroup controller is mounted where the host can use it".to_string()
         })?;
-        sweep_stale(&parent);
+        cgroup_path::sweep_stale(&parent);
         let dir = parent.join(format!("modhost-{}", std::process::id()));
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
@@ -652,37 +652,6 @@ fn read_file(dir: impl AsFd, name: &str) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&text).into_owned())
 }
 
-/// Remove `modhost-<pid>` folders (and their call cgroups) whose host is
-/// gone: their processes were killed with their groups, or died with the
-/// host's.
-fn sweep_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("modhost-"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
-            continue;
-        }
-        if let Ok(calls) = std::fs::read_dir(entry.path()) {
-            for call in calls.flatten() {
-                if call.file_type().is_ok_and(|t| t.is_dir()) {
-                    // EBUSY while a process is still inside: left for later.
-                    let _ = std::fs::remove_dir(call.path());
-                }
-            }
-        }
-        let _ = std::fs::remove_dir(entry.path());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,7 +665,7 @@ mod tests {
         }
     }
 
-    fn read(path: &Path, file: &str) -> String {
+    fn read(path: &std::path::Path, file: &str) -> String {
         std::fs::read_to_string(path.join(file)).unwrap()
     }
 

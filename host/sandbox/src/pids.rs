@@ -51,7 +51,7 @@
 //!   gone.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// The host's modules' cgroup once the first confined call asked for it:
@@ -123,7 +123,7 @@ fn create(max: u64) -> Result<PidsCgroup, String> {
     let (parent, hierarchy) = crate::cgroup_path::own_cgroup("pids").ok_or_else(|| {
         "no pids cgroup controller is mounted where the host can use it".to_string()
     })?;
-    sweep_stale(&parent);
+    crate::cgroup_path::sweep_stale(&parent);
     let path = parent.join(format!("modhost-{}", std::process::id()));
     match std::fs::create_dir(&path) {
         Ok(()) => {}
@@ -149,26 +149,4 @@ fn create(max: u64) -> Result<PidsCgroup, String> {
         path,
         membership: membership.into(),
     })
-}
-
-/// Remove `modhost-<pid>` cgroups whose host is gone (empty by then: their
-/// processes were killed with their groups, or died with the host's).
-fn sweep_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("modhost-"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            // EBUSY while a process is still inside: left for a later host.
-            let _ = std::fs::remove_dir(entry.path());
-        }
-    }
 }
