@@ -312,9 +312,13 @@ impl Host {
     }
 
     /// Stop what this host keeps running between calls (processes started
-    /// ahead); a no-op for a host that keeps nothing.
+    /// ahead) and wait until every record of its calls is in the audit log.
+    /// A server ends its process soon after: the host's last clone may
+    /// still be held by a thread that has not finished, so dropping it is
+    /// not a promise that the writer thread has written everything.
     pub async fn shutdown(&self) {
         self.engines.shutdown().await;
+        self.flush_audit_log();
     }
 
     /// Every installed module, described (from cache where unchanged), sorted
