@@ -6,6 +6,8 @@
 //! kind. Support code (building the binaries, temporary homes, the process
 //! table) lives in [`support`].
 
+mod attacks_http_auth;
+mod attacks_http_transport;
 mod audit;
 mod cli;
 mod cli_conventions;
@@ -41,8 +43,13 @@ mod mcp_client_setup;
 mod mcp_clients;
 mod mcp_elicitation;
 mod mcp_eras;
+mod mcp_http;
+mod mcp_http_auth;
+mod mcp_http_clients;
+mod mcp_http_replicas;
 mod mcp_live;
 mod mcp_robustness;
+mod mcp_server_modules;
 mod mcp_stdio;
 mod memory_bound;
 mod misbehaving;
@@ -51,6 +58,7 @@ mod new_module;
 mod notes_module;
 mod parallel_changes;
 mod pins;
+mod principals;
 mod protocol_doc;
 mod provider_exports;
 mod python_attacker;

@@ -72,17 +72,17 @@ case $line in
 esac
 "#;
 
-fn mcp_dir() -> PathBuf {
+pub(crate) fn mcp_dir() -> PathBuf {
     crate::support::tests_dir().join("mcp")
 }
 
 /// The home every client is driven against (each client gets its own).
-struct ClientHome {
-    home: Home,
-    root: PathBuf,
+pub(crate) struct ClientHome {
+    pub(crate) home: Home,
+    pub(crate) root: PathBuf,
 }
 
-fn client_home() -> ClientHome {
+pub(crate) fn client_home() -> ClientHome {
     let home = Home::new();
     home.install_files();
     home.install(Fixture::Hang, "hang");
@@ -107,6 +107,15 @@ fn client_home() -> ClientHome {
 /// Run one client's script against a fresh home; it must print its checks
 /// and end with "all MCP client checks passed".
 fn drive(client: &str, program: &Path, script: &Path) {
+    require_client(client, program);
+    let setup = client_home();
+    run_client_script(client, program, script, &setup, &[], &[]);
+    setup.home.assert_no_module_processes();
+}
+
+/// Fail (never skip) when `client`'s `program` is not installed, with the
+/// command that installs it.
+pub(crate) fn require_client(client: &str, program: &Path) {
     if !program.exists() {
         let remedy =
             "install the clients with `tests/setup` (Python 3 with venv, and Node 20 with npm)";
@@ -121,7 +130,20 @@ fn drive(client: &str, program: &Path, script: &Path) {
             program.display()
         );
     }
-    let setup = client_home();
+}
+
+/// Run `program script args...` against `setup` (the script's environment
+/// names its home, workspace, root and `hang` module, plus `env`); it must
+/// print its checks and end with "all MCP client checks passed". What it
+/// printed.
+pub(crate) fn run_client_script(
+    client: &str,
+    program: &Path,
+    script: &Path,
+    setup: &ClientHome,
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> String {
     let out_dir = tempfile::tempdir().expect("temp dir for output");
     let log = out_dir.path().join("log");
     let open_log = || {
@@ -133,6 +155,8 @@ fn drive(client: &str, program: &Path, script: &Path) {
     };
     let mut child = Command::new(program)
         .arg(script)
+        .args(args)
+        .envs(env.iter().copied())
         .env("MODHOST_BIN", &binaries().modhost)
         .env("MODHOST_HOME", setup.home.path())
         .env("MODHOST_TEST_WORKSPACE", setup.home.workspace())
@@ -166,7 +190,7 @@ fn drive(client: &str, program: &Path, script: &Path) {
         None => panic!("the {client} client did not finish within {SCRIPT_WATCHDOG:?}:\n{output}"),
     }
     assert!(output.contains("all MCP client checks passed"), "{output}");
-    setup.home.assert_no_module_processes();
+    output
 }
 
 #[test]
@@ -204,7 +228,7 @@ fn the_typescript_sdk_drives_modhost_mcp() {
 }
 
 /// `program` found on PATH when it is a bare name.
-fn which(program: &Path) -> PathBuf {
+pub(crate) fn which(program: &Path) -> PathBuf {
     if program.components().count() > 1 {
         return program.to_path_buf();
     }

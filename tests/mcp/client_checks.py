@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Drive `modhost mcp` with the real Python MCP client, 1.x or 2.x (whichever
 `mcp` this interpreter has), as tests/it/mcp_clients.rs runs it from the venvs
-tests/mcp/setup-clients makes.
+tests/mcp/setup-clients makes; with `--http URL`, over streamable HTTP against
+a `modhost mcp --http` already serving the same home at URL, as
+tests/it/mcp_http_clients.rs runs it.
 
 Checks, each printed as `ok` or `FAIL`:
 
@@ -10,18 +12,25 @@ Checks, each printed as `ok` or `FAIL`:
 - tools/list, a call, an error call (schema violation -> isError);
 - progress (the `slow` module reports two steps; the client asked for them);
 - cancellation (a call of `hang` is cancelled; its process must go away);
-- roots: the client offers a root holding a file the server's
-  `--workspace` lacks; files.search must find it there;
+- roots (stdio only): the client offers a root holding a file the server's
+  `--workspace` lacks; files.search must find it there. Over HTTP the
+  client's roots name folders of the client's machine, never the server's
+  workspace, so this check does not apply there;
 - an elicited approval: `net.fetch` declares `network: true`, so its
   verdict is `ask`; the client answers the elicitation: approve -> it ran,
-  decline -> it did not;
+  decline -> it did not. When ASK_EXECUTIONS names the file the ask module
+  appends a line to each time it starts, the approved call ran exactly once
+  and the declined one not at all (the module's own count, not its answer);
 - list_changed: `modhost disable files` in another process must bring
-  `notifications/tools/list_changed`, and the next list lacks files' tools.
+  `notifications/tools/list_changed` (handshake era; over HTTP on the
+  session's GET stream), or a `subscriptions/listen` notification
+  (2026-07-28), and the next list lacks files' tools.
 
 The home is prepared by the Rust test; paths come from the environment:
 MODHOST_BIN, MODHOST_HOME, MODHOST_TEST_WORKSPACE (the server's
 --workspace), MODHOST_TEST_ROOT (the root the client offers), HANG_INSTALLED
-(the installed `hang` module, to find its process).
+(the installed `hang` module, to find its process); optionally ASK_TOOL (the
+ask tool's name, default net__net_fetch) and ASK_EXECUTIONS.
 
 Exits 0 when every check passes, 1 otherwise (each failure is printed).
 """
@@ -53,6 +62,12 @@ WORKSPACE = Path(os.environ["MODHOST_TEST_WORKSPACE"])
 ROOT = Path(os.environ["MODHOST_TEST_ROOT"])
 HANG = Path(os.environ["HANG_INSTALLED"])
 ROOT_MARKER = "rootonly-7f3a"
+ASK_TOOL = os.environ.get("ASK_TOOL", "net__net_fetch")
+ASK_EXECUTIONS = Path(os.environ["ASK_EXECUTIONS"]) if os.environ.get("ASK_EXECUTIONS") else None
+# `--http URL`: a `modhost mcp --http` serving the same home; None: start
+# `modhost mcp` on stdio.
+HTTP_URL = sys.argv[sys.argv.index("--http") + 1] if "--http" in sys.argv else None
+TRANSPORT = f"http {HTTP_URL}" if HTTP_URL else "stdio"
 
 STEP_TIMEOUT = 60.0
 TOLD_WITHIN = 20.0
@@ -62,7 +77,7 @@ failures: list[str] = []
 
 
 def check(condition: bool, what: str) -> None:
-    print(("ok    " if condition else "FAIL  ") + f"[mcp {MCP_VERSION}] {what}", flush=True)
+    print(("ok    " if condition else "FAIL  ") + f"[mcp {MCP_VERSION}, {'http' if HTTP_URL else 'stdio'}] {what}", flush=True)
     if not condition:
         failures.append(what)
 
@@ -101,6 +116,16 @@ def processes_running(path: Path) -> list[int]:
         if (argv0 == wanted or (argv0.startswith(snapshots) and argv0.endswith(name))) and "State:\tZ" not in status:
             pids.append(int(entry.name))
     return pids
+
+
+def ask_executions() -> int | None:
+    """How many times the ask module started, when the test counts them."""
+    if ASK_EXECUTIONS is None:
+        return None
+    try:
+        return len(ASK_EXECUTIONS.read_text().splitlines())
+    except FileNotFoundError:
+        return 0
 
 
 async def wait_until(predicate, timeout: float) -> bool:
@@ -181,7 +206,7 @@ async def checks(driver: Driver, observed: Observed, *, roots: bool, list_change
     for name in ("files__files_search", "files__files_list", "hang__hang_run", "slow__slow_count"):
         check(name in names, f"tools/list offers {name}")
     check("modhost__knowledge" not in names, "no module ships knowledge, so modhost__knowledge is not offered")
-    check("net__net_fetch" in names, "tools/list offers the ask tool net__net_fetch to a client that can be asked")
+    check(ASK_TOOL in names, f"tools/list offers the ask tool {ASK_TOOL} to a client that can be asked")
 
     found = await driver.call("files__files_list", {})
     check(not found.get("isError"), f"a call succeeds: {text_of(found)[:200]}")
@@ -211,13 +236,19 @@ async def checks(driver: Driver, observed: Observed, *, roots: bool, list_change
         check("only-in-root.txt" in hits, f"the client's root is the workspace: files.search finds a file only there ({hits[:200]})")
 
     observed.answer = "accept"
-    approved = await driver.call("net__net_fetch", {})
+    before = ask_executions()
+    approved = await driver.call(ASK_TOOL, {})
     check(len(observed.elicitations) == 1, f"calling an ask tool elicits the user once ({len(observed.elicitations)})")
     check(not approved.get("isError") and approved.get("structuredContent", {}).get("ran") is True, f"approved, the ask tool ran ({text_of(approved)[:200]})")
+    if before is not None:
+        check(ask_executions() == before + 1, f"approved, the ask module started exactly once ({before} -> {ask_executions()})")
     observed.answer = "decline"
-    declined = await driver.call("net__net_fetch", {})
+    declined = await driver.call(ASK_TOOL, {})
     check(len(observed.elicitations) == 2, "each call asks again (approve once)")
     check(declined.get("isError") is True and "ran" not in (declined.get("structuredContent") or {}), f"declined, the ask tool did not run ({text_of(declined)[:200]})")
+    if before is not None:
+        await anyio.sleep(0.5)  # a start the refusal raced would show by now
+        check(ask_executions() == before + 1, f"declined, the ask module never started ({before + 1} -> {ask_executions()})")
 
     await cancellation(driver)
 
@@ -268,7 +299,11 @@ async def cancellation(driver: Driver) -> None:
         tg.cancel_scope.cancel()
 
 
-def server() -> StdioServerParameters:
+def server() -> Any:
+    """What the client connects to: the HTTP endpoint, or `modhost mcp`
+    started on stdio."""
+    if HTTP_URL:
+        return HTTP_URL
     return StdioServerParameters(
         command=MODHOST,
         args=["--home", str(HOME), "--workspace", str(WORKSPACE), "mcp"],
@@ -294,12 +329,14 @@ async def legacy_session() -> None:
             check(version in HANDSHAKE_REVISIONS, f"initialize negotiated {version}")
             tools = client.server_capabilities.tools
             check(bool(tools and tools.list_changed), "the server declares tools.listChanged")
-            await checks(Driver(client.session, client), observed, roots=True, list_changed=True)
+            await checks(Driver(client.session, client), observed, roots=not HTTP_URL, list_changed=True)
         return
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
 
-    async with stdio_client(server()) as (read, write):
+    transport = streamable_http_client(HTTP_URL) if HTTP_URL else stdio_client(server())
+    async with transport as (read, write, *_session_id):
         async with ClientSession(
             read,
             write,
@@ -311,7 +348,7 @@ async def legacy_session() -> None:
             init = await session.initialize()
             check(init.protocolVersion in HANDSHAKE_REVISIONS, f"initialize negotiated {init.protocolVersion}")
             check(bool(init.capabilities.tools and init.capabilities.tools.listChanged), "the server declares tools.listChanged")
-            await checks(Driver(session), observed, roots=True, list_changed=True)
+            await checks(Driver(session), observed, roots=not HTTP_URL, list_changed=True)
 
 
 async def discover_session() -> None:
@@ -355,7 +392,7 @@ async def modern_list_changed(client: Any) -> None:
 
 
 def main() -> int:
-    print(f"python mcp {MCP_VERSION}", flush=True)
+    print(f"python mcp {MCP_VERSION} over {TRANSPORT}", flush=True)
     try:
         anyio.run(legacy_session)
         if MAJOR >= 2:

@@ -1,9 +1,13 @@
-//! `modhost install PATH [--id ID] [--sha256 HEX] [--upgrade] [--force]`.
+//! `modhost install PATH [--id ID] [--sha256 HEX] [--upgrade] [--force]`,
+//! and `modhost install --mcp FOLDER|ARCHIVE [--id ID] [--env NAME=VALUE]...
+//! [--upgrade] [-- COMMAND ARGS...]` for an existing MCP server ([`mcp`]).
 //!
 //! Refused (exit 2, nothing written) when the module would be broken,
 //! refused or nonconforming, listing every finding with its remedy; with
 //! `--force` it is installed unpinned and the findings are printed on
 //! stderr. An installed id is replaced only with `--upgrade`.
+
+mod mcp;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -14,13 +18,14 @@ use modhost::{Host, InstallRequest};
 pub struct Args {
     /// A local native executable, `.wasm` component, module folder, or
     /// `.tar.gz` / `.zip` archive holding one (at its top or in one
-    /// top-level folder).
+    /// top-level folder); with --mcp, the folder holding an MCP server's
+    /// code, or such an archive of it.
     path: PathBuf,
     /// The module id (default: the file name without extension).
     #[arg(long)]
     id: Option<String>,
     /// The expected sha256 of the file (or archive); nothing is installed on mismatch.
-    #[arg(long, value_name = "HEX")]
+    #[arg(long, value_name = "HEX", conflicts_with = "mcp")]
     sha256: Option<String>,
     /// Replace the installed module of the same id (its state is kept; the
     /// new bytes are checked and pinned, the old ones removed).
@@ -28,11 +33,16 @@ pub struct Args {
     upgrade: bool,
     /// Install even when the checks find errors: unpinned, so not
     /// invocable until reviewed and pinned (`modhost pin ID`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "mcp")]
     force: bool,
+    #[command(flatten)]
+    mcp: mcp::McpArgs,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
+    if args.mcp.mcp {
+        return mcp::run(host, &args.path, args.id.clone(), args.upgrade, &args.mcp).await;
+    }
     let report = host
         .install(InstallRequest {
             source: args.path.clone(),

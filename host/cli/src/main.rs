@@ -44,6 +44,7 @@ mod source_roots;
 #[cfg(feature = "wasm")]
 mod status_line;
 mod termination;
+mod token;
 mod tools;
 
 use exit_code::{EXIT_CODES, EXIT_USAGE};
@@ -88,7 +89,7 @@ enum Command {
     Disable(enable::Args),
     /// Invoke one capability.
     Invoke(invoke::Args),
-    /// Install a local executable or component as a module.
+    /// Install a module from a local executable, component, folder or archive, or an MCP server (`--mcp`).
     Install(install::Args),
     /// Remove a module (its state stays unless --purge).
     Remove(remove::Args),
@@ -113,6 +114,8 @@ enum Command {
     Completions(CompletionsArgs),
     /// Check and read the record of every call (verify, show, tail).
     Audit(audit::Args),
+    /// Make a static bearer token for `modhost mcp --http` (and its config.toml lines).
+    Token(token::Args),
 }
 
 #[derive(Debug, clap::Args)]
@@ -218,6 +221,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         home: cli.home,
         workspace: cli.workspace,
     };
+    if let Command::Token(args) = &cli.command {
+        // Prints a token and the lines to add; no home is opened or created.
+        return token::run(options.home.as_deref(), args);
+    }
     if let Command::New(args) = &cli.command {
         // Writes one folder; no host home is opened or created.
         return new::run(args);
@@ -259,7 +266,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pin(args) => pin::pin(&host, &args).await,
         Command::Unpin(args) => pin::unpin(&host, &args).await,
         Command::Conformance(args) => conformance::run(&host, &args).await,
-        Command::Doctor(_) | Command::New(_) | Command::Completions(_) | Command::Audit(_) => {
+        Command::Doctor(_)
+        | Command::New(_)
+        | Command::Completions(_)
+        | Command::Audit(_)
+        | Command::Token(_) => {
             unreachable!("handled above")
         }
     }

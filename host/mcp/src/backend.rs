@@ -4,8 +4,8 @@
 
 use serde_json::Value;
 
-use modhost::CallWorkspace;
 use modhost::tools::{CallError, Lockdown, ProgressSink, ToolOutcome};
+use modhost::{CallWorkspace, Caller};
 
 /// Why a call waits for the user's yes, asked through the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +20,12 @@ pub struct ApprovalAsk {
 }
 
 /// What the server needs from the host: the tool list and a way to call one.
+///
+/// Every request is served for a [`Caller`]: the local user on stdio, the
+/// authenticated principal over HTTP. The server calls only the `*_for`,
+/// `*_from` and `*_as` methods, which take it; by default they ignore it
+/// and use the caller-blind methods, so a backend with one view of its
+/// tools (the tests' fakes) implements only those.
 pub trait Backend: Send + Sync + 'static {
     /// MCP `Tool` objects, already filtered by policy.
     fn list_tools(&self) -> Vec<Value>;
@@ -105,5 +111,58 @@ pub trait Backend: Send + Sync + 'static {
         lockdown: Option<&Lockdown>,
     ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
         self.call_tool_in(name, arguments, progress, workspace, lockdown)
+    }
+
+    /// [`Backend::list_tools`] as `caller` sees them: only the tools it may
+    /// call. By default the same list for everyone.
+    fn list_tools_for(&self, caller: &Caller) -> Vec<Value> {
+        let _ = caller;
+        self.list_tools()
+    }
+
+    /// [`Backend::approval_rule`] for a call by `caller` (rules may name
+    /// principals and scopes).
+    fn approval_rule_for(
+        &self,
+        caller: &Caller,
+        name: &str,
+        lockdown: Option<&Lockdown>,
+    ) -> Option<ApprovalAsk> {
+        let _ = caller;
+        self.approval_rule(name, lockdown)
+    }
+
+    /// [`Backend::admit_question`] counted for `caller` (the rate is per
+    /// principal).
+    fn admit_question_from(&self, caller: &Caller) -> Result<(), modhost::quota::RateLimited> {
+        let _ = caller;
+        self.admit_question()
+    }
+
+    /// Run one call for `caller` ([`Backend::call_tool_in`], or
+    /// [`Backend::call_tool_approved`] when the user said yes): its
+    /// principal reaches the call's audit record. Dropping the future
+    /// stops the call.
+    #[allow(clippy::too_many_arguments)] // one call's every part, passed on whole
+    fn call_tool_as(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: &CallWorkspace,
+        lockdown: Option<&Lockdown>,
+        approved: bool,
+    ) -> impl Future<Output = Result<ToolOutcome, CallError>> + Send {
+        let _ = caller;
+        async move {
+            if approved {
+                self.call_tool_approved(name, arguments, progress, workspace, lockdown)
+                    .await
+            } else {
+                self.call_tool_in(name, arguments, progress, workspace, lockdown)
+                    .await
+            }
+        }
     }
 }

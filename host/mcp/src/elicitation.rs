@@ -15,21 +15,46 @@
 //! - **The stateless revision asks with a result** (`input_required`, the
 //!   multi-round-trip pattern): the retry carries the answer and the
 //!   `requestState` we minted. That state decides whether a module runs, so
-//!   the spec requires it be unforgeable and not replayable: it is 128 random
-//!   bits naming an entry kept here ([`PendingApprovals`]) that is bound to
-//!   the tool and a digest of its arguments, expires, and is consumed by its
-//!   first presentation. A made-up, reused, expired or re-targeted state is
-//!   refused; it never runs anything.
+//!   the spec requires it be unforgeable and not replayable, and the retry
+//!   may reach another replica of the server (`modhost mcp --http` behind a
+//!   load balancer, with no shared store). So the state holds everything
+//!   itself ([`ApprovalStates`]): the tool, a SHA-256 digest of the tool
+//!   and its exact arguments, the caller's principal and 128 random bits
+//!   (a nonce), sealed with the servers' shared key for the purpose
+//!   `requestState` and an expiry of [`STATE_TTL`] (`signed.rs`). A
+//!   made-up, changed, cut, padded or oversized state, one sealed with
+//!   another key or for another purpose (a session id), an expired one,
+//!   one re-targeted to another tool or other arguments, and one presented
+//!   by another principal are refused; they never run anything.
+//! - **Once per replica, and what that allows.** Each server keeps the
+//!   nonces it accepted until their states expire, so a state is spent by
+//!   its first presentation there (even for the wrong call). Replicas share
+//!   no store, so none knows what another accepted: a captured state,
+//!   answered yes, could be presented once to each of N replicas within its
+//!   lifetime, and run its call up to N times. Only that call, though:
+//!   the same tool with the same arguments the user saw and approved, for
+//!   the same principal (a state is useless to any other caller), within
+//!   [`STATE_TTL`] of the question. Issue 35 asks for scale-out with no
+//!   shared store; closing this would need one (a replay set every replica
+//!   writes to, or sticky routing, which a plain round-robin balancer does
+//!   not give). The trade is bounded by keeping the lifetime short (five
+//!   minutes, time for a person to answer one yes/no question) and is the
+//!   same one a signed session id makes. A tool whose repeated call does
+//!   harm should be `deny`, or `ask` with a person at a stdio client.
+//! - **The record is bounded, and fails closed.** A server keeps at most
+//!   [`MAX_ACCEPTED_STATES`] accepted nonces; at the bound, a new state is
+//!   refused (the caller asks again later), never let in by forgetting an
+//!   older nonce, which would reopen it to replay. Issuing a state holds
+//!   nothing: there is no table of open questions to fill.
 //! - **The user sees every byte approved.** The question shows the
 //!   arguments whole; a call whose arguments are too long to show
 //!   ([`MAX_SHOWN_ARGUMENTS`]) is not asked about, and says how to allow it.
 //! - **Only clients that said they can answer are asked** (the
 //!   `elicitation` capability, form mode: an empty object means form).
 
-use std::collections::HashMap;
-use std::io::Read;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use modproto::{Id, Response};
 use serde_json::{Value, json};
@@ -37,6 +62,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use super::revision::{AskUser, Revision};
+use super::signed::{SealError, SigningKey, now_ms, random_bytes};
 
 /// The key of the approval question in an `input_required` result.
 pub(crate) const APPROVAL_KEY: &str = "approval";
@@ -45,12 +71,16 @@ pub(crate) const APPROVAL_KEY: &str = "approval";
 /// answer by then is a no.
 pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// How long a stateless client has to come back with its answer.
-pub(crate) const STATE_TTL: Duration = Duration::from_secs(600);
+/// How long a stateless client has to come back with its answer: also how
+/// long a captured state could be replayed to other replicas (module docs).
+pub(crate) const STATE_TTL: Duration = Duration::from_secs(300);
 
-/// The most approval questions open at once for one client (stateless era);
-/// a new one beyond it forgets the oldest, whose answer is then refused.
-pub(crate) const MAX_PENDING_APPROVALS: usize = 64;
+/// The most states one server accepted within [`STATE_TTL`] that it
+/// remembers; beyond it, a new state is refused until older ones expire.
+/// A state is issued only through `[quotas] elicitations_per_minute` (each
+/// principal its own, 30 a minute by default at each replica), so the bound
+/// is reached only by many principals at once, or with that quota lifted.
+pub(crate) const MAX_ACCEPTED_STATES: usize = 16_384;
 
 /// The longest arguments (as JSON) a question shows; a call with longer
 /// ones is not asked about. Cutting them would ask the user to approve
@@ -163,6 +193,12 @@ pub(crate) struct Questions {
 }
 
 impl Questions {
+    /// Whether a question is still waiting for its answer.
+    pub(crate) fn waiting(&self) -> bool {
+        let asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        asked.1.values().any(|sender| !sender.is_closed())
+    }
+
     /// A new question id and where its response will arrive. Dropping the
     /// receiver (the call was cancelled) leaves an entry that
     /// [`Questions::answered`] discards.
@@ -190,69 +226,186 @@ impl Questions {
     }
 }
 
-/// Why a presented `requestState` was refused.
+/// The purpose a `requestState` is sealed for ([`SigningKey::seal`]): a
+/// token sealed for anything else (a session id) is never one.
+pub(crate) const STATE_PURPOSE: &str = "requestState";
+
+/// Why a presented `requestState` was refused. The message goes to the
+/// client: it never names another caller.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum StateRefused {
-    #[error("requestState is not one this server issued, or it was already used")]
-    Unknown,
+    #[error(
+        "requestState is not one this server issued (made up, changed, cut, or sealed with \
+         another key or for another purpose)"
+    )]
+    NotOurs,
+    #[error("requestState was already used on this server")]
+    Reused,
     #[error("requestState expired (an approval question is open for {} s)", STATE_TTL.as_secs())]
     Expired,
     #[error("requestState was issued for another tool or other arguments")]
     OtherCall,
+    #[error("requestState was issued to another caller")]
+    OtherPrincipal,
+    #[error(
+        "this server has accepted {MAX_ACCEPTED_STATES} approvals within the last {} s, its \
+         bound; call the tool again in a minute",
+        STATE_TTL.as_secs()
+    )]
+    TooManyAccepted,
 }
 
-/// Approval questions the stateless era has asked and not yet had answered.
-#[derive(Debug, Default)]
-pub(crate) struct PendingApprovals {
-    open: HashMap<String, Pending>,
+/// Why an approval question could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CannotAsk {
+    #[error("{0}")]
+    NoRandomness(#[from] std::io::Error),
+    #[error("its requestState cannot be sealed: {0}")]
+    Seal(#[from] SealError),
 }
 
-#[derive(Debug)]
-struct Pending {
-    call: [u8; 32],
-    expires: Instant,
+/// The stateless era's approval states, as one replica issues and accepts
+/// them: sealed with the (shared) key, and a record of the ones this
+/// replica accepted. Clones share both; one value serves every connection
+/// of a server.
+#[derive(Debug, Clone)]
+pub(crate) struct ApprovalStates {
+    key: Arc<SigningKey>,
+    accepted: Arc<Mutex<Accepted>>,
+    ttl: Duration,
 }
 
-impl PendingApprovals {
-    /// Open a question for this call; the `requestState` naming it.
-    pub(crate) fn open(&mut self, tool: &str, arguments: &Value) -> std::io::Result<String> {
-        let now = Instant::now();
-        self.open.retain(|_, p| p.expires > now);
-        if self.open.len() >= MAX_PENDING_APPROVALS
-            && let Some(oldest) = self
-                .open
-                .iter()
-                .min_by_key(|(_, p)| p.expires)
-                .map(|(k, _)| k.clone())
-        {
-            self.open.remove(&oldest);
+impl ApprovalStates {
+    /// States sealed with `key`, a fresh record of accepted ones.
+    pub(crate) fn new(key: Arc<SigningKey>) -> ApprovalStates {
+        ApprovalStates {
+            key,
+            accepted: Arc::new(Mutex::new(Accepted::new(MAX_ACCEPTED_STATES))),
+            ttl: STATE_TTL,
         }
-        let state = random_token()?;
-        self.open.insert(
-            state.clone(),
-            Pending {
-                call: call_digest(tool, arguments),
-                expires: now + STATE_TTL,
-            },
-        );
-        Ok(state)
     }
 
-    /// Consume `state` for this call: `Ok` only when this server issued it,
-    /// for this tool and these arguments, not long ago, and never before.
+    /// States only this value can accept (a key of its own): stdio, where
+    /// one connection is the whole server.
+    pub(crate) fn ephemeral() -> std::io::Result<ApprovalStates> {
+        Ok(ApprovalStates::new(Arc::new(SigningKey::ephemeral()?)))
+    }
+
+    /// The same states with another lifetime, and a record of accepted
+    /// ones bounded at `bound` (tests).
+    #[cfg(test)]
+    pub(crate) fn with_limits(mut self, ttl: Duration, bound: usize) -> ApprovalStates {
+        self.ttl = ttl;
+        self.accepted = Arc::new(Mutex::new(Accepted::new(bound)));
+        self
+    }
+
+    /// The `requestState` of a question about this call of `tool` with
+    /// `arguments`, asked for `principal`.
+    pub(crate) fn issue(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        principal: &str,
+    ) -> Result<String, CannotAsk> {
+        let mut nonce = [0u8; NONCE_BYTES];
+        random_bytes(&mut nonce)?;
+        // `call` binds the tool and arguments; `tool` is there for whoever
+        // decodes a state (the client can read it all: `signed.rs`).
+        let payload = json!({
+            "tool": tool,
+            "call": hex(&call_digest(tool, arguments)),
+            "principal": principal,
+            "nonce": hex(&nonce),
+        });
+        Ok(self.key.seal(STATE_PURPOSE, &payload, self.ttl)?)
+    }
+
+    /// Accept `state` for this call by `principal`: `Ok` only when a
+    /// server with this key issued it, unchanged, not long ago, for this
+    /// tool, these arguments and this principal, and this replica has not
+    /// accepted it before. An authentic, live state is spent by its first
+    /// presentation here, whatever the call it comes with.
     pub(crate) fn redeem(
-        &mut self,
+        &self,
         state: &str,
         tool: &str,
         arguments: &Value,
+        principal: &str,
     ) -> Result<(), StateRefused> {
-        let pending = self.open.remove(state).ok_or(StateRefused::Unknown)?;
-        if pending.expires <= Instant::now() {
-            return Err(StateRefused::Expired);
-        }
-        if pending.call != call_digest(tool, arguments) {
+        let (payload, expires) = match self.key.open_with_expiry(STATE_PURPOSE, state) {
+            Ok(opened) => opened,
+            Err(SealError::Expired { .. }) => return Err(StateRefused::Expired),
+            Err(_) => return Err(StateRefused::NotOurs),
+        };
+        let field = |name: &str| payload.get(name).and_then(Value::as_str);
+        let (Some(call), Some(issued_to), Some(nonce)) =
+            (field("call"), field("principal"), field("nonce"))
+        else {
+            // Sealed by us in another format (another modhost version).
+            return Err(StateRefused::NotOurs);
+        };
+        let nonce = unhex(nonce).ok_or(StateRefused::NotOurs)?;
+        // Kept until the state's own expiry, after which any presentation
+        // is refused as expired (by this replica's clock, both).
+        self.accepted
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .admit(nonce, expires, now_ms())?;
+        if call != hex(&call_digest(tool, arguments)) {
             return Err(StateRefused::OtherCall);
         }
+        if issued_to != principal {
+            return Err(StateRefused::OtherPrincipal);
+        }
+        Ok(())
+    }
+}
+
+/// Random bytes in a state's nonce.
+const NONCE_BYTES: usize = 16;
+
+/// The nonces a replica accepted, each kept until its state could no
+/// longer be accepted anyway.
+#[derive(Debug)]
+struct Accepted {
+    nonces: HashSet<[u8; NONCE_BYTES]>,
+    by_expiry: BTreeSet<(u64, [u8; NONCE_BYTES])>,
+    bound: usize,
+}
+
+impl Accepted {
+    fn new(bound: usize) -> Accepted {
+        Accepted {
+            nonces: HashSet::new(),
+            by_expiry: BTreeSet::new(),
+            bound,
+        }
+    }
+
+    /// Record `nonce` (forgotten at `expires`), unless it is recorded
+    /// already or the record is full.
+    fn admit(
+        &mut self,
+        nonce: [u8; NONCE_BYTES],
+        expires: u64,
+        now: u64,
+    ) -> Result<(), StateRefused> {
+        while let Some(&(at, old)) = self.by_expiry.first()
+            && at <= now
+        {
+            self.by_expiry.pop_first();
+            self.nonces.remove(&old);
+        }
+        if self.nonces.contains(&nonce) {
+            return Err(StateRefused::Reused);
+        }
+        // Full: refused, never evicted (an evicted nonce could be replayed).
+        if self.nonces.len() >= self.bound {
+            return Err(StateRefused::TooManyAccepted);
+        }
+        self.nonces.insert(nonce);
+        self.by_expiry.insert((expires, nonce));
         Ok(())
     }
 }
@@ -266,11 +419,20 @@ fn call_digest(tool: &str, arguments: &Value) -> [u8; 32] {
     hash.finalize().into()
 }
 
-/// 128 bits from the kernel's random source, in hex.
-fn random_token() -> std::io::Result<String> {
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The nonce written by [`hex`].
+fn unhex(text: &str) -> Option<[u8; NONCE_BYTES]> {
+    let mut out = [0u8; NONCE_BYTES];
+    if text.len() != NONCE_BYTES * 2 {
+        return None;
+    }
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -319,33 +481,115 @@ mod tests {
 
     #[test]
     fn a_request_state_runs_one_call_once_and_cannot_be_forged_or_retargeted() {
-        let mut pending = PendingApprovals::default();
-        let args = json!({"url": "https://example.org"});
-        let state = pending.open("web__get", &args).unwrap();
-        assert_eq!(state.len(), 32);
+        let states = ApprovalStates::ephemeral().unwrap();
+        let (me, args) = ("local:me", json!({"url": "https://example.org"}));
+        let state = states.issue("web__get", &args, me).unwrap();
         assert_eq!(
-            pending.redeem("0123456789abcdef0123456789abcdef", "web__get", &args),
-            Err(StateRefused::Unknown)
+            states.redeem("0123456789abcdef0123456789abcdef", "web__get", &args, me),
+            Err(StateRefused::NotOurs)
         );
         let other = json!({"url": "https://evil.example"});
         assert_eq!(
-            pending.redeem(&state, "web__get", &other),
+            states.redeem(&state, "web__get", &other, me),
             Err(StateRefused::OtherCall)
         );
-        // Presented once (even wrongly), it is gone.
+        // Presented once (even wrongly), it is spent here.
         assert_eq!(
-            pending.redeem(&state, "web__get", &args),
-            Err(StateRefused::Unknown)
+            states.redeem(&state, "web__get", &args, me),
+            Err(StateRefused::Reused)
         );
-        let state = pending.open("web__get", &args).unwrap();
-        assert_eq!(pending.redeem(&state, "web__get", &args), Ok(()));
+        let state = states.issue("web__get", &args, me).unwrap();
+        assert_eq!(states.redeem(&state, "web__get", &args, me), Ok(()));
         assert_eq!(
-            pending.redeem(&state, "web__get", &args),
-            Err(StateRefused::Unknown)
+            states.redeem(&state, "web__get", &args, me),
+            Err(StateRefused::Reused)
         );
-        for _ in 0..MAX_PENDING_APPROVALS + 5 {
-            pending.open("t", &args).unwrap();
+        // Another tool, the same arguments: another call.
+        let state = states.issue("web__get", &args, me).unwrap();
+        assert_eq!(
+            states.redeem(&state, "web__post", &args, me),
+            Err(StateRefused::OtherCall)
+        );
+    }
+
+    #[test]
+    fn a_state_issued_to_one_principal_is_refused_to_another() {
+        let states = ApprovalStates::ephemeral().unwrap();
+        let args = json!({});
+        let state = states.issue("t", &args, "alice").unwrap();
+        assert_eq!(
+            states.redeem(&state, "t", &args, "mallory"),
+            Err(StateRefused::OtherPrincipal)
+        );
+        // The refusal never names whom it was issued to.
+        assert!(!StateRefused::OtherPrincipal.to_string().contains("alice"));
+    }
+
+    #[test]
+    fn replicas_sharing_a_key_accept_a_state_once_each_and_others_never() {
+        let key = Arc::new(SigningKey::ephemeral().unwrap());
+        let (a, b) = (
+            ApprovalStates::new(Arc::clone(&key)),
+            ApprovalStates::new(Arc::clone(&key)),
+        );
+        let stranger = ApprovalStates::ephemeral().unwrap();
+        let args = json!({"n": 1});
+        let state = a.issue("t", &args, "p").unwrap();
+        assert_eq!(
+            stranger.redeem(&state, "t", &args, "p"),
+            Err(StateRefused::NotOurs)
+        );
+        assert_eq!(b.redeem(&state, "t", &args, "p"), Ok(()));
+        assert_eq!(b.redeem(&state, "t", &args, "p"), Err(StateRefused::Reused));
+        // The documented bound: once more at each other replica, no more.
+        assert_eq!(a.redeem(&state, "t", &args, "p"), Ok(()));
+        assert_eq!(a.redeem(&state, "t", &args, "p"), Err(StateRefused::Reused));
+        // A clone is the same replica (one server's connections).
+        assert_eq!(
+            a.clone().redeem(&state, "t", &args, "p"),
+            Err(StateRefused::Reused)
+        );
+        // A session token of the same key is not a requestState.
+        let session = key
+            .seal("session", &json!({"principal": "p"}), STATE_TTL)
+            .unwrap();
+        assert_eq!(
+            b.redeem(&session, "t", &args, "p"),
+            Err(StateRefused::NotOurs)
+        );
+    }
+
+    #[test]
+    fn the_record_of_accepted_states_is_bounded_fails_closed_and_forgets_only_the_expired() {
+        let ttl = Duration::from_millis(300);
+        let states = ApprovalStates::ephemeral().unwrap().with_limits(ttl, 3);
+        let args = json!({});
+        let issued: Vec<String> = (0..5)
+            .map(|_| states.issue("t", &args, "p").unwrap())
+            .collect();
+        for state in &issued[..3] {
+            assert_eq!(states.redeem(state, "t", &args, "p"), Ok(()));
         }
-        assert!(pending.open.len() <= MAX_PENDING_APPROVALS);
+        // Full: a fourth is refused, not let in by forgetting the first.
+        assert_eq!(
+            states.redeem(&issued[3], "t", &args, "p"),
+            Err(StateRefused::TooManyAccepted)
+        );
+        assert_eq!(
+            states.redeem(&issued[0], "t", &args, "p"),
+            Err(StateRefused::Reused)
+        );
+        // Once the accepted ones expired, they are forgotten (and refused
+        // as expired), and there is room again for a fresh state.
+        std::thread::sleep(ttl + Duration::from_millis(50));
+        assert_eq!(
+            states.redeem(&issued[0], "t", &args, "p"),
+            Err(StateRefused::Expired)
+        );
+        let fresh = states.issue("t", &args, "p").unwrap();
+        assert_eq!(states.redeem(&fresh, "t", &args, "p"), Ok(()));
+        let accepted = states.accepted.lock().unwrap();
+        assert_eq!(accepted.nonces.len(), 1);
+        assert_eq!(accepted.by_expiry.len(), 1);
     }
 }

@@ -7,7 +7,11 @@
 //! - **Transport-agnostic.** [`serve`] reads newline-delimited JSON-RPC from
 //!   any `AsyncBufRead` and writes to any `AsyncWrite`; `modhost mcp` hands it
 //!   stdin and stdout (the MCP stdio transport), the tests hand it in-memory
-//!   pipes. What the tools are and how they run is behind [`Backend`].
+//!   pipes; over HTTP (`http.rs`) the same connection code serves each
+//!   request, its messages going to that request's answer. What the tools
+//!   are and how they run is behind [`Backend`], for a caller
+//!   (`modhost::Caller`: the local user on stdio, the authenticated
+//!   principal over HTTP).
 //! - **Calls run concurrently.** Each `tools/call` is its own task, so the
 //!   reader keeps reading while a call runs: a `notifications/cancelled` is
 //!   seen at once and aborts that task. Aborting drops the invocation future,
@@ -64,13 +68,20 @@
 //! # API
 //!
 //! - [`HostServer::open`] builds the server from a `modhost::Host` with
-//!   [`ServeOptions`], exactly as `modhost mcp` does; `.serve_stdio()` runs it.
+//!   [`ServeOptions`], exactly as `modhost mcp` does; `.serve_stdio()` runs it,
+//!   `.bind_http()` makes a [`HostHttpServer`] (`modhost mcp --http`).
+//! - [`http`](mod@http): the streamable HTTP transport over any [`Backend`]
+//!   ([`http::HttpServer`]), its bounds, request log and authentication.
 //! - [`serve`] and [`serve_until`] run any [`Backend`] (with
 //!   [`ApprovalAsk`], why a call waits for the user) over any byte pipes;
 //!   [`ToolboxBackend`] is the backend over a `modhost::tools::Toolbox`;
 //!   [`serve_stdio`] adds stdin, stdout and the signals.
 //! - [`line`](mod@line): the framing of client lines (bounded, UTF-8 checked), public
 //!   so the fuzz target drives the very functions the server uses.
+//! - [`SigningKey`] (`signed.rs`): self-contained tokens sealed with a key
+//!   replicas share (`load`, or `ephemeral` for one process), opened only
+//!   for their purpose, unchanged and unexpired ([`SealError`]); a key file
+//!   is refused with [`KeyError`] naming the path and the fix.
 
 // A public field, signature or trait impl that reaches a type no user can
 // name is a compile error: the type is made private or exported on purpose.
@@ -81,15 +92,16 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use modhost::CallWorkspace;
 use modhost::tools::{
     ApprovedBy, CallError, Invoker, Lockdown, PolicyVerdict, ProgressSink, ToolOutcome, Toolbox,
     mcp_tool,
 };
+use modhost::{CallWorkspace, Caller};
 
 mod backend;
 pub(crate) mod elicitation;
 mod host_server;
+pub mod http;
 pub mod line;
 mod list_changes;
 pub(crate) mod lockdown;
@@ -97,6 +109,7 @@ pub(crate) mod protocol;
 pub(crate) mod revision;
 pub(crate) mod roots;
 mod server;
+pub(crate) mod signed;
 #[cfg(test)]
 mod test_client;
 #[cfg(test)]
@@ -107,8 +120,9 @@ mod tests_eras;
 mod tests_policy;
 
 pub use backend::{ApprovalAsk, Backend};
-pub use host_server::{HostServer, ServeOptions};
+pub use host_server::{HostHttpServer, HostServer, ServeOptions};
 pub use server::{serve, serve_until};
+pub use signed::{KeyError, KeyProblem, SealError, SigningKey};
 
 /// The host's tools as an MCP backend.
 #[derive(Debug)]
@@ -211,6 +225,61 @@ impl<I: Invoker> Backend for ToolboxBackend<I> {
     fn admit_question(&self) -> Result<(), modhost::quota::RateLimited> {
         self.toolbox.admit_question()
     }
+
+    fn list_tools_for(&self, caller: &Caller) -> Vec<Value> {
+        self.toolbox
+            .tools()
+            .iter()
+            .filter(|t| self.toolbox.is_offered_to(t, caller))
+            .map(|t| mcp_tool(&self.toolbox.as_offered_to(t, caller)))
+            .collect()
+    }
+
+    fn approval_rule_for(
+        &self,
+        caller: &Caller,
+        name: &str,
+        lockdown: Option<&Lockdown>,
+    ) -> Option<ApprovalAsk> {
+        let policy = self.toolbox.policy_for(caller, name, lockdown)?;
+        if policy.decision.verdict != PolicyVerdict::Ask
+            || (self.delegate_approval && !policy.needs_a_person)
+        {
+            return None;
+        }
+        Some(ApprovalAsk {
+            rule: policy.question,
+            lockdown: policy.needs_a_person,
+        })
+    }
+
+    fn admit_question_from(&self, caller: &Caller) -> Result<(), modhost::quota::RateLimited> {
+        self.toolbox.admit_question_from(caller)
+    }
+
+    async fn call_tool_as(
+        &self,
+        caller: &Caller,
+        name: &str,
+        arguments: Value,
+        progress: Option<ProgressSink>,
+        workspace: &CallWorkspace,
+        lockdown: Option<&Lockdown>,
+        approved: bool,
+    ) -> Result<ToolOutcome, CallError> {
+        // As `call_tool_in` and `call_tool_approved`, for `caller`: its
+        // principal is in the call's audit record.
+        let approver = if approved {
+            Some(ApprovedBy::User)
+        } else {
+            self.delegate_approval.then_some(ApprovedBy::Client)
+        };
+        self.toolbox
+            .call_as(
+                caller, name, arguments, approver, progress, workspace, lockdown,
+            )
+            .await
+    }
 }
 
 /// Serve `backend` on this process's stdin and stdout until stdin closes.
@@ -234,23 +303,36 @@ pub async fn serve_stdio<B: Backend>(backend: Arc<B>) -> std::io::Result<()> {
 /// transport's shutdown: close stdin, then SIGTERM), a terminal or a
 /// service manager ends a server. The server then ends as at EOF, its
 /// calls' process groups killed, rather than dying with them still
-/// running. A signal that cannot be watched is never awaited.
-async fn termination() {
+/// running (over HTTP it drains first). The signals are watched from this
+/// call on, not from the future's first poll: one that comes in between
+/// (a server that said it listens, then was stopped at once) is not lost
+/// to its default action. A signal that cannot be watched is never awaited.
+fn termination() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    let watch = |kind| async move {
-        match signal(kind) {
-            Ok(mut signal) => {
-                signal.recv().await;
+    let watch = |kind| {
+        let watched = signal(kind).ok();
+        async move {
+            match watched {
+                Some(mut signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
             }
-            Err(_) => std::future::pending().await,
         }
     };
-    tokio::select! {
-        () = watch(SignalKind::terminate()) => {}
-        () = watch(SignalKind::interrupt()) => {}
-        () = watch(SignalKind::hangup()) => {}
+    let (terminate, interrupt, hangup) = (
+        watch(SignalKind::terminate()),
+        watch(SignalKind::interrupt()),
+        watch(SignalKind::hangup()),
+    );
+    async move {
+        tokio::select! {
+            () = terminate => {}
+            () = interrupt => {}
+            () = hangup => {}
+        }
+        tracing::info!("a termination signal");
     }
-    tracing::info!("a termination signal: ending every call, then the server");
 }
 
 /// Stdin and stdout as non-blocking pipe ends, when both are pipes.

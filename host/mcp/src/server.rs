@@ -11,6 +11,13 @@
 //! [`PROGRESS_REPORTS`] reports, and a report that finds it full is dropped
 //! (progress is advisory; the response never is).
 //!
+//! Callers: every connection serves one [`Caller`] (on stdio the local
+//! user); the backend's `*_for`/`*_as` methods get it, so its rules, quotas
+//! and audit records are its own. Over HTTP (`http.rs`) a connection is
+//! made per request ([`Connection::for_exchange`]) with what its session or
+//! server shares, its messages going to that request's answer, and each
+//! call's result names the caller (`_meta["dev.modhost/principal"]`).
+//!
 //! Eras (`revision.rs`): each request is served in the revision it names in
 //! its `_meta` (stateless) or, without one, in the revision its connection's
 //! `initialize` chose (the newest handshake revision when there was none, as
@@ -28,7 +35,7 @@ use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinSet};
 
-use super::elicitation::{self, Answer, PendingApprovals, Questions};
+use super::elicitation::{self, Answer, ApprovalStates, Questions};
 use super::line::{self, Decoded, Framed, LineFramer, MAX_LINE_BYTES};
 use super::list_changes::{self, Listeners, MAX_SUBSCRIPTIONS, SharedListeners};
 use super::lockdown::ConnectionLockdown;
@@ -36,11 +43,11 @@ use super::protocol::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
 use super::revision::{self, AskUser, Era, Revision, keep_fields};
 use super::roots::NoWorkspace;
 use super::{ApprovalAsk, Backend};
-use modhost::CallWorkspace;
 use modhost::audit::RefusedCall;
 use modhost::quota::RateLimited;
 use modhost::telemetry::with_remote_parent;
 use modhost::tools::{CallError, Lockdown, Progress, ToolOutcome};
+use modhost::{CallWorkspace, Caller};
 use modproto::HostErrorKind;
 
 /// The most `tools/call`s that run at once for one client.
@@ -52,13 +59,18 @@ pub(crate) const OUTBOX_LINES: usize = 64;
 /// The most progress reports of one call waiting to be forwarded.
 pub(crate) const PROGRESS_REPORTS: usize = 16;
 
-type Outbox = mpsc::Sender<String>;
+pub(crate) type Outbox = mpsc::Sender<String>;
 
-/// What a handshake connection remembers from its `initialize`.
+/// The result `_meta` key naming whom a call was made for (its principal:
+/// `local:<user>` on stdio, the authenticated caller over HTTP).
+pub(crate) const META_PRINCIPAL: &str = "dev.modhost/principal";
+
+/// What a handshake connection remembers from its `initialize` (over HTTP:
+/// what its session id carries, `http/session.rs`).
 #[derive(Debug, Default)]
-struct Session {
-    revision: Option<&'static Revision>,
-    capabilities: Value,
+pub(crate) struct Session {
+    pub(crate) revision: Option<&'static Revision>,
+    pub(crate) capabilities: Value,
 }
 
 /// The revision a request is served in, and the client's capabilities for it.
@@ -68,16 +80,26 @@ struct Served {
     capabilities: Value,
 }
 
-/// Everything the reader keeps for one connection.
-struct Connection<B> {
+/// Everything the reader keeps for one connection (over HTTP: for one
+/// request, [`Connection::for_exchange`]).
+pub(crate) struct Connection<B> {
     backend: Arc<B>,
     outbox: Outbox,
     session: Session,
     roots: ClientRoots,
     /// Server-to-client questions (`elicitation/create`) awaiting answers.
     questions: Arc<Questions>,
-    /// Stateless approval questions awaiting the client's retry.
-    approvals: PendingApprovals,
+    /// The stateless era's approval states, shared by the server's
+    /// connections (and, through the key, by its replicas).
+    approvals: ApprovalStates,
+    /// Whom this connection's requests are made for: its rules and quotas
+    /// apply, its principal is in each call's audit record and result, is
+    /// bound into each approval state it is issued, and is checked when
+    /// one is presented.
+    caller: Arc<Caller>,
+    /// Name the caller in each call's result (over HTTP; stdio's results
+    /// are as they were before callers had names).
+    name_caller: bool,
     listeners: SharedListeners,
     /// Whether the connection is in lockdown (`lockdown.rs`): shared with
     /// the call tasks, which enter it before they send a tainting result.
@@ -113,6 +135,28 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
     B: Backend,
 {
+    // One connection is the whole server: its states need a key of its own.
+    let approvals = ApprovalStates::ephemeral()?;
+    let principal = modhost::audit::local_principal().to_owned();
+    serve_with(reader, writer, backend, stop, approvals, principal).await
+}
+
+/// [`serve_until`] for `principal`, with the `approvals` of a server whose
+/// connections (and replicas, through the key) accept each other's
+/// approval states.
+pub(crate) async fn serve_with<R, W, B>(
+    reader: R,
+    writer: W,
+    backend: Arc<B>,
+    stop: impl Future<Output = ()>,
+    approvals: ApprovalStates,
+    principal: String,
+) -> std::io::Result<()>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+    B: Backend,
+{
     let mut stop = std::pin::pin!(stop);
     let (outbox, mut queue) = mpsc::channel::<String>(OUTBOX_LINES);
     // One writer keeps lines whole: responses and notifications from
@@ -135,6 +179,11 @@ where
     let announcer = changes
         .map(|changes| list_changes::announce(changes, Arc::clone(&listeners), outbox.clone()));
     let protected = backend.protected_dirs();
+    let caller = if principal == modhost::audit::local_principal() {
+        Caller::local()
+    } else {
+        Caller::remote(principal, Vec::new())
+    };
     let mut connection = Connection {
         backend,
         outbox,
@@ -144,7 +193,9 @@ where
             ..ClientRoots::default()
         },
         questions: Arc::new(Questions::default()),
-        approvals: PendingApprovals::default(),
+        approvals,
+        caller: Arc::new(caller),
+        name_caller: false,
         listeners,
         lockdown: Arc::new(ConnectionLockdown::default()),
         live,
@@ -280,7 +331,10 @@ impl<B: Backend> Connection<B> {
         let result = match request.method.as_str() {
             "ping" if revision.ping => json!({}),
             "server/discover" if stateless => protocol::discover_result(revision, self.live, ttl),
-            "tools/list" => protocol::tools_list_result(revision, self.backend.list_tools(), ttl),
+            "tools/list" => {
+                let tools = self.backend.list_tools_for(&self.caller);
+                protocol::tools_list_result(revision, tools, ttl)
+            }
             "subscriptions/listen" if stateless => return self.listen(&request).await,
             "tools/call" => return self.call(request, served).await,
             other => {
@@ -511,11 +565,14 @@ impl<B: Backend> Connection<B> {
             let mut record = refusal_record(&name, &arguments, HostErrorKind::RateLimited);
             record.rule = Some(SERVER_BOUND);
             record.retry_after_s = Some(1);
-            self.backend.refused(&record);
-            let refused = protocol::call_result(revision, &too_many_calls(), lockdown.as_ref());
+            self.refused(record);
+            let refused = self.call_result(revision, &too_many_calls(), lockdown.as_ref());
             return self.reply(id, Ok(refused)).await;
         }
-        let approval = match self.backend.approval_rule(&name, lockdown.as_ref()) {
+        let approval = match self
+            .backend
+            .approval_rule_for(&self.caller, &name, lockdown.as_ref())
+        {
             None => Approval::NotNeeded,
             Some(ask) => {
                 let rule = ask.rule.clone();
@@ -533,14 +590,13 @@ impl<B: Backend> Connection<B> {
                         );
                         self.record_unasked(&name, &arguments, &rule);
                         let refused = cannot_ask_because(&name, &ask, &why, lockdown.as_ref());
-                        let result = protocol::call_result(revision, &refused, lockdown.as_ref());
+                        let result = self.call_result(revision, &refused, lockdown.as_ref());
                         return self.reply(id, Ok(result)).await;
                     }
                     AskUser::Request { .. } if can_answer => {
-                        if let Err(limited) = self.backend.admit_question() {
+                        if let Err(limited) = self.backend.admit_question_from(&self.caller) {
                             let outcome = self.not_asked(&name, &arguments, &rule, &limited);
-                            let result =
-                                protocol::call_result(revision, &outcome, lockdown.as_ref());
+                            let result = self.call_result(revision, &outcome, lockdown.as_ref());
                             return self.reply(id, Ok(result)).await;
                         }
                         Approval::AskFirst(elicitation::question(
@@ -570,7 +626,7 @@ impl<B: Backend> Connection<B> {
                     _ => {
                         self.record_unasked(&name, &arguments, &rule);
                         let refused = cannot_ask(&name, &ask, revision, lockdown.as_ref());
-                        let result = protocol::call_result(revision, &refused, lockdown.as_ref());
+                        let result = self.call_result(revision, &refused, lockdown.as_ref());
                         return self.reply(id, Ok(result)).await;
                     }
                 }
@@ -607,11 +663,14 @@ impl<B: Backend> Connection<B> {
         let outbox = self.outbox.clone();
         let questions = Arc::clone(&self.questions);
         let state = Arc::clone(&self.lockdown);
+        let caller = Arc::clone(&self.caller);
+        let name_caller = self.name_caller;
         let task_id = id.clone();
         let handle = self
             .calls
             .spawn(with_remote_parent(traceparent, tracestate, async move {
-                let response = run_call(backend.as_ref(), call, &outbox, &questions, &state).await;
+                let asked = (&outbox, questions.as_ref());
+                let response = run_call(backend.as_ref(), &caller, call, asked, &state).await;
                 let message = match response {
                     Ok(outcome) => {
                         // Entered before the result goes out (`lockdown.rs`).
@@ -620,6 +679,11 @@ impl<B: Backend> Connection<B> {
                         }
                         let result =
                             protocol::call_result(revision, &outcome, state.current().as_ref());
+                        let result = if name_caller {
+                            with_principal(result, &caller)
+                        } else {
+                            result
+                        };
                         Response::ok(task_id, result)
                     }
                     Err(e) => Response::err(task_id, call_error(&e)),
@@ -642,14 +706,17 @@ impl<B: Backend> Connection<B> {
         let (name, rule, arguments) = asked;
         if let Some(state) = params.get("requestState") {
             let redeemed = match state.as_str() {
-                Some(state) => self.approvals.redeem(state, name, arguments),
-                None => Err(elicitation::StateRefused::Unknown),
+                Some(state) => {
+                    self.approvals
+                        .redeem(state, name, arguments, &self.caller.principal)
+                }
+                None => Err(elicitation::StateRefused::NotOurs),
             };
             if let Err(refused) = redeemed {
                 let why = refused.to_string();
                 let mut record = refusal_record(name, arguments, HostErrorKind::ApprovalRequired);
                 record.rule = Some(&why);
-                self.backend.refused(&record);
+                self.refused(record);
                 let error = RpcError::new(ErrorCode::InvalidParams, format!("not run: {refused}"))
                     .with_data(modproto::ErrorData::new(
                         modproto::ModuleErrorKind::Denied,
@@ -667,20 +734,23 @@ impl<B: Backend> Connection<B> {
                         refusal_record(name, arguments, HostErrorKind::ApprovalRequired);
                     record.rule = Some(rule);
                     record.by = Some("user");
-                    self.backend.refused(&record);
+                    self.refused(record);
                     let outcome = not_approved(name, &why);
-                    let result = protocol::call_result(revision, &outcome, lockdown);
+                    let result = self.call_result(revision, &outcome, lockdown);
                     return RoundTrip::Answer(Ok(result));
                 }
                 // The retry lacks the answer: ask again.
                 None => {}
             }
         }
-        if let Err(limited) = self.backend.admit_question() {
+        if let Err(limited) = self.backend.admit_question_from(&self.caller) {
             let outcome = self.not_asked(name, arguments, rule, &limited);
-            return RoundTrip::Answer(Ok(protocol::call_result(revision, &outcome, lockdown)));
+            return RoundTrip::Answer(Ok(self.call_result(revision, &outcome, lockdown)));
         }
-        let state = match self.approvals.open(name, arguments) {
+        let state = match self
+            .approvals
+            .issue(name, arguments, &self.caller.principal)
+        {
             Ok(state) => state,
             Err(e) => {
                 let error = RpcError::new(
@@ -892,7 +962,7 @@ impl<B: Backend> Connection<B> {
     fn record_unasked(&self, name: &str, arguments: &Value, rule: &str) {
         let mut record = refusal_record(name, arguments, HostErrorKind::ApprovalRequired);
         record.rule = Some(rule);
-        self.backend.refused(&record);
+        self.refused(record);
     }
 
     /// The result of a call that needed the user's yes when the server may
@@ -908,7 +978,7 @@ impl<B: Backend> Connection<B> {
         let mut record = refusal_record(name, arguments, HostErrorKind::RateLimited);
         record.rule = Some(rule);
         record.retry_after_s = Some(limited.retry_after_s);
-        self.backend.refused(&record);
+        self.refused(record);
         ToolOutcome::failure(format!(
             "not run (rate_limited): {name} needs approval ({rule}) and the user was not asked: {limited}. What to do: {}",
             limited.remedy()
@@ -961,9 +1031,9 @@ async fn ask_user(question: Value, outbox: &Outbox, questions: &Questions) -> An
 /// progress line is sent before the response.
 async fn run_call<B: Backend>(
     backend: &B,
+    caller: &Caller,
     call: Invocation,
-    outbox: &Outbox,
-    questions: &Questions,
+    (outbox, questions): (&Outbox, &Questions),
     connection: &ConnectionLockdown,
 ) -> Result<ToolOutcome, CallError> {
     let Invocation {
@@ -983,6 +1053,7 @@ async fn run_call<B: Backend>(
             Answer::Refused(why) => {
                 let mut record = refusal_record(&name, &arguments, HostErrorKind::ApprovalRequired);
                 record.by = Some("user");
+                record.principal = (!caller.local).then_some(caller.principal.as_str());
                 backend.refused(&record);
                 return Ok(not_approved(&name, &why));
             }
@@ -990,15 +1061,11 @@ async fn run_call<B: Backend>(
     };
     let (name, workspace, lockdown) = (name.as_str(), &workspace, lockdown.as_ref());
     let start = move |progress| async move {
-        if approved {
-            backend
-                .call_tool_approved(name, arguments, progress, workspace, lockdown)
-                .await
-        } else {
-            backend
-                .call_tool_in(name, arguments, progress, workspace, lockdown)
-                .await
-        }
+        backend
+            .call_tool_as(
+                caller, name, arguments, progress, workspace, lockdown, approved,
+            )
+            .await
     };
     let Some(token) = token else {
         return start(None).await;
@@ -1043,6 +1110,112 @@ async fn run_call<B: Backend>(
                 }
                 return result;
             }
+        }
+    }
+}
+
+/// `result` (a `tools/call` result) with the principal the call was made
+/// for in its `_meta` ([`META_PRINCIPAL`]).
+pub(crate) fn with_principal(mut result: Value, caller: &Caller) -> Value {
+    if let Value::Object(map) = &mut result {
+        let meta = map.entry("_meta").or_insert_with(|| json!({}));
+        if let Value::Object(meta) = meta {
+            meta.insert(META_PRINCIPAL.into(), json!(caller.principal));
+        }
+    }
+    result
+}
+
+/// What one request's connection is made of over HTTP (`http/exchange.rs`):
+/// the parts a handshake session or a whole server shares, and the sink of
+/// this request's messages.
+pub(crate) struct ExchangeParts<B> {
+    pub(crate) backend: Arc<B>,
+    /// Where this request's messages go: its JSON body or its SSE stream.
+    pub(crate) outbox: Outbox,
+    pub(crate) session: Session,
+    pub(crate) caller: Arc<Caller>,
+    /// The session's server-to-client questions (handshake era).
+    pub(crate) questions: Arc<Questions>,
+    pub(crate) approvals: ApprovalStates,
+    pub(crate) lockdown: Arc<ConnectionLockdown>,
+    pub(crate) live: bool,
+}
+
+impl<B: Backend> Connection<B> {
+    /// A connection for one HTTP request. Its calls get the host's
+    /// workspace: no client root is asked for (`http.rs` says why).
+    pub(crate) fn for_exchange(parts: ExchangeParts<B>) -> Connection<B> {
+        let protected = parts.backend.protected_dirs();
+        Connection {
+            backend: parts.backend,
+            outbox: parts.outbox,
+            session: parts.session,
+            roots: ClientRoots {
+                protected,
+                ..ClientRoots::default()
+            },
+            questions: parts.questions,
+            approvals: parts.approvals,
+            caller: parts.caller,
+            name_caller: true,
+            listeners: Arc::new(Mutex::new(Listeners::default())),
+            lockdown: parts.lockdown,
+            live: parts.live,
+            running: HashMap::new(),
+            calls: JoinSet::new(),
+        }
+    }
+
+    /// Serve one request; a call runs on as a task of this connection.
+    pub(crate) async fn serve_request(&mut self, request: Request) {
+        self.request(request).await;
+    }
+
+    /// The running call of request `id`, to stop it.
+    pub(crate) fn running_call(&self, id: &Id) -> Option<AbortHandle> {
+        self.running
+            .get(id)
+            .filter(|handle| !handle.is_finished())
+            .cloned()
+    }
+
+    /// Stop the connection's calls and wait until each one's future (and
+    /// so its module's process group) is gone.
+    pub(crate) async fn finish(mut self) {
+        self.calls.shutdown().await;
+    }
+
+    /// The connection's `subscriptions/listen` streams (`list_changes.rs`).
+    pub(crate) fn listeners(&self) -> SharedListeners {
+        Arc::clone(&self.listeners)
+    }
+
+    /// End each open `subscriptions/listen` stream with its closing result.
+    pub(crate) async fn close_streams(&self) {
+        self.close_subscriptions().await;
+    }
+
+    /// Record a refusal the server decided, for this connection's caller.
+    fn refused<'a>(&'a self, mut record: RefusedCall<'a>) {
+        if !self.caller.local {
+            record.principal = Some(&self.caller.principal);
+        }
+        self.backend.refused(&record);
+    }
+
+    /// A `tools/call` result for `outcome`, naming this connection's caller.
+    fn call_result(
+        &self,
+        revision: &Revision,
+        outcome: &ToolOutcome,
+        lockdown: Option<&Lockdown>,
+    ) -> Value {
+        let result = protocol::call_result(revision, outcome, lockdown);
+        if self.name_caller {
+            with_principal(result, &self.caller)
+        } else {
+            result
         }
     }
 }

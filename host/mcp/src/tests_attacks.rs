@@ -6,13 +6,16 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use super::Backend;
-use super::elicitation::MAX_PENDING_APPROVALS;
+use super::elicitation::{ApprovalStates, MAX_ACCEPTED_STATES};
 use super::list_changes::MAX_SUBSCRIPTIONS;
 use super::protocol::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION};
+use super::server::serve_with;
+use super::signed::SigningKey;
 use super::test_client::Client;
 use modhost::tools::Refusal;
 use modhost::tools::{CallError, ProgressSink, ToolOutcome};
@@ -369,7 +372,7 @@ async fn a_yes_for_one_pending_call_runs_that_call_only() {
 }
 
 #[tokio::test]
-async fn a_request_state_runs_only_its_own_tool_and_pending_ones_are_evicted_not_accepted() {
+async fn a_request_state_runs_only_its_own_tool_and_many_open_questions_evict_none() {
     let dir = tempfile::tempdir().unwrap();
     let vault = Vault::new(dir.path());
     let mut c = Client::start(Arc::clone(&vault));
@@ -379,20 +382,20 @@ async fn a_request_state_runs_only_its_own_tool_and_pending_ones_are_evicted_not
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                "params": {"name": "guarded", "arguments": {"n": id}, "_meta": modern(&caps)}})
     };
+    // More questions than the old per-connection table held (64).
     let mut states = Vec::new();
-    for id in 0..=MAX_PENDING_APPROVALS as i64 {
+    for id in 0..=64 {
         c.send(open(id)).await;
         states.push(c.recv().await["result"]["requestState"].clone());
     }
-    // The oldest was forgotten to make room: its yes is refused.
-    let r = c
-        .ask(
-            100,
-            "tools/call",
-            json!({"name": "guarded", "arguments": {"n": 0}, "requestState": states[0],
-                   "inputResponses": approve, "_meta": modern(&caps)}),
-        )
-        .await;
+    // A state holds its question itself: the server keeps nothing per open
+    // question, so none is forgotten. The oldest runs its own call, once.
+    let oldest = json!({"name": "guarded", "arguments": {"n": 0}, "requestState": states[0],
+                        "inputResponses": approve, "_meta": modern(&caps)});
+    let r = c.ask(100, "tools/call", oldest.clone()).await;
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert_eq!(vault.runs(), vec![("guarded".to_owned(), json!({"n": 0}))]);
+    let r = c.ask(105, "tools/call", oldest).await;
     assert_eq!(r["error"]["code"], json!(-32602), "{r}");
     // Another tool (denied, allowed) with a live state: the state opens
     // nothing (it is read only for the tool it was issued for).
@@ -425,9 +428,9 @@ async fn a_request_state_runs_only_its_own_tool_and_pending_ones_are_evicted_not
             .await;
         assert_eq!(r["error"]["code"], json!(-32602), "{r}");
     }
-    assert!(vault.runs().is_empty());
-    // The newest still works, once.
-    let last = MAX_PENDING_APPROVALS as i64;
+    assert_eq!(vault.runs().len(), 1);
+    // The newest works too, once.
+    let last = 64;
     let r = c
         .ask(
             104,
@@ -437,8 +440,211 @@ async fn a_request_state_runs_only_its_own_tool_and_pending_ones_are_evicted_not
         )
         .await;
     assert_eq!(r["result"]["isError"], json!(false), "{r}");
-    assert_eq!(vault.runs().len(), 1);
+    assert_eq!(vault.runs().len(), 2);
     c.finish().await;
+}
+
+/// One replica of the server: a connection to `vault` served with
+/// `approvals` (its key and its record of accepted states) for `principal`.
+fn replica(vault: &Arc<Vault>, approvals: &ApprovalStates, principal: &str) -> Client {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let (client_w, server_r) = tokio::io::duplex(64 * 1024);
+    let (server_w, client_r) = tokio::io::duplex(64 * 1024);
+    let server = tokio::spawn(serve_with(
+        BufReader::new(server_r),
+        server_w,
+        Arc::clone(vault),
+        std::future::pending(),
+        approvals.clone(),
+        principal.to_owned(),
+    ));
+    Client {
+        to_server: Some(client_w),
+        from_server: BufReader::new(client_r).lines(),
+        server,
+    }
+}
+
+/// The `requestState` of the question `c` is asked for `guarded` with `arguments`.
+async fn state_for(c: &mut Client, id: i64, arguments: &Value) -> Value {
+    let caps = json!({"elicitation": {}});
+    let r = c
+        .ask(
+            id,
+            "tools/call",
+            json!({"name": "guarded", "arguments": arguments, "_meta": modern(&caps)}),
+        )
+        .await;
+    assert_eq!(r["result"]["resultType"], json!("input_required"), "{r}");
+    r["result"]["requestState"].clone()
+}
+
+/// `guarded` with `arguments` called on `c` with `state` and the user's yes.
+async fn present(c: &mut Client, id: i64, arguments: &Value, state: &Value) -> Value {
+    let caps = json!({"elicitation": {}});
+    let yes = json!({"approval": {"action": "accept", "content": {"approve": true}}});
+    c.ask(
+        id,
+        "tools/call",
+        json!({"name": "guarded", "arguments": arguments, "requestState": state,
+               "inputResponses": yes, "_meta": modern(&caps)}),
+    )
+    .await
+}
+
+/// `r` is a refusal of the state whose message says `why`.
+fn refused_because(r: &Value, why: &str) {
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(why), "{why:?} not in {r}");
+}
+
+#[tokio::test]
+async fn a_state_from_one_replica_runs_once_on_another_and_at_most_once_on_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = Vault::new(dir.path());
+    let key = Arc::new(SigningKey::ephemeral().unwrap());
+    let (a, b) = (
+        ApprovalStates::new(Arc::clone(&key)),
+        ApprovalStates::new(Arc::clone(&key)),
+    );
+    let stranger = ApprovalStates::ephemeral().unwrap();
+    let (mut on_a, mut on_b) = (replica(&vault, &a, "p"), replica(&vault, &b, "p"));
+    let mut on_stranger = replica(&vault, &stranger, "p");
+    let args = json!({"path": "notes.txt"});
+    let state = state_for(&mut on_a, 1, &args).await;
+    // Asked on A, answered on B: B runs it.
+    let r = present(&mut on_b, 2, &args, &state).await;
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert_eq!(vault.runs().len(), 1);
+    // B accepted it: again on B (another connection of B too) is refused.
+    refused_because(&present(&mut on_b, 3, &args, &state).await, "already used");
+    let mut on_b_again = replica(&vault, &b, "p");
+    refused_because(
+        &present(&mut on_b_again, 4, &args, &state).await,
+        "already used",
+    );
+    assert_eq!(vault.runs().len(), 1);
+    // A key of another deployment never opens it.
+    refused_because(
+        &present(&mut on_stranger, 5, &args, &state).await,
+        "not one this server issued",
+    );
+    assert_eq!(vault.runs().len(), 1);
+    // The documented bound with no shared store: A, which issued it but
+    // never accepted it, runs it once (the same call, the same principal,
+    // within its lifetime), and no more.
+    let r = present(&mut on_a, 6, &args, &state).await;
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert_eq!(vault.runs().len(), 2);
+    refused_because(&present(&mut on_a, 7, &args, &state).await, "already used");
+    assert_eq!(
+        vault.runs(),
+        vec![("guarded".to_owned(), args.clone()); 2],
+        "only the approved call, once per replica"
+    );
+    for c in [on_a, on_b, on_b_again, on_stranger] {
+        c.finish().await;
+    }
+}
+
+/// `token` with the character at `at` replaced by another of the alphabet.
+fn edited(token: &str, at: usize) -> String {
+    let mut bytes = token.as_bytes().to_vec();
+    bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+    String::from_utf8(bytes).unwrap()
+}
+
+#[tokio::test]
+async fn a_changed_cut_padded_oversized_or_session_state_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = Vault::new(dir.path());
+    let key = Arc::new(SigningKey::ephemeral().unwrap());
+    let a = ApprovalStates::new(Arc::clone(&key));
+    let b = ApprovalStates::new(Arc::clone(&key));
+    let (mut on_a, mut on_b) = (replica(&vault, &a, "p"), replica(&vault, &b, "p"));
+    let args = json!({"n": 1});
+    let state = state_for(&mut on_a, 1, &args).await;
+    let token = state.as_str().unwrap().to_owned();
+    let dot = token.find('.').unwrap();
+    let mut attacks = Vec::new();
+    for at in [0, dot / 2, dot - 1, dot, dot + 1, token.len() - 1] {
+        attacks.push(edited(&token, at));
+    }
+    attacks.extend([
+        token[..token.len() - 1].to_owned(),
+        token[1..].to_owned(),
+        token[..dot].to_owned(),
+        format!("{token}="),
+        format!("{token}=="),
+        token.replacen('.', "=.", 1),
+        format!("{token}{}", "A".repeat(8192)),
+    ]);
+    // A token the same key sealed for another purpose: a session id.
+    let session = key
+        .seal(
+            "session",
+            &json!({"principal": "p", "tool": "guarded"}),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    attacks.push(session);
+    for (id, attack) in (10..).zip(&attacks) {
+        let r = present(&mut on_b, id, &args, &json!(attack)).await;
+        refused_because(&r, "not one this server issued");
+    }
+    assert!(vault.runs().is_empty(), "{:?}", vault.runs());
+    // None of that spent the real state: it runs its call, once.
+    let r = present(&mut on_b, 100, &args, &state).await;
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert_eq!(vault.runs().len(), 1);
+    on_a.finish().await;
+    on_b.finish().await;
+}
+
+#[tokio::test]
+async fn an_expired_state_is_refused_on_every_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = Vault::new(dir.path());
+    let key = Arc::new(SigningKey::ephemeral().unwrap());
+    let short_lived = ApprovalStates::new(Arc::clone(&key))
+        .with_limits(Duration::from_millis(1), MAX_ACCEPTED_STATES);
+    let b = ApprovalStates::new(Arc::clone(&key));
+    let (mut on_a, mut on_b) = (replica(&vault, &short_lived, "p"), replica(&vault, &b, "p"));
+    let args = json!({"n": 1});
+    let state = state_for(&mut on_a, 1, &args).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    refused_because(&present(&mut on_b, 2, &args, &state).await, "expired");
+    refused_because(&present(&mut on_a, 3, &args, &state).await, "expired");
+    assert!(vault.runs().is_empty());
+    on_a.finish().await;
+    on_b.finish().await;
+}
+
+#[tokio::test]
+async fn a_state_issued_to_one_principal_runs_nothing_for_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let vault = Vault::new(dir.path());
+    let key = Arc::new(SigningKey::ephemeral().unwrap());
+    let a = ApprovalStates::new(Arc::clone(&key));
+    let b = ApprovalStates::new(Arc::clone(&key));
+    let (mut alice_on_a, mut mallory_on_b) =
+        (replica(&vault, &a, "alice"), replica(&vault, &b, "mallory"));
+    let args = json!({"n": 1});
+    let state = state_for(&mut alice_on_a, 1, &args).await;
+    let r = present(&mut mallory_on_b, 2, &args, &state).await;
+    refused_because(&r, "issued to another caller");
+    assert!(!r.to_string().contains("alice"), "names no one: {r}");
+    // Mallory asking on A, where the state was issued, fares no better.
+    let mut mallory_on_a = replica(&vault, &a, "mallory");
+    refused_because(
+        &present(&mut mallory_on_a, 3, &args, &state).await,
+        "issued to another caller",
+    );
+    assert!(vault.runs().is_empty());
+    for c in [alice_on_a, mallory_on_b, mallory_on_a] {
+        c.finish().await;
+    }
 }
 
 #[tokio::test]

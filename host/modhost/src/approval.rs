@@ -5,6 +5,18 @@
 //! name = "no network"          # optional; named in every decision it makes
 //! effect = "network"           # and/or tool = "files__*", module = "files", capability = "files.search"
 //! decision = "deny"            # allow | ask | deny
+//!
+//! [[approval.rules]]
+//! name = "ci reads only"
+//! principal = "ci-*"           # a glob over the caller's principal: "ci-*", "local:*",
+//!                              # "oauth:https://auth.example.com#*"
+//! effect = "writes"
+//! decision = "deny"
+//!
+//! [[approval.rules]]
+//! without_scope = "files:write" # a remote caller whose token lacks this scope
+//! capability = "files.write"   # (`scope = "..."`: one whose token holds it)
+//! decision = "deny"
 //! ```
 //!
 //! Design decisions:
@@ -38,6 +50,36 @@
 //! - Approval is the host's alone: the record (`approval_record`) is written
 //!   here, and any `approval` a caller puts in its arguments is stripped by the
 //!   request builder (it is a reserved key).
+//!
+//! Rules for callers ([`crate::Caller`]):
+//!
+//! - **`principal`, `scope` and `without_scope` are matchers like the
+//!   others**, ANDed with them, and the strictest matching rule still wins.
+//!   A rule with one of them never matches a caller it does not name: a
+//!   `principal` glob matches the caller's principal (`local:<user>` for the
+//!   local user; a token's name or `oauth:<issuer>#<subject>` over HTTP),
+//!   `scope` a remote caller holding that scope, `without_scope` a remote
+//!   caller not holding it.
+//! - **The local user holds no scopes and no scope matcher matches it:** it
+//!   is restricted only by the rules without caller matchers, as before, and
+//!   by those naming its principal (`local:*`). A `without_scope` deny is
+//!   meant for tokens; it must not lock out the person at the keyboard.
+//! - **A caller cannot widen itself.** Its principal is matched as plain
+//!   text, so `*` or `?` in a name (an OAuth subject is the identity
+//!   provider's, and may hold anything) matches only what those literal
+//!   characters match; a scope counts only when held exactly, whole, and
+//!   as written. A scope matcher holding `*`, `?` or a space is refused at
+//!   load, since it would look like a pattern and match nothing.
+//! - **The verdict registered for each tool is the local user's.** `modhost
+//!   tools`, `modhost invoke` and `modhost mcp` on stdio read it as before;
+//!   only when some rule names callers is a remote caller's verdict decided
+//!   for it, per call and per `tools/list` (evaluating the rules, no
+//!   discovery).
+//! - **Wrong caller matchers stop the host at load,** naming the rule: an
+//!   empty glob or scope, one scope both required and excluded, an
+//!   `oauth:<issuer>#...` glob whose issuer (no glob character before the
+//!   `#`) is not `[http.oauth] issuer` as spelled there (a trailing slash
+//!   is another issuer), so that matches no caller.
 
 use std::fmt;
 
@@ -45,18 +87,105 @@ use modhost_egress::{CallGrant, HostGrant};
 use modproto::{Capability, Descriptor, RootKind};
 use serde::{Deserialize, Serialize};
 
+use crate::caller::Caller;
 use crate::network_grant;
 
 /// The `[approval]` section of `config.toml`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApprovalConfig {
     #[serde(default)]
     pub rules: Vec<Rule>,
 }
 
+impl ApprovalConfig {
+    /// Whether some rule names callers (`principal`, `scope`,
+    /// `without_scope`): only then can two callers get different verdicts.
+    pub fn names_callers(&self) -> bool {
+        self.rules.iter().any(Rule::names_callers)
+    }
+
+    /// What is wrong with the rules' caller matchers, one line each, naming
+    /// the rule.
+    pub(crate) fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            let label = rule_label(index, rule);
+            if rule.principal.as_deref() == Some("") {
+                problems.push(format!(
+                    "[[approval.rules]] {label}: principal = \"\" names no caller; give a principal or a glob (\"ci-*\", \"local:*\", \"oauth:https://auth.example.com#*\")"
+                ));
+            }
+            for (key, scope) in [
+                ("scope", &rule.scope),
+                ("without_scope", &rule.without_scope),
+            ] {
+                let Some(scope) = scope else { continue };
+                if scope.is_empty() {
+                    problems.push(format!(
+                        "[[approval.rules]] {label}: {key} = \"\" names no scope; give one scope as tokens carry it (\"files:write\")"
+                    ));
+                } else if scope.contains(['*', '?']) || scope.chars().any(char::is_whitespace) {
+                    problems.push(format!(
+                        "[[approval.rules]] {label}: {key} = {scope:?}: a scope is matched whole and exactly, never as a pattern or a list; name one scope (\"files:write\"), one rule per scope"
+                    ));
+                }
+            }
+            if let (Some(scope), Some(without)) = (&rule.scope, &rule.without_scope)
+                && scope == without
+            {
+                problems.push(format!(
+                    "[[approval.rules]] {label}: scope and without_scope both name {scope:?}, so the rule matches no caller; keep one of them"
+                ));
+            }
+        }
+        problems
+    }
+
+    /// Rules naming OAuth callers of an issuer spelled otherwise than
+    /// `[http.oauth] issuer` (`issuer`), one line each naming the rule and
+    /// both spellings. An OAuth caller's principal is
+    /// `oauth:<issuer>#<subject>` with the issuer exactly as configured, so
+    /// `principal = "oauth:https://auth.example.com#*"` matches no caller
+    /// of `https://auth.example.com/`: a deny that denies no one. Only a
+    /// glob whose issuer part (up to the first `#`) holds no `*` or `?` is
+    /// judged; a glob there may match, and is the operator's to write.
+    pub(crate) fn oauth_issuer_problems(&self, issuer: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            let Some(pattern) = rule.principal.as_deref() else {
+                continue;
+            };
+            let Some(rest) = pattern.strip_prefix("oauth:") else {
+                continue;
+            };
+            let named = rest.split_once('#').map_or(rest, |(named, _)| named);
+            if named.contains(['*', '?']) {
+                continue;
+            }
+            let label = rule_label(index, rule);
+            if !rest.contains('#') {
+                problems.push(format!(
+                    "[[approval.rules]] {label}: principal = {pattern:?} matches no OAuth caller, \
+                     whose principal is always \"oauth:<issuer>#<subject>\"; write \
+                     principal = \"oauth:{issuer}#<subject or glob>\""
+                ));
+            } else if named != issuer {
+                problems.push(format!(
+                    "[[approval.rules]] {label}: principal = {pattern:?} names OAuth callers of the \
+                     issuer {named:?}, but [http.oauth] issuer is {issuer:?}, and a principal \
+                     spells the issuer exactly as configured, so the rule matches no caller; write \
+                     principal = \"oauth:{issuer}#{}\"",
+                    rest.split_once('#').map_or("", |(_, subject)| subject)
+                ));
+            }
+        }
+        problems
+    }
+}
+
 /// One `[[approval.rules]]` entry.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rule {
     /// Shown in decisions; without it the rule is named by its position and matchers.
@@ -73,7 +202,28 @@ pub struct Rule {
     pub capability: Option<String>,
     #[serde(default)]
     pub effect: Option<EffectClass>,
+    /// A glob over the caller's principal (`ci-*`, `local:*`,
+    /// `oauth:https://issuer#*`): the rule applies only to callers it
+    /// matches.
+    #[serde(default)]
+    pub principal: Option<String>,
+    /// A scope the caller must hold, exactly: the rule applies only to
+    /// remote callers holding it (never the local user).
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// A scope the caller must not hold: the rule applies only to remote
+    /// callers lacking it (never the local user).
+    #[serde(default)]
+    pub without_scope: Option<String>,
     pub decision: PolicyVerdict,
+}
+
+impl Rule {
+    /// Whether the rule names callers, so that it applies to some and not
+    /// to others.
+    fn names_callers(&self) -> bool {
+        self.principal.is_some() || self.scope.is_some() || self.without_scope.is_some()
+    }
 }
 
 /// The effect classes a rule can match on.
@@ -177,11 +327,12 @@ impl CallPolicy {
     }
 }
 
-/// Decide the policy for capability `capability` of module `descriptor`,
-/// exposed as tool `tool`, whose calls are granted `network`
-/// (`crate::network_grant::call_grant`).
+/// Decide the policy for calls by `caller` of capability `capability` of
+/// module `descriptor`, exposed as tool `tool`, whose calls are granted
+/// `network` (`crate::network_grant::call_grant`).
 pub(crate) fn decide(
     config: &ApprovalConfig,
+    caller: &Caller,
     descriptor: &Descriptor,
     capability: &Capability,
     tool: &str,
@@ -192,6 +343,7 @@ pub(crate) fn decide(
         capability: &capability.id,
         effects: &capability.effects,
         tool,
+        caller,
     };
     let decision = strictest_rule(config, &subject)
         .unwrap_or_else(|| default_decision(descriptor, capability, network));
@@ -220,6 +372,7 @@ fn naming_secrets(mut decision: PolicyDecision, capability: &Capability) -> Poli
 /// and `built_in` is what holds when none matches.
 pub(crate) fn decide_built_in(
     config: &ApprovalConfig,
+    caller: &Caller,
     capability: &str,
     effects: &modproto::Effects,
     tool: &str,
@@ -230,6 +383,7 @@ pub(crate) fn decide_built_in(
         capability,
         effects,
         tool,
+        caller,
     };
     strictest_rule(config, &subject).unwrap_or(built_in)
 }
@@ -240,6 +394,7 @@ struct Subject<'a> {
     capability: &'a str,
     effects: &'a modproto::Effects,
     tool: &'a str,
+    caller: &'a Caller,
 }
 
 /// The strictest rule matching `subject`; of equal verdicts the first in
@@ -262,9 +417,11 @@ fn strictest_rule(config: &ApprovalConfig, subject: &Subject<'_>) -> Option<Poli
 }
 
 fn rule_matches(rule: &Rule, subject: &Subject<'_>) -> bool {
-    rule.tool
-        .as_deref()
-        .is_none_or(|pattern| glob_matches(pattern, subject.tool))
+    caller_matches(rule, subject.caller)
+        && rule
+            .tool
+            .as_deref()
+            .is_none_or(|pattern| glob_matches(pattern, subject.tool))
         && rule.module.as_deref().is_none_or(|m| m == subject.module)
         && rule
             .capability
@@ -273,6 +430,20 @@ fn rule_matches(rule: &Rule, subject: &Subject<'_>) -> bool {
         && rule
             .effect
             .is_none_or(|class| effect_matches(class, subject.effects))
+}
+
+/// Whether `rule`'s caller matchers (none: every caller) match `caller`.
+/// The principal is plain text to the glob; scopes are compared whole, and
+/// the local user holds none (`Caller::holds`).
+fn caller_matches(rule: &Rule, caller: &Caller) -> bool {
+    rule.principal
+        .as_deref()
+        .is_none_or(|pattern| glob_matches(pattern, &caller.principal))
+        && rule.scope.as_deref().is_none_or(|s| caller.holds(s))
+        && rule
+            .without_scope
+            .as_deref()
+            .is_none_or(|s| !caller.local && !caller.holds(s))
 }
 
 fn effect_matches(class: EffectClass, effects: &modproto::Effects) -> bool {
@@ -306,6 +477,15 @@ fn rule_label(index: usize, rule: &Rule) -> String {
             EffectClass::Spawns => "spawns",
         };
         matchers.push(format!("effect = {name:?}"));
+    }
+    for (key, value) in [
+        ("principal", &rule.principal),
+        ("scope", &rule.scope),
+        ("without_scope", &rule.without_scope),
+    ] {
+        if let Some(value) = value {
+            matchers.push(format!("{key} = {value:?}"));
+        }
     }
     let matchers = if matchers.is_empty() {
         "every tool".to_owned()
@@ -566,6 +746,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The caller the tests of rules without caller matchers decide for.
+    const LOCAL: fn() -> &'static Caller = Caller::the_local_user;
+
     fn module(roots: &serde_json::Value, effects: &serde_json::Value) -> Descriptor {
         serde_json::from_value(json!({
             "id": "files", "version": "0.1.0",
@@ -589,6 +772,7 @@ mod tests {
         let network = network_grant::call_grant(&d.capabilities[0], Default::default());
         decide(
             cfg,
+            LOCAL(),
             d,
             &d.capabilities[0],
             "files__files_op",
@@ -618,7 +802,7 @@ mod tests {
         let cap = &d.capabilities[0];
         let narrowed = grant(&["198.51.100.6:8080"]);
         let cfg = ApprovalConfig::default();
-        let decision = decide(&cfg, &d, cap, "t", Some(&narrowed));
+        let decision = decide(&cfg, LOCAL(), &d, cap, "t", Some(&narrowed));
         assert_eq!(decision.verdict, PolicyVerdict::Ask);
         assert_eq!(decision.rule, "default: connects to 198.51.100.6:8080");
         let policy = CallPolicy::new(decision, Some(&narrowed));
@@ -633,7 +817,7 @@ mod tests {
         let asks =
             config("[[approval.rules]]\nname = \"net\"\neffect = \"network\"\ndecision = \"ask\"");
         let policy = CallPolicy::new(
-            decide(&asks, &d, cap, "t", Some(&narrowed)),
+            decide(&asks, LOCAL(), &d, cap, "t", Some(&narrowed)),
             Some(&narrowed),
         );
         assert_eq!(policy.decision.rule, "rule \"net\"");
@@ -654,11 +838,11 @@ mod tests {
         // Narrowed to nothing, the call connects nowhere: nothing to ask.
         let nowhere = grant(&[]);
         assert_eq!(
-            decide(&cfg, &d, cap, "t", Some(&nowhere)).verdict,
+            decide(&cfg, LOCAL(), &d, cap, "t", Some(&nowhere)).verdict,
             PolicyVerdict::Allow
         );
         assert_eq!(
-            decide(&cfg, &d, cap, "t", None).verdict,
+            decide(&cfg, LOCAL(), &d, cap, "t", None).verdict,
             PolicyVerdict::Allow
         );
     }
@@ -909,6 +1093,250 @@ mod tests {
         let allow = config("[[approval.rules]]\neffect = \"network\"\ndecision = \"allow\"");
         let net = module(&roots, &json!({"network": true}));
         assert!(decide_for(&allow, &net).allows_starting_ahead());
+    }
+
+    /// The decision for calls by `caller` of the one capability of `d`.
+    fn decide_as(cfg: &ApprovalConfig, caller: &Caller, d: &Descriptor) -> PolicyDecision {
+        let network = network_grant::call_grant(&d.capabilities[0], Default::default());
+        decide(
+            cfg,
+            caller,
+            d,
+            &d.capabilities[0],
+            "files__files_op",
+            network.as_ref(),
+        )
+    }
+
+    fn remote(principal: &str, scopes: &[&str]) -> Caller {
+        Caller::remote(principal, scopes.iter().map(|s| (*s).to_owned()))
+    }
+
+    /// A rule naming principals denies the callers its glob matches and no
+    /// other: another principal and the local user keep the default, and a
+    /// rule naming `local:*` is the one that restricts the local user.
+    #[test]
+    fn a_principal_rule_applies_only_to_the_callers_its_glob_names() {
+        let d = module(&json!([]), &json!({}));
+        let cfg = config("[[approval.rules]]\nprincipal = \"ci-*\"\ndecision = \"deny\"");
+        assert!(cfg.names_callers());
+        let denied = decide_as(&cfg, &remote("ci-bot", &[]), &d);
+        assert_eq!(denied.verdict, PolicyVerdict::Deny);
+        assert_eq!(denied.rule, "rule #1 (principal = \"ci-*\")");
+        for other in [
+            remote("ops-bot", &[]),
+            remote("xci-bot", &[]),
+            Caller::local(),
+        ] {
+            let decision = decide_as(&cfg, &other, &d);
+            assert_eq!(decision.verdict, PolicyVerdict::Allow, "{other:?}");
+            assert!(!decision.from_rule, "{other:?}");
+        }
+        let local_only = config(
+            "[[approval.rules]]\nname = \"not here\"\nprincipal = \"local:*\"\ndecision = \"deny\"",
+        );
+        assert_eq!(
+            decide_as(&local_only, &Caller::local(), &d).verdict,
+            PolicyVerdict::Deny
+        );
+        assert_eq!(
+            decide_as(&local_only, &remote("ci-bot", &[]), &d).verdict,
+            PolicyVerdict::Allow
+        );
+        // Rules without caller matchers name no caller: no per-caller work.
+        assert!(
+            !config("[[approval.rules]]\neffect = \"network\"\ndecision = \"ask\"").names_callers()
+        );
+    }
+
+    /// `scope` matches a remote caller holding the scope, `without_scope`
+    /// one lacking it; neither ever matches the local user, who holds none.
+    #[test]
+    fn scope_matchers_match_remote_callers_and_never_the_local_user() {
+        let d = module(&json!([]), &json!({"network": true}));
+        let cfg = config(
+            r#"
+            [[approval.rules]]
+            name = "writers only"
+            without_scope = "files:write"
+            decision = "deny"
+            [[approval.rules]]
+            name = "admins skip the question"
+            scope = "admin"
+            decision = "allow"
+            "#,
+        );
+        let lacking = decide_as(&cfg, &remote("ci-bot", &["files:read"]), &d);
+        assert_eq!(lacking.verdict, PolicyVerdict::Deny);
+        assert_eq!(lacking.rule, "rule \"writers only\"");
+        // Holding the scope: the deny does not apply; the default asks.
+        let holding = decide_as(&cfg, &remote("ci-bot", &["files:write"]), &d);
+        assert_eq!(holding.verdict, PolicyVerdict::Ask);
+        assert!(!holding.from_rule);
+        let admin = decide_as(&cfg, &remote("ops", &["files:write", "admin"]), &d);
+        assert_eq!(admin.verdict, PolicyVerdict::Allow);
+        assert_eq!(admin.rule, "rule \"admins skip the question\"");
+        // The strictest still wins: an admin without files:write is denied.
+        assert_eq!(
+            decide_as(&cfg, &remote("ops", &["admin"]), &d).verdict,
+            PolicyVerdict::Deny
+        );
+        // The local user: neither rule, the default.
+        let local = decide_as(&cfg, &Caller::local(), &d);
+        assert_eq!(local.verdict, PolicyVerdict::Ask);
+        assert!(!local.from_rule, "{}", local.rule);
+        // Not even a caller that says it is local while holding scopes.
+        let odd = Caller {
+            local: true,
+            ..remote("x", &["admin"])
+        };
+        assert_eq!(decide_as(&cfg, &odd, &d).verdict, PolicyVerdict::Ask);
+    }
+
+    /// The attack: a caller whose name or scopes are written as patterns,
+    /// hoping to match rules meant for others. Its principal is plain text
+    /// to the glob, and a scope counts only when held exactly.
+    #[test]
+    fn a_caller_cannot_widen_itself_with_pattern_characters() {
+        let d = module(&json!([]), &json!({"network": true}));
+        let cfg = config(
+            r#"
+            [[approval.rules]]
+            principal = "ops-alice"
+            decision = "allow"
+            [[approval.rules]]
+            principal = "oauth:https://auth.example.com#admin-*"
+            decision = "allow"
+            [[approval.rules]]
+            scope = "net:any"
+            decision = "allow"
+            "#,
+        );
+        assert_eq!(
+            decide_as(&cfg, &remote("ops-alice", &[]), &d).verdict,
+            PolicyVerdict::Allow
+        );
+        assert_eq!(
+            decide_as(
+                &cfg,
+                &remote("oauth:https://auth.example.com#admin-bob", &[]),
+                &d
+            )
+            .verdict,
+            PolicyVerdict::Allow
+        );
+        for name in [
+            "*",
+            "ops-*",
+            "ops-alic?",
+            "?ps-alice",
+            "oauth:*",
+            "oauth:https://auth.example.com#*",
+            "oauth:https://evil.example#admin-x",
+            "oauth:https://auth.example.com.evil#admin-x",
+            "OPS-ALICE",
+        ] {
+            let decision = decide_as(&cfg, &remote(name, &[]), &d);
+            assert_eq!(decision.verdict, PolicyVerdict::Ask, "{name}");
+            assert!(!decision.from_rule, "{name}: {}", decision.rule);
+        }
+        for scopes in [
+            &["*"][..],
+            &["net:*"],
+            &["net:any "],
+            &["NET:ANY"],
+            &["net:any net:x"],
+            &["net"],
+        ] {
+            assert_eq!(
+                decide_as(&cfg, &remote("x", scopes), &d).verdict,
+                PolicyVerdict::Ask,
+                "{scopes:?}"
+            );
+        }
+        // A name with pattern characters is matched like any other by a
+        // glob that covers it literally: narrowing still reaches it.
+        let deny = config("[[approval.rules]]\nprincipal = \"ci-*\"\ndecision = \"deny\"");
+        assert_eq!(
+            decide_as(&deny, &remote("ci-*", &[]), &d).verdict,
+            PolicyVerdict::Deny
+        );
+    }
+
+    /// Caller matchers that could only match nothing, or that look like a
+    /// pattern where the match is exact, are problems (`config.toml` is
+    /// refused with them when read: `tests/it/principals.rs`), each naming
+    /// its rule.
+    #[test]
+    fn wrong_caller_matchers_are_problems_naming_the_rule() {
+        let problems = |rule: &str| {
+            config(&format!(
+                "[[approval.rules]]\n{rule}\ndecision = \"deny\"\n"
+            ))
+            .problems()
+        };
+        let empty = problems("name = \"ci\"\nprincipal = \"\"");
+        assert_eq!(empty.len(), 1, "{empty:?}");
+        assert!(
+            empty[0]
+                .starts_with("[[approval.rules]] rule \"ci\": principal = \"\" names no caller"),
+            "{empty:?}"
+        );
+        let empty_scope = problems("without_scope = \"\"");
+        assert!(
+            empty_scope[0]
+                .contains("rule #1 (without_scope = \"\"): without_scope = \"\" names no scope"),
+            "{empty_scope:?}"
+        );
+        let both = problems("scope = \"files:write\"\nwithout_scope = \"files:write\"");
+        assert!(
+            both[0].contains("scope and without_scope both name \"files:write\""),
+            "{both:?}"
+        );
+        for pattern in ["files:*", "files:wr?te", "files:read files:write"] {
+            let found = problems(&format!("scope = {pattern:?}"));
+            assert!(found[0].contains("matched whole and exactly"), "{found:?}");
+        }
+        assert!(problems("principal = \"ci-*\"\nscope = \"a\"\nwithout_scope = \"b\"").is_empty());
+        assert!(problems("tool = \"x*\"").is_empty());
+    }
+
+    /// An `oauth:` glob written for an issuer spelled otherwise than the
+    /// configured one matches no caller: a problem naming the rule and
+    /// both spellings. One the configured issuer's callers can match, one
+    /// with a glob in its issuer part, or another kind of principal, is
+    /// none.
+    #[test]
+    fn an_oauth_glob_for_another_spelling_of_the_issuer_is_a_problem() {
+        let issuer = "https://auth.example.test/";
+        let problems = |principal: &str| {
+            config(&format!(
+                "[[approval.rules]]\nname = \"no oauth writes\"\nprincipal = {principal:?}\ndecision = \"deny\"\n"
+            ))
+            .oauth_issuer_problems(issuer)
+        };
+        let slashless = problems("oauth:https://auth.example.test#*");
+        assert_eq!(slashless.len(), 1, "{slashless:?}");
+        assert!(
+            slashless[0].contains("rule \"no oauth writes\"")
+                && slashless[0].contains("\"https://auth.example.test\"")
+                && slashless[0].contains("\"https://auth.example.test/\"")
+                && slashless[0].contains("oauth:https://auth.example.test/#*"),
+            "{slashless:?}"
+        );
+        assert_eq!(problems("oauth:HTTPS://auth.example.test/#admin").len(), 1);
+        assert_eq!(problems("oauth:https://auth.example.test/").len(), 1);
+        for fine in [
+            "oauth:https://auth.example.test/#*",
+            "oauth:https://auth.example.test/#admin#2",
+            "oauth:*",
+            "oauth:https://auth.example.*#*",
+            "oauth:?ttps://auth.example.test#x",
+            "ci-*",
+            "local:*",
+        ] {
+            assert!(problems(fine).is_empty(), "{fine}");
+        }
     }
 
     #[test]

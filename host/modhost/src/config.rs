@@ -38,6 +38,7 @@
 //! [audit]                          # see crate::audit (on by default)
 //! [telemetry]                      # see crate::telemetry (off by default)
 //! [quotas]                         # see crate::quota
+//! [http]                           # see crate::http_config (`modhost mcp --http`)
 //! ```
 //!
 //! Design decisions: a missing file is an empty configuration (a fresh home
@@ -118,6 +119,10 @@ pub struct Config {
     /// [`crate::quota`]).
     #[serde(default)]
     pub quotas: crate::quota::QuotaConfig,
+    /// `modhost mcp --http`: its URL, bounds and callers' tokens (see
+    /// [`crate::http_config`]).
+    #[serde(default)]
+    pub http: crate::http_config::HttpConfig,
 }
 
 fn default_warm_processes() -> bool {
@@ -140,6 +145,7 @@ impl Default for Config {
             audit: Default::default(),
             telemetry: Default::default(),
             quotas: Default::default(),
+            http: Default::default(),
         }
     }
 }
@@ -322,6 +328,13 @@ impl Config {
                 }
             }
         }
+        let mut approval = config.approval.problems();
+        if let Some(oauth) = &config.http.oauth {
+            approval.extend(config.approval.oauth_issuer_problems(&oauth.issuer));
+        }
+        if !approval.is_empty() {
+            return Err(invalid(approval.join("; ")));
+        }
         let lockdown = config.lockdown.problems();
         if !lockdown.is_empty() {
             return Err(invalid(lockdown.join("; ")));
@@ -334,6 +347,7 @@ impl Config {
             config.audit.problems(),
             config.telemetry.problems(),
             config.quotas.problems(),
+            config.http.problems(),
         ]
         .concat();
         if !observing.is_empty() {

@@ -97,6 +97,11 @@ pub struct InvokeRequest {
     /// ([`crate::audit::local_principal`]). The audit log records it and
     /// `[quotas]` counts by it.
     pub principal: Option<String>,
+    /// The rule (or default) by which the caller's gate allowed this call
+    /// without an approval record (the toolbox's, decided for the call's
+    /// principal): what the audit record names. `None`: the pipeline
+    /// names what the policy says for the principal.
+    pub(crate) allowed_by: Option<String>,
 }
 
 impl InvokeRequest {

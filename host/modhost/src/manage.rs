@@ -197,6 +197,17 @@ impl Host {
     /// unless `force`: then it is installed unpinned and the findings are in
     /// the report.
     pub async fn install(&self, request: InstallRequest) -> Result<InstallReport, HostError> {
+        self.install_from(request, None).await
+    }
+
+    /// [`Host::install`], the pin recording `origin` as where the bytes came
+    /// from instead of the source path (`install --mcp` installs a folder it
+    /// staged, from the operator's server folder).
+    pub(crate) async fn install_from(
+        &self,
+        request: InstallRequest,
+        origin: Option<String>,
+    ) -> Result<InstallReport, HostError> {
         let source = &request.source;
         let meta = std::fs::metadata(source).map_err(|e| HostError::io("read", source, e))?;
         if meta.is_dir() {
@@ -224,7 +235,7 @@ impl Host {
                 true => Some(receive(&request, &staging)?),
                 false => None,
             };
-            self.stage_and_move(&request, received.as_ref(), &staging)
+            self.stage_and_move(&request, received.as_ref(), &staging, origin)
                 .await
         }
         .await;
@@ -249,6 +260,7 @@ impl Host {
         request: &InstallRequest,
         received: Option<&Received>,
         staging: &Path,
+        origin: Option<String>,
     ) -> Result<Staged, HostError> {
         let source = &request.source;
         let sha256 = received.map(|r| r.sha256.as_str());
@@ -430,9 +442,10 @@ impl Host {
         // it stays unpinned (and a pin of the module it replaced goes).
         let origin = format!(
             "{} ({})",
-            std::path::absolute(source)
+            origin.unwrap_or_else(|| std::path::absolute(source)
                 .unwrap_or_else(|_| source.clone())
-                .display(),
+                .display()
+                .to_string()),
             match sha256 {
                 Some(sha256) => format!("sha256 {sha256}"),
                 None => format!("folder, tree digest {digest}"),
@@ -617,7 +630,7 @@ fn stem_of(path: &Path) -> String {
 }
 
 /// An id a new module may take: well-formed and not reserved.
-fn check_new_id(id: &str) -> Result<(), HostError> {
+pub(crate) fn check_new_id(id: &str) -> Result<(), HostError> {
     if !is_module_id(id) {
         return Err(HostError::InvalidId { id: id.to_owned() });
     }

@@ -15,8 +15,10 @@
 //!   ELF loader of each) gets read and execute; the installation prefix of an
 //!   interpreter outside the system folders (a pyenv or nvm version, `/opt`,
 //!   a conda env: the parent of its `bin/`) gets read only, for its standard
-//!   library and shared objects. Shared objects are mapped, not executed, and
-//!   landlock does not control `mmap`.
+//!   library and shared objects; so does that of each granted binary (an
+//!   MCP server module's `python3` or `node`, started by its program).
+//!   Shared objects are mapped, not executed, and landlock does not control
+//!   `mmap`.
 //! - **A venv is two prefixes.** Python finds its venv through the path it
 //!   was started as (`<venv>/bin/python`, a symlink) and its standard library
 //!   through `pyvenv.cfg`'s `home =`; both are granted read.
@@ -73,6 +75,13 @@ pub fn resolve(program: &Path, more: &[PathBuf], path_env: &dyn Fn() -> Option<O
     let mut chain = Chain::default();
     for file in std::iter::once(program).chain(more.iter().map(PathBuf::as_path)) {
         follow(file, path_env, &mut chain, 0);
+    }
+    // A granted binary is what the module runs its work with (the `node` or
+    // `python3` an MCP server module starts): its installation prefix is
+    // read as a shebang's interpreter's is, so one installed by a version
+    // manager finds its standard library.
+    for binary in more {
+        grant_prefixes(binary, &mut chain);
     }
     chain
 }
@@ -488,6 +497,32 @@ mod tests {
                 .contains(&std::fs::canonicalize("/usr/bin/env").unwrap())
         );
         assert!(chain.read.contains(&prefix), "{chain:?}");
+    }
+
+    /// A compiled interpreter granted to the call (pyenv's `python3.11`,
+    /// nvm's `node`) reads its own installation: its prefix is granted
+    /// read, as a shebang's interpreter's is.
+    #[test]
+    fn a_granted_binary_brings_its_installation_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let prefix = dir.path().join("versions/3.11.7");
+        std::fs::create_dir_all(prefix.join("lib/python3.11")).unwrap();
+        std::fs::create_dir_all(prefix.join("bin")).unwrap();
+        let interpreter = prefix.join("bin/python3.11");
+        std::fs::copy("/bin/sh", &interpreter).unwrap();
+        let sh = std::fs::canonicalize("/bin/sh").unwrap();
+        let chain = resolve(&sh, std::slice::from_ref(&interpreter), &|| None);
+        let prefix = std::fs::canonicalize(prefix).unwrap();
+        assert!(chain.read.contains(&prefix), "{chain:?}");
+        assert!(
+            chain
+                .executables
+                .contains(&std::fs::canonicalize(&interpreter).unwrap()),
+            "{chain:?}"
+        );
+        // Its prefix only: the module's own program, an ELF in a system
+        // folder, brings none.
+        assert_eq!(chain.read, [prefix]);
     }
 
     #[test]

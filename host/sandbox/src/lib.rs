@@ -6,7 +6,8 @@
 //!
 //! - read on the system binary and library directories that exist (`/usr`,
 //!   `/lib`, `/lib64`, `/bin`, `/sbin`, ...), the module's own folder and the
-//!   installation prefix of its interpreter (`interpreter`);
+//!   installation prefixes of its interpreter and of the binaries its
+//!   capability is granted (`interpreter`);
 //! - execute on files only: the module's entry file, its interpreter chain
 //!   (shebang, `env`, the interpreter PATH names, each ELF loader) and the
 //!   binaries its capability declares in `effects.spawns` (and the operator

@@ -6,8 +6,15 @@
 // another process). The SDK speaks the initialize handshake only
 // (2025-11-25 and older); it has no server/discover.
 //
+// With `--http URL` it connects over streamable HTTP to a `modhost mcp
+// --http` already serving the same home at URL (tests/it/mcp_http_clients.rs)
+// instead of starting `modhost mcp` on stdio; the roots check is stdio's
+// only (over HTTP the client's roots name the client's folders, never the
+// server's workspace), and list_changed arrives on the session's GET stream.
+//
 // Environment: MODHOST_BIN, MODHOST_HOME, MODHOST_TEST_WORKSPACE,
-// MODHOST_TEST_ROOT, HANG_INSTALLED (see ../client_checks.py).
+// MODHOST_TEST_ROOT, HANG_INSTALLED, and optionally ASK_TOOL and
+// ASK_EXECUTIONS (see ../client_checks.py).
 // Exits 0 when every check passes, 1 otherwise.
 
 import { spawnSync } from 'node:child_process';
@@ -17,6 +24,7 @@ import { pathToFileURL } from 'node:url';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   ElicitRequestSchema,
   ListRootsRequestSchema,
@@ -35,6 +43,10 @@ const WORKSPACE = env('MODHOST_TEST_WORKSPACE');
 const ROOT = env('MODHOST_TEST_ROOT');
 const HANG = env('HANG_INSTALLED');
 const ROOT_MARKER = 'rootonly-7f3a';
+const ASK_TOOL = process.env.ASK_TOOL || 'net__net_fetch';
+const ASK_EXECUTIONS = process.env.ASK_EXECUTIONS || null;
+// `--http URL`: a `modhost mcp --http` serving the same home; else stdio.
+const HTTP_URL = process.argv.includes('--http') ? process.argv[process.argv.indexOf('--http') + 1] : null;
 const STEP_TIMEOUT_MS = 60_000;
 const TOLD_WITHIN_MS = 20_000;
 const SDK_VERSION = JSON.parse(
@@ -43,7 +55,7 @@ const SDK_VERSION = JSON.parse(
 
 const failures = [];
 function check(condition, what) {
-  console.log(`${condition ? 'ok    ' : 'FAIL  '}[ts sdk ${SDK_VERSION}] ${what}`);
+  console.log(`${condition ? 'ok    ' : 'FAIL  '}[ts sdk ${SDK_VERSION}, ${HTTP_URL ? 'http' : 'stdio'}] ${what}`);
   if (!condition) failures.push(what);
 }
 
@@ -83,6 +95,16 @@ function processesRunning(path) {
   return pids;
 }
 
+/** How many times the ask module started, when the test counts them. */
+function askExecutions() {
+  if (!ASK_EXECUTIONS) return null;
+  try {
+    return readFileSync(ASK_EXECUTIONS, 'utf8').split('\n').filter((l) => l).length;
+  } catch {
+    return 0;
+  }
+}
+
 const textOf = (result) => (result.content ?? []).map((c) => c.text ?? '').join('\n');
 
 /** The approving answer a user gives to the form the server asks. */
@@ -101,12 +123,14 @@ function approvingContent(schema) {
 }
 
 async function main() {
-  const transport = new StdioClientTransport({
-    command: MODHOST,
-    args: ['--home', HOME, '--workspace', WORKSPACE, 'mcp'],
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
-    stderr: 'ignore',
-  });
+  const transport = HTTP_URL
+    ? new StreamableHTTPClientTransport(new URL(HTTP_URL))
+    : new StdioClientTransport({
+      command: MODHOST,
+      args: ['--home', HOME, '--workspace', WORKSPACE, 'mcp'],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+      stderr: 'ignore',
+    });
   // Every message from the server, as the SDK receives it.
   const received = [];
   let deliver;
@@ -155,7 +179,7 @@ async function main() {
     check(names.includes(name), `tools/list offers ${name}`);
   }
   check(!names.includes('modhost__knowledge'), 'no module ships knowledge, so modhost__knowledge is not offered');
-  check(names.includes('net__net_fetch'), 'tools/list offers the ask tool net__net_fetch to a client that can be asked');
+  check(names.includes(ASK_TOOL), `tools/list offers the ask tool ${ASK_TOOL} to a client that can be asked`);
 
   const listed = await call('files__files_list', {});
   check(!listed.isError, `a call succeeds: ${textOf(listed).slice(0, 200)}`);
@@ -176,23 +200,33 @@ async function main() {
   check(JSON.stringify(sent) === '[[1,2],[2,2]]', `the server sent both progress reports with the request's token (${JSON.stringify(sent)})`);
   check(reports.length >= 1, `progress reached the SDK's onprogress (${JSON.stringify(reports)})`);
 
-  let hits = '';
-  const rootDeadline = Date.now() + 20_000;
-  while (Date.now() < rootDeadline) {
-    hits = textOf(await call('files__files_search', { pattern: ROOT_MARKER }));
-    if (hits.includes('only-in-root.txt')) break;
-    await sleep(200);
+  if (!HTTP_URL) {
+    let hits = '';
+    const rootDeadline = Date.now() + 20_000;
+    while (Date.now() < rootDeadline) {
+      hits = textOf(await call('files__files_search', { pattern: ROOT_MARKER }));
+      if (hits.includes('only-in-root.txt')) break;
+      await sleep(200);
+    }
+    check(hits.includes('only-in-root.txt'), `the client's root is the workspace: files.search finds a file only there (${hits.slice(0, 200)})`);
   }
-  check(hits.includes('only-in-root.txt'), `the client's root is the workspace: files.search finds a file only there (${hits.slice(0, 200)})`);
 
   answer = 'accept';
-  const approved = await call('net__net_fetch', {});
+  const before = askExecutions();
+  const approved = await call(ASK_TOOL, {});
   check(elicitations.length === 1, `calling an ask tool elicits the user once (${elicitations.length})`);
   check(!approved.isError && approved.structuredContent?.ran === true, `approved, the ask tool ran (${textOf(approved).slice(0, 200)})`);
+  if (before !== null) {
+    check(askExecutions() === before + 1, `approved, the ask module started exactly once (${before} -> ${askExecutions()})`);
+  }
   answer = 'decline';
-  const declined = await call('net__net_fetch', {});
+  const declined = await call(ASK_TOOL, {});
   check(elicitations.length === 2, 'each call asks again (approve once)');
   check(declined.isError === true && declined.structuredContent?.ran === undefined, `declined, the ask tool did not run (${textOf(declined).slice(0, 200)})`);
+  if (before !== null) {
+    await sleep(500); // a start the refusal raced would show by now
+    check(askExecutions() === before + 1, `declined, the ask module never started (${before + 1} -> ${askExecutions()})`);
+  }
 
   // Cancellation: the SDK sends notifications/cancelled when the signal aborts.
   const controller = new AbortController();

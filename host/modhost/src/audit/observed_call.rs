@@ -77,12 +77,14 @@ impl Host {
         result
     }
 
-    /// Whether a server of this host may ask its user one more approval
-    /// question now (`[quotas] elicitations_per_minute`), counting it when
+    /// Whether a server of this host may ask one more approval question
+    /// about a call of `principal` (`None`: the local user) now (`[quotas]
+    /// elicitations_per_minute`, each principal its own), counting it when
     /// it may.
-    pub fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
+    pub fn admit_question(&self, principal: Option<&str>) -> Result<(), crate::quota::RateLimited> {
+        let principal = principal.unwrap_or_else(|| local_principal());
         self.quotas
-            .admit_question(&self.config().quotas, Instant::now())
+            .admit_question(&self.config().quotas, principal, Instant::now())
     }
 
     /// Count a call of a tool name nobody offers, by `principal` (`None`:
@@ -207,14 +209,32 @@ impl CallWatch {
                     rule: approval.rule.clone(),
                     by: Some(approval.by.clone()),
                 }),
-                // No record: the policy allowed it outright (what it says
-                // now, as the call's gate decided it), or the caller applied
-                // no gate (a library call), and the rule says what it
-                // would have decided.
-                (None, Some(descriptor), Some(capability)) => Some(ApprovalFacts {
-                    rule: Some(policy_rule(host, descriptor, capability, &tool)),
+                // No record: the policy allowed it outright, and the rule
+                // is the one the call's gate applied (for its caller), or
+                // the caller applied no gate (a library call), and the
+                // rule says what it would have decided, for the principal
+                // the request names (with no scopes: none were given).
+                (None, _, _) if request.allowed_by.is_some() => Some(ApprovalFacts {
+                    rule: request.allowed_by.clone(),
                     by: None,
                 }),
+                (None, Some(descriptor), Some(capability)) => {
+                    let named;
+                    let caller = match request.principal.as_deref() {
+                        None => crate::Caller::the_local_user(),
+                        Some(principal) if principal == local_principal() => {
+                            crate::Caller::the_local_user()
+                        }
+                        Some(principal) => {
+                            named = crate::Caller::remote(principal, []);
+                            &named
+                        }
+                    };
+                    Some(ApprovalFacts {
+                        rule: Some(policy_rule(host, caller, descriptor, capability, &tool)),
+                        by: None,
+                    })
+                }
                 (None, _, _) => None,
             };
             entry
@@ -335,9 +355,10 @@ impl Drop for CallWatch {
 }
 
 /// What the operator's policy says of `capability`, named as the gate
-/// names it: the rule (or default) that decides its calls.
+/// names it: the rule (or default) that decides its calls by `caller`.
 fn policy_rule(
     host: &Host,
+    caller: &crate::Caller,
     descriptor: &modproto::Descriptor,
     capability: &modproto::Capability,
     tool: &str,
@@ -349,6 +370,7 @@ fn policy_rule(
         crate::network_grant::call_grant(capability, crate::overrides::network_lines(over));
     crate::approval::decide(
         &config.approval,
+        caller,
         descriptor,
         capability,
         tool,

@@ -46,8 +46,10 @@ struct State {
     windows: HashMap<Key, VecDeque<Instant>>,
     /// Calls running now, by what counts them.
     running: HashMap<Key, u32>,
-    /// Times of the approval questions asked in the last minute.
-    questions: VecDeque<Instant>,
+    /// Times of the approval questions asked in the last minute, by the
+    /// principal whose calls they were about; a principal none was asked
+    /// about in the last minute is forgotten.
+    questions: HashMap<String, VecDeque<Instant>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -167,24 +169,37 @@ impl Quotas {
         Ok(())
     }
 
-    /// Admit one approval question at `now`, or refuse it: at most
-    /// `config.elicitations_per_minute` in any minute.
+    /// Admit one approval question about a call of `principal` at `now`,
+    /// or refuse it: at most `config.elicitations_per_minute` per principal
+    /// in any minute. Per principal, so one caller asking in a loop spends
+    /// its own budget, never another's.
     pub(crate) fn admit_question(
         &self,
         config: &QuotaConfig,
+        principal: &str,
         now: Instant,
     ) -> Result<(), RateLimited> {
         let limit = config.elicitations_per_minute;
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        prune(&mut state.questions, now);
-        if state.questions.len() >= limit as usize {
+        // Forget every principal whose minute emptied: the map holds only
+        // those asked about in the last minute, each at most `limit` times.
+        state.questions.retain(|_, window| {
+            prune(window, now);
+            !window.is_empty()
+        });
+        let asked = state.questions.get(principal);
+        if asked.map_or(0, VecDeque::len) >= limit as usize {
             return Err(RateLimited {
-                scope: QuotaScope::Questions,
+                scope: QuotaScope::Questions(principal.to_owned()),
                 limit: QuotaLimit::PerMinute(limit),
-                retry_after_s: retry_after(state.questions.front().copied(), now),
+                retry_after_s: retry_after(asked.and_then(|w| w.front().copied()), now),
             });
         }
-        state.questions.push_back(now);
+        state
+            .questions
+            .entry(principal.to_owned())
+            .or_default()
+            .push_back(now);
         Ok(())
     }
 }
@@ -316,11 +331,36 @@ mod tests {
         }
         assert!(quotas.state.lock().unwrap().windows.is_empty());
         let two = config("[quotas]\nelicitations_per_minute = 2\n");
-        quotas.admit_question(&two, now).unwrap();
-        quotas.admit_question(&two, now).unwrap();
-        let refused = quotas.admit_question(&two, now).unwrap_err();
-        assert_eq!(refused.scope, QuotaScope::Questions);
+        quotas.admit_question(&two, "p", now).unwrap();
+        quotas.admit_question(&two, "p", now).unwrap();
+        let refused = quotas.admit_question(&two, "p", now).unwrap_err();
+        assert_eq!(refused.scope, QuotaScope::Questions("p".into()));
         assert_eq!(refused.retry_after_s, 60);
-        quotas.admit_question(&two, now + MINUTE).unwrap();
+        quotas.admit_question(&two, "p", now + MINUTE).unwrap();
+    }
+
+    /// The attack: one caller asks in a loop until its budget is spent.
+    /// Another caller's question is still admitted, the refusal names the
+    /// caller who spent it, and a caller asked about no more is forgotten.
+    #[test]
+    fn one_principals_spent_questions_do_not_refuse_anothers() {
+        let quotas = Arc::new(Quotas::default());
+        let one = config("[quotas]\nelicitations_per_minute = 1\n");
+        let now = Instant::now();
+        quotas.admit_question(&one, "ci-bot", now).unwrap();
+        let refused = quotas.admit_question(&one, "ci-bot", now).unwrap_err();
+        assert_eq!(refused.scope, QuotaScope::Questions("ci-bot".into()));
+        assert!(refused.to_string().contains("caller ci-bot"), "{refused}");
+        quotas.admit_question(&one, "local:alice", now).unwrap();
+        // A principal whose name looks like a pattern counts on its own.
+        quotas.admit_question(&one, "ci-*", now).unwrap();
+        assert_eq!(quotas.state.lock().unwrap().questions.len(), 3);
+        let later = now + MINUTE;
+        quotas.admit_question(&one, "ci-bot", later).unwrap();
+        assert_eq!(
+            quotas.state.lock().unwrap().questions.len(),
+            1,
+            "the callers asked about no more are forgotten"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Quotas: how often a tool may be called and by whom, how many calls run
-//! at once, and how many approval questions a server asks (`[quotas]` in
-//! `config.toml`, `settings`).
+//! at once, and how many approval questions a server asks about each
+//! principal's calls (`[quotas]` in `config.toml`, `settings`).
 //!
 //! Every call that reaches the invoke pipeline (`modhost invoke`, the
 //! library, `modhost mcp`) is admitted here first; a call over a quota is

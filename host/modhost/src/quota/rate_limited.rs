@@ -10,8 +10,9 @@ pub enum QuotaScope {
     /// One caller's calls (`[quotas.each_principal]`,
     /// `[quotas.principals."<principal>"]`).
     Principal(String),
-    /// The approval questions a server asks (`elicitations_per_minute`).
-    Questions,
+    /// The approval questions a server asks about one principal's calls
+    /// (`elicitations_per_minute`, each principal its own).
+    Questions(String),
 }
 
 /// Which limit was reached.
@@ -42,14 +43,17 @@ impl fmt::Display for RateLimited {
                 format!("caller {principal}"),
                 "[quotas] each_principal or principals",
             ),
-            QuotaScope::Questions => (
-                "this server's approval questions".to_owned(),
+            QuotaScope::Questions(principal) => (
+                format!("caller {principal}"),
                 "[quotas] elicitations_per_minute",
             ),
         };
-        let reached = match self.limit {
-            QuotaLimit::PerMinute(n) => format!("its {n} per minute"),
-            QuotaLimit::Concurrent(n) => format!("its {n} at once"),
+        let reached = match (&self.scope, self.limit) {
+            (QuotaScope::Questions(_), QuotaLimit::PerMinute(n)) => {
+                format!("its {n} approval questions per minute")
+            }
+            (_, QuotaLimit::PerMinute(n)) => format!("its {n} per minute"),
+            (_, QuotaLimit::Concurrent(n)) => format!("its {n} at once"),
         };
         write!(
             f,
@@ -85,5 +89,14 @@ mod tests {
             "rate limited: tool git__git_log has reached its 5 per minute ([quotas] each_tool or tools in config.toml); retry after 12 s"
         );
         assert!(limited.remedy().contains("after 12 s"));
+        let questions = RateLimited {
+            scope: QuotaScope::Questions("ci-bot".into()),
+            limit: QuotaLimit::PerMinute(30),
+            retry_after_s: 7,
+        };
+        assert_eq!(
+            questions.to_string(),
+            "rate limited: caller ci-bot has reached its 30 approval questions per minute ([quotas] elicitations_per_minute in config.toml); retry after 7 s"
+        );
     }
 }

@@ -2,7 +2,8 @@
 //!
 //! ```toml
 //! [quotas]
-//! elicitations_per_minute = 30        # approval questions `modhost mcp` asks (default 30)
+//! elicitations_per_minute = 30        # approval questions `modhost mcp` asks about one
+//!                                     # principal's calls (default 30; each principal its own)
 //!
 //! [quotas.each_tool]                  # every tool, each counted on its own
 //! calls_per_minute = 120
@@ -34,8 +35,10 @@ pub(crate) const DEFAULT_ELICITATIONS_PER_MINUTE: u32 = 30;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct QuotaConfig {
-    /// The most approval questions one `modhost mcp` asks its client's user
-    /// in a minute; a call beyond is refused (`rate_limited`) without asking.
+    /// The most approval questions one `modhost mcp` asks in a minute
+    /// about the calls of one principal (each principal has its own
+    /// budget, so one caller asking in a loop cannot spend another's); a
+    /// call beyond is refused (`rate_limited`) without asking.
     pub elicitations_per_minute: u32,
     /// The limits of every tool, each counted on its own.
     pub each_tool: Limits,

@@ -72,6 +72,14 @@ pub struct InvokeCall {
     /// What the toolbox saw of the home when this call started, for the
     /// pipeline's own checks to share (`file_identity::Glance`).
     pub(crate) glance: modhost_runner::file_identity::Glance,
+    /// Who the call is made for ([`crate::Caller::principal`], through
+    /// `Toolbox::call_as`); `None`: the local user. The audit log records
+    /// it and `[quotas]` counts by it.
+    pub principal: Option<String>,
+    /// The rule (or default) the gate allowed this call by when it needs
+    /// no approval record, decided for its caller: what its audit record
+    /// names.
+    pub(crate) allowed_by: Option<String>,
 }
 
 /// Why an invocation produced no result.
@@ -110,15 +118,18 @@ pub trait Invoker: Send + Sync + 'static {
         let _ = call;
     }
 
-    /// Whether one more approval question may be asked now (`[quotas]
-    /// elicitations_per_minute`); by default always.
-    fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
+    /// Whether one more approval question about a call of `principal`
+    /// (`None`: the local user) may be asked now (`[quotas]
+    /// elicitations_per_minute`, per principal); by default always.
+    fn admit_question(&self, principal: Option<&str>) -> Result<(), crate::quota::RateLimited> {
+        let _ = principal;
         Ok(())
     }
 
-    /// Count a call of a tool name nobody offers against the caller's
-    /// `[quotas]`; by default never over.
-    fn admit_unknown_tool(&self) -> Result<(), crate::quota::RateLimited> {
+    /// Count a call of a tool name nobody offers against the `[quotas]` of
+    /// `principal` (`None`: the local user); by default never over.
+    fn admit_unknown_tool(&self, principal: Option<&str>) -> Result<(), crate::quota::RateLimited> {
+        let _ = principal;
         Ok(())
     }
 }

@@ -54,12 +54,12 @@ impl Invoker for HostInvoker {
         });
     }
 
-    fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
-        self.host.admit_question()
+    fn admit_question(&self, principal: Option<&str>) -> Result<(), crate::quota::RateLimited> {
+        self.host.admit_question(principal)
     }
 
-    fn admit_unknown_tool(&self) -> Result<(), crate::quota::RateLimited> {
-        self.host.admit_unknown_tool(None)
+    fn admit_unknown_tool(&self, principal: Option<&str>) -> Result<(), crate::quota::RateLimited> {
+        self.host.admit_unknown_tool(principal)
     }
 
     async fn invoke(&self, call: InvokeCall) -> Result<Invoked, InvokeFailure> {
@@ -83,6 +83,8 @@ impl Invoker for HostInvoker {
             workspace: call.workspace,
             glance: call.glance,
             lockdown: call.lockdown,
+            principal: call.principal,
+            allowed_by: call.allowed_by,
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };
         let invocation = self.host.invoke_module(module, request);

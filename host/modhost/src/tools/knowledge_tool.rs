@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{Hints, ModuleEntry, ToolDef, ToolOutcome};
 use crate::approval::{self, ApprovalConfig, PolicyDecision, PolicyVerdict};
+use crate::caller::Caller;
 use crate::knowledge::{self, Selection};
 
 /// The knowledge tool's name; `modhost` is not a module id any module can
@@ -71,28 +72,69 @@ pub(crate) fn definition(modules: &[ModuleEntry], approval: &ApprovalConfig) -> 
         }),
         output_schema: None,
         network: None,
-        approval: approval::decide_built_in(
-            approval,
-            CAPABILITY,
-            &effects,
-            KNOWLEDGE_TOOL,
-            PolicyDecision {
-                verdict: PolicyVerdict::Allow,
-                rule: "built-in: reads verified module knowledge only".to_owned(),
-                from_rule: false,
-            },
-        ),
+        approval: decision(approval, Caller::the_local_user(), &effects),
         effects,
         hints: Hints { read_only: true, destructive: false, idempotent: true, open_world: false },
     }
 }
 
+/// The modules whose guides `tool` (this tool's definition) serves: those
+/// its schema lists.
+pub(crate) fn listed_modules(tool: &ToolDef) -> impl Iterator<Item = &str> {
+    tool.input_schema["properties"]["module"]["enum"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+}
+
+/// `tool` (this tool's definition) with its schema's module list cut to
+/// the modules `keep` keeps: what a caller who may read only those guides
+/// is shown, so that `tools/list` never names a module the operator hid
+/// from it. `None` when `keep` keeps every listed module (the definition
+/// serves as it is).
+pub(crate) fn narrowed(tool: &ToolDef, keep: &dyn Fn(&str) -> bool) -> Option<ToolDef> {
+    let listed: Vec<&str> = listed_modules(tool).collect();
+    let kept: Vec<&str> = listed.iter().copied().filter(|id| keep(id)).collect();
+    if kept.len() == listed.len() {
+        return None;
+    }
+    let mut narrowed = tool.clone();
+    narrowed.input_schema["properties"]["module"]["enum"] = json!(kept);
+    Some(narrowed)
+}
+
+/// The verdict on calls of the tool by `caller` (whose `effects` are
+/// the tool's): allowed, unless a rule of the operator's that applies to
+/// `caller` says otherwise.
+pub(crate) fn decision(
+    approval: &ApprovalConfig,
+    caller: &Caller,
+    effects: &Effects,
+) -> PolicyDecision {
+    approval::decide_built_in(
+        approval,
+        caller,
+        CAPABILITY,
+        effects,
+        KNOWLEDGE_TOOL,
+        PolicyDecision {
+            verdict: PolicyVerdict::Allow,
+            rule: "built-in: reads verified module knowledge only".to_owned(),
+            from_rule: false,
+        },
+    )
+}
+
 /// Answer one call of `tool` (this tool's definition: only the modules its
-/// schema lists are served).
+/// schema lists are served, and of those only the ones `serves` keeps: a
+/// module none of whose tools is offered to the caller is answered as one
+/// that is not there).
 pub(crate) fn run(
     tool: &ToolDef,
     modules: &BTreeMap<String, ModuleEntry>,
     input: &Value,
+    serves: &dyn Fn(&str) -> bool,
 ) -> ToolOutcome {
     let Some(module_id) = input.get("module").and_then(Value::as_str) else {
         return ToolOutcome::failure(format!(
@@ -109,12 +151,7 @@ pub(crate) fn run(
             ));
         }
     };
-    let listed: Vec<&str> = tool.input_schema["properties"]["module"]["enum"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let listed: Vec<&str> = listed_modules(tool).filter(|id| serves(id)).collect();
     let Some(module) = modules
         .get(module_id)
         .filter(|_| listed.contains(&module_id))

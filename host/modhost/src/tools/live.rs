@@ -53,8 +53,9 @@
 //!   blocking pool; `tools/list` waits for it (only after a change).
 //! - **A change is signalled only when the list changed**: the new
 //!   [`ToolDef`]s (names, descriptions, schemas, approval verdicts) are
-//!   compared with the old, so an unrelated touch of a folder announces
-//!   nothing.
+//!   compared with the old, and so are the approval rules when some name
+//!   callers (a remote caller's list is decided from them, not read from
+//!   the tools), so an unrelated touch of a folder announces nothing.
 //! - **The racy second.** A path whose identity changed within
 //!   [`modhost_runner::file_identity::RACY`] of the check could change again unseen
 //!   within the same clock tick; such a check is not trusted and the timer
@@ -263,7 +264,7 @@ impl<I: Invoker> Live<I> {
                 } else {
                     Fingerprint::of(&next.watched)
                 };
-                let changed = next.loaded.registry.tools != previous.registry.tools;
+                let changed = next.loaded.lists_differently_from(&previous);
                 // The operator sees a new problem (a name clash) as at start.
                 for problem in &next.loaded.registry.problems {
                     if !previous.registry.problems.contains(problem) {

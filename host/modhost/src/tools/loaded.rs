@@ -14,11 +14,15 @@ use super::registry::{Registry, build_registry};
 use super::tool_def::{ModuleEntry, ToolDef};
 use super::withdrawn::{Why, Withdrawn};
 use crate::CallWorkspace;
-use crate::approval::{self, ApprovalConfig, ApprovedBy, CallPolicy};
+use crate::approval::{
+    self, ApprovalConfig, ApprovedBy, CallPolicy, PolicyDecision, PolicyVerdict,
+};
 use crate::audit::RefusedCall;
+use crate::caller::Caller;
 use crate::home::HomeLayout;
 use crate::lockdown::{self, CallLockdown, Lockdown, LockdownConfig};
 use crate::overrides::CapabilityOverride;
+use modhost_egress::CallGrant;
 use modhost_runner::file_identity::Glance;
 
 /// One load of a toolbox: the registry and what executing its tools needs.
@@ -34,8 +38,12 @@ pub(crate) struct Loaded<I> {
     /// that calls one is told the reason, not "no such tool".
     pub(super) withdrawn: HashMap<String, Withdrawn>,
     /// The rules the tools' verdicts came from: a call in lockdown is
-    /// decided again, for the network the lockdown leaves it.
+    /// decided again, for the network the lockdown leaves it, and so is a
+    /// caller other than the local user when some rule names callers.
     approval: ApprovalConfig,
+    /// Whether some rule names callers (`ApprovalConfig::names_callers`):
+    /// else every caller's verdicts are the registered ones.
+    names_callers: bool,
     /// `[lockdown]` as this load read it.
     lockdown: LockdownConfig,
 }
@@ -69,6 +77,7 @@ impl<I: Invoker> Loaded<I> {
             home,
             workspace,
             withdrawn: HashMap::new(),
+            names_callers: approval.names_callers(),
             approval: approval.clone(),
             lockdown: lockdown.clone(),
         }
@@ -100,29 +109,117 @@ impl<I: Invoker> Loaded<I> {
             .map(|l| l.for_call(&self.lockdown))
     }
 
-    /// The policy of one call of `tool`, in `lockdown` or not: the
-    /// verdict registered for it, or, in lockdown, the verdict for the
-    /// network the lockdown leaves it, moved to ask a person when it writes
-    /// or spawns (`crate::lockdown::policy`).
-    pub(super) fn policy(&self, tool: &ToolDef, lockdown: Option<&CallLockdown>) -> CallPolicy {
-        let Some(lockdown) = lockdown else {
-            return CallPolicy::new(tool.approval.clone(), tool.network.as_ref());
-        };
-        let narrowed = tool.network.as_ref().map(|grant| lockdown.narrow(grant));
-        let base = self
+    /// Whether a list made now could differ from one `previous` made for
+    /// some caller: the tools changed, or the rules that decide for callers
+    /// other than the local user did (its verdicts are in the tools).
+    pub(super) fn lists_differently_from(&self, previous: &Loaded<I>) -> bool {
+        self.registry.tools != previous.registry.tools
+            || ((self.names_callers || previous.names_callers)
+                && self.approval != previous.approval)
+    }
+
+    /// Whether `caller`'s verdicts are decided for it rather than read from
+    /// the tools (registered for the local user): only when some rule
+    /// names callers, and never for the local user.
+    fn decides_for(&self, caller: &Caller) -> bool {
+        self.names_callers && !caller.is_the_local_user()
+    }
+
+    /// The verdict on calls of `tool` by `caller` granted `network`,
+    /// evaluated from the rules (no discovery, nothing run).
+    fn decision(
+        &self,
+        tool: &ToolDef,
+        caller: &Caller,
+        network: Option<&CallGrant>,
+    ) -> PolicyDecision {
+        if knowledge_tool::is_this(tool) {
+            return knowledge_tool::decision(&self.approval, caller, &tool.effects);
+        }
+        let found = self
             .modules
             .get(&tool.module)
-            .and_then(|m| {
-                let capability = m.descriptor.capability(&tool.capability)?;
-                Some(approval::decide(
-                    &self.approval,
-                    &m.descriptor,
-                    capability,
-                    &tool.name,
-                    narrowed.as_ref(),
-                ))
+            .and_then(|m| Some((&m.descriptor, m.descriptor.capability(&tool.capability)?)));
+        match found {
+            Some((descriptor, capability)) => approval::decide(
+                &self.approval,
+                caller,
+                descriptor,
+                capability,
+                &tool.name,
+                network,
+            ),
+            // A tool of another load (a list taken before a reload): no
+            // rule of this one can be said to allow it.
+            None => PolicyDecision {
+                verdict: PolicyVerdict::Deny,
+                rule: format!(
+                    "{} is not among the tools loaded now; list the tools again",
+                    tool.name
+                ),
+                from_rule: false,
+            },
+        }
+    }
+
+    /// Whether `tool` is offered to `caller`: not denied to it, and, for
+    /// the knowledge tool, with some module whose guides it may read.
+    pub(super) fn offers(&self, tool: &ToolDef, caller: &Caller) -> bool {
+        if !self.decides_for(caller) {
+            return tool.is_offered();
+        }
+        let network = tool.network.as_ref();
+        if self.decision(tool, caller, network).verdict == PolicyVerdict::Deny {
+            return false;
+        }
+        !knowledge_tool::is_this(tool)
+            || knowledge_tool::listed_modules(tool).any(|id| self.serves_guides_of(id, caller))
+    }
+
+    /// `tool` as `caller` is shown it: the knowledge tool's module list cut
+    /// to the modules whose guides `caller` may read; `None` for every
+    /// other tool, and whenever nothing is cut (the registered definition
+    /// serves as it is).
+    pub(super) fn narrowed_for(&self, tool: &ToolDef, caller: &Caller) -> Option<ToolDef> {
+        if !knowledge_tool::is_this(tool) || !self.decides_for(caller) {
+            return None;
+        }
+        knowledge_tool::narrowed(tool, &|id| self.serves_guides_of(id, caller))
+    }
+
+    /// Whether `caller` may read the guides of module `id`: some tool of
+    /// it is offered to it (as the registry serves the guides of a module
+    /// only while some tool of it is offered).
+    fn serves_guides_of(&self, id: &str, caller: &Caller) -> bool {
+        !self.decides_for(caller)
+            || self.registry.tools.iter().any(|t| {
+                t.module == id
+                    && !knowledge_tool::is_this(t)
+                    && self.decision(t, caller, t.network.as_ref()).verdict != PolicyVerdict::Deny
             })
-            .unwrap_or_else(|| tool.approval.clone());
+    }
+
+    /// The policy of one call of `tool` by `caller`, in `lockdown` or not:
+    /// the verdict registered for it (the local user's, and every caller's
+    /// while no rule names callers) or decided for `caller`; in lockdown,
+    /// the verdict for the network the lockdown leaves it, moved to ask a
+    /// person when it writes or spawns (`crate::lockdown::policy`).
+    pub(super) fn policy(
+        &self,
+        tool: &ToolDef,
+        caller: &Caller,
+        lockdown: Option<&CallLockdown>,
+    ) -> CallPolicy {
+        let Some(lockdown) = lockdown else {
+            let decision = if self.decides_for(caller) {
+                self.decision(tool, caller, tool.network.as_ref())
+            } else {
+                tool.approval.clone()
+            };
+            return CallPolicy::new(decision, tool.network.as_ref());
+        };
+        let narrowed = tool.network.as_ref().map(|grant| lockdown.narrow(grant));
+        let base = self.decision(tool, caller, narrowed.as_ref());
         lockdown::policy(base, &tool.effects, narrowed.as_ref(), lockdown)
     }
 
@@ -140,9 +237,52 @@ impl<I: Invoker> Loaded<I> {
         self.invoker.refused(&call);
     }
 
+    /// Refuse a call of `tool` by `caller`, from whom it is hidden (not
+    /// offered: denied to it by a rule, or the knowledge tool with no
+    /// guide it may read), exactly as a call of a tool that does not
+    /// exist is refused: the same error, counted against the caller's
+    /// quota as a name nobody offers is. A remote caller then learns
+    /// neither which hidden tools exist (by guessing names) nor the
+    /// operator's rule names (which often say what is kept from whom). The
+    /// audit record keeps the real reason: the deny and its rule.
+    fn refuse_hidden(
+        &self,
+        tool: &ToolDef,
+        caller: &Caller,
+        input: &Value,
+    ) -> Result<ToolOutcome, CallError> {
+        let principal = caller.principal_unless_local();
+        let decision = self.decision(tool, caller, tool.network.as_ref());
+        let (kind, rule): (modproto::ErrorKind, &str) = if decision.verdict == PolicyVerdict::Deny {
+            (modproto::ModuleErrorKind::Denied.into(), &decision.rule)
+        } else {
+            (
+                modproto::ModuleErrorKind::NotFound.into(),
+                "hidden: the caller may read no module's guides",
+            )
+        };
+        let (kind, retry_after_s) = match self.invoker.admit_unknown_tool(principal) {
+            Ok(()) => (kind, None),
+            Err(limited) => (
+                modproto::HostErrorKind::RateLimited.into(),
+                Some(limited.retry_after_s),
+            ),
+        };
+        let mut refused = RefusedCall::new(&tool.name, input, kind);
+        refused.rule = Some(rule);
+        refused.retry_after_s = retry_after_s;
+        refused.principal = principal;
+        self.record_refusal(&refused);
+        Err(CallError::UnknownTool(tool.name.clone()))
+    }
+
+    /// Run tool `name` for `caller`: its policy decided for that caller,
+    /// its principal in the call (and so in the audit record and
+    /// `[quotas]`) and in every refusal recorded.
     #[allow(clippy::too_many_arguments)] // one call's every part, passed on whole
     pub(super) async fn call_in(
         &self,
+        caller: &Caller,
         name: &str,
         input: Value,
         approver: Option<ApprovedBy>,
@@ -151,14 +291,20 @@ impl<I: Invoker> Loaded<I> {
         glance: Glance,
         lockdown: Option<&Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
-        let Some(tool) = self.get(name) else {
+        let principal = caller.principal_unless_local();
+        let found = self.get(name);
+        if let Some(tool) = found.filter(|t| !caller.is_the_local_user() && !self.offers(t, caller))
+        {
+            return self.refuse_hidden(tool, caller, &input);
+        }
+        let Some(tool) = found else {
             // Refused without running anything: recorded all the same.
             let (kind, rule, retry_after_s) = match self.withdrawn.get(name).map(|w| &w.why) {
                 Some(Why::Refused(refusal)) => (refusal.kind(), refusal.rule(), None),
                 Some(Why::Failed(failure)) => (failure.kind.clone(), None, None),
                 // A name nobody offers counts against the caller's quota
                 // (each is recorded; a flood of them is bounded too).
-                None => match self.invoker.admit_unknown_tool() {
+                None => match self.invoker.admit_unknown_tool(principal) {
                     Ok(()) => (modproto::ModuleErrorKind::NotFound.into(), None, None),
                     Err(limited) => (
                         modproto::HostErrorKind::RateLimited.into(),
@@ -170,6 +316,7 @@ impl<I: Invoker> Loaded<I> {
             let mut refused = RefusedCall::new(name, &input, kind);
             refused.rule = rule;
             refused.retry_after_s = retry_after_s;
+            refused.principal = principal;
             self.record_refusal(&refused);
             return match self.withdrawn.get(name) {
                 Some(withdrawn) => withdrawn.answer(),
@@ -177,24 +324,30 @@ impl<I: Invoker> Loaded<I> {
             };
         };
         let locked = self.call_lockdown(tool, lockdown);
-        let policy = self.policy(tool, locked.as_ref());
+        let policy = self.policy(tool, caller, locked.as_ref());
         let record = match approval::authorize_call(&policy, &tool.name, approver) {
             Ok(record) => record,
             Err(refusal) => {
                 let mut refused = RefusedCall::new(name, &input, refusal.kind());
                 refused.rule = refusal.rule();
+                refused.principal = principal;
                 self.record_refusal(&refused);
                 return Err(refusal.into());
             }
         };
         if knowledge_tool::is_this(tool) {
-            return Ok(knowledge_tool::run(tool, &self.modules, &input));
+            let serves = |id: &str| self.serves_guides_of(id, caller);
+            return Ok(knowledge_tool::run(tool, &self.modules, &input, &serves));
         }
         let module = &self.modules[&tool.module];
         let call = InvokeCall {
             module: tool.module.clone(),
             capability: tool.capability.clone(),
             input,
+            principal: principal.map(str::to_owned),
+            // Needing no record, the call was allowed outright, by what
+            // this policy says for this caller: its audit record says so.
+            allowed_by: record.is_none().then(|| policy.decision.rule.clone()),
             approval: record,
             // As decided for this call: one the lockdown moved to `ask`
             // no longer takes a process started ahead of its approval.

@@ -16,6 +16,13 @@
 //! - **Policy is decided here, applied at the surface.** Every tool carries its
 //!   approval `PolicyDecision`; `modhost tools` and `modhost mcp` leave out what is
 //!   denied, `modhost invoke` refuses it naming the rule.
+//! - **Per caller only where the rules say so.** The registered verdict is
+//!   the local user's ([`crate::Caller::local`]); while no rule names
+//!   principals or scopes it is every caller's, and reading it is all a
+//!   list or a call costs. When some rule does, a remote caller's verdicts
+//!   are evaluated from the load's rules for it, on each list and call
+//!   (`is_offered_to`, `policy_for`, `call_as`): a few glob matches per
+//!   rule and tool, no discovery, so nothing is cached per caller.
 //! - Nothing here knows about a CLI, a terminal or MCP; the surfaces
 //!   (`cli::tools`, `cli::mcp`, `crate::mcp`) adapt [`ToolDef`]s and
 //!   [`ToolOutcome`]s to their shapes.
@@ -25,6 +32,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::CallWorkspace;
+use crate::caller::Caller;
 use crate::home::HomeLayout;
 
 mod call_error;
@@ -131,20 +139,17 @@ impl<I: Invoker> Toolbox<I> {
             .map(|tool| tool.approval.clone())
     }
 
-    /// The policy of a call of tool `name` as last loaded, on a connection
-    /// in `lockdown` or not: its verdict, the question an approval asks
-    /// (naming the hosts the call connects to), and whether only a person
-    /// may answer it (`crate::lockdown`). Like [`Toolbox::get`], it never
-    /// waits for a reload.
+    /// The policy of a call of tool `name` by the local user as last
+    /// loaded, on a connection in `lockdown` or not: its verdict, the
+    /// question an approval asks (naming the hosts the call connects to),
+    /// and whether only a person may answer it (`crate::lockdown`). Like
+    /// [`Toolbox::get`], it never waits for a reload.
     pub fn policy_of(
         &self,
         name: &str,
         lockdown: Option<&crate::lockdown::Lockdown>,
     ) -> Option<crate::approval::CallPolicy> {
-        let loaded = self.live.last_loaded();
-        let tool = loaded.get(name)?;
-        let locked = loaded.call_lockdown(tool, lockdown);
-        Some(loaded.policy(tool, locked.as_ref()))
+        self.policy_for(Caller::the_local_user(), name, lockdown)
     }
 
     /// The lockdown a connection enters once words of a call of tool
@@ -164,10 +169,103 @@ impl<I: Invoker> Toolbox<I> {
         self.live.last_loaded().record_refusal(call);
     }
 
-    /// Whether one more approval question may be asked now (`[quotas]
-    /// elicitations_per_minute`), counting it when it may.
+    /// [`Toolbox::record_refusal`] of a call `caller` made: the record
+    /// names its principal (the local user's is named by the host).
+    pub fn record_refusal_for(&self, caller: &Caller, call: &crate::audit::RefusedCall<'_>) {
+        let call = crate::audit::RefusedCall {
+            principal: caller.principal_unless_local(),
+            ..call.clone()
+        };
+        self.record_refusal(&call);
+    }
+
+    /// Whether one more approval question about a call of the local user
+    /// may be asked now (`[quotas] elicitations_per_minute`), counting it
+    /// when it may.
     pub fn admit_question(&self) -> Result<(), crate::quota::RateLimited> {
-        self.live.last_loaded().invoker.admit_question()
+        self.admit_question_from(Caller::the_local_user())
+    }
+
+    /// Whether `tool` is offered to `caller` (`tools/list`): not denied to
+    /// it by the rules that apply to it (a rule naming principals or
+    /// scopes applies only to the callers it names). For the local user,
+    /// and for every caller while no rule names callers, that is
+    /// [`ToolDef::is_offered`]; else the rules are evaluated for `caller`
+    /// (nothing is discovered or run). The knowledge tool is offered only
+    /// with some module whose tools `caller` is offered.
+    pub fn is_offered_to(&self, tool: &ToolDef, caller: &Caller) -> bool {
+        self.live.last_loaded().offers(tool, caller)
+    }
+
+    /// `tool` (one [`Toolbox::is_offered_to`] `caller`) as `caller` is
+    /// shown it in `tools/list`: the knowledge tool's `module` enum lists
+    /// only the modules whose guides `caller` may read, so the list never
+    /// names a module the operator hid from it; every other tool, and the
+    /// knowledge tool for the local user, is the registered definition.
+    pub fn as_offered_to<'a>(
+        &self,
+        tool: &'a ToolDef,
+        caller: &Caller,
+    ) -> std::borrow::Cow<'a, ToolDef> {
+        match self.live.last_loaded().narrowed_for(tool, caller) {
+            Some(narrowed) => std::borrow::Cow::Owned(narrowed),
+            None => std::borrow::Cow::Borrowed(tool),
+        }
+    }
+
+    /// [`Toolbox::policy_of`] for one call by `caller`: the rules that
+    /// apply to `caller` decide (a rule naming principals or scopes applies
+    /// only to the callers it names).
+    pub fn policy_for(
+        &self,
+        caller: &Caller,
+        name: &str,
+        lockdown: Option<&crate::lockdown::Lockdown>,
+    ) -> Option<crate::approval::CallPolicy> {
+        let loaded = self.live.last_loaded();
+        let tool = loaded.get(name)?;
+        let locked = loaded.call_lockdown(tool, lockdown);
+        Some(loaded.policy(tool, caller, locked.as_ref()))
+    }
+
+    /// Whether one more approval question about a call of `caller` may be
+    /// asked now, counting it when it may: `[quotas]
+    /// elicitations_per_minute` is per principal, so a caller that asks in
+    /// a loop spends its own budget and never another's.
+    pub fn admit_question_from(&self, caller: &Caller) -> Result<(), crate::quota::RateLimited> {
+        self.live
+            .last_loaded()
+            .invoker
+            .admit_question(caller.principal_unless_local())
+    }
+
+    /// [`Toolbox::call_in`] made for `caller`: the rules that apply to it
+    /// decide the approval, and its principal is in the call (so in its
+    /// audit record and counted by `[quotas]`) and in every refusal
+    /// recorded. A tool hidden from a remote caller (not
+    /// [`Toolbox::is_offered_to`] it) is refused as a tool that does not
+    /// exist ([`CallError::UnknownTool`]), its audit record naming the
+    /// deny rule; the local user, the operator, is told the rule.
+    #[allow(clippy::too_many_arguments)] // one call's every part, passed on whole
+    pub async fn call_as(
+        &self,
+        caller: &Caller,
+        name: &str,
+        input: Value,
+        approver: Option<ApprovedBy>,
+        progress: Option<ProgressSink>,
+        workspace: &CallWorkspace,
+        lockdown: Option<&crate::lockdown::Lockdown>,
+    ) -> Result<ToolOutcome, CallError> {
+        let (loaded, glance) = match live::Live::current_for_call(&self.live).await {
+            Ok(current) => current,
+            Err(unreadable) => return Ok(ToolOutcome::failure(unreadable)),
+        };
+        loaded
+            .call_in(
+                caller, name, input, approver, progress, workspace, glance, lockdown,
+            )
+            .await
     }
 
     /// Bumped whenever the tool list changed; `None` for a fixed toolbox.
@@ -192,7 +290,8 @@ impl<I: Invoker> Toolbox<I> {
     /// its roots may not be granted) rather than always the host's, on a
     /// connection in `lockdown` or not (`crate::lockdown`): a caller that
     /// keeps connections passes the [`ToolOutcome::enters_lockdown`] of
-    /// the first result that had one to every later call of it.
+    /// the first result that had one to every later call of it. The call
+    /// is the local user's ([`Toolbox::call_as`] names another caller).
     pub async fn call_in(
         &self,
         name: &str,
@@ -202,16 +301,14 @@ impl<I: Invoker> Toolbox<I> {
         workspace: &CallWorkspace,
         lockdown: Option<&crate::lockdown::Lockdown>,
     ) -> Result<ToolOutcome, CallError> {
-        let (loaded, glance) = match live::Live::current_for_call(&self.live).await {
-            Ok(current) => current,
-            Err(unreadable) => return Ok(ToolOutcome::failure(unreadable)),
-        };
-        loaded
-            .call_in(name, input, approver, progress, workspace, glance, lockdown)
+        let local = Caller::the_local_user();
+        self.call_as(local, name, input, approver, progress, workspace, lockdown)
             .await
     }
 }
 
+#[cfg(test)]
+mod principal_tests;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]

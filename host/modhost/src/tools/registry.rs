@@ -9,6 +9,7 @@ use super::description;
 use super::knowledge_tool;
 use super::tool_def::{Hints, ModuleEntry, ToolDef};
 use crate::approval::{self, ApprovalConfig, ApprovedBy, Refusal};
+use crate::caller::Caller;
 use crate::overrides::{self, CapabilityOverride};
 
 /// The tools of a set of modules, and what was refused while building them.
@@ -26,6 +27,7 @@ pub(super) fn build_registry(
     approval: &ApprovalConfig,
     overrides: &BTreeMap<String, CapabilityOverride>,
 ) -> Registry {
+    let local = Caller::the_local_user();
     let mut candidates = Vec::new();
     for module in modules {
         let d = &module.descriptor;
@@ -44,7 +46,9 @@ pub(super) fn build_registry(
             effects.untrusted_output = Some(overrides::output_is_untrusted(c, found));
             candidates.push(ToolDef {
                 description: description::tool_description(base, d, &c.effects, network.as_ref()),
-                approval: approval::decide(approval, d, c, &name, network.as_ref()),
+                // The local user's verdict; another caller's is decided
+                // for it when some rule names callers (`Loaded::decision`).
+                approval: approval::decide(approval, local, d, c, &name, network.as_ref()),
                 network,
                 name,
                 module: d.id.clone(),
@@ -121,7 +125,8 @@ fn refuse_collisions(candidates: Vec<ToolDef>) -> Registry {
 /// then the approval rules decide, for the network the call is granted (a
 /// refusal's rule names its hosts: `approval::CallPolicy`). On success,
 /// the host's approval record the request must carry, if any. A one-shot
-/// call has no connection, so no lockdown (`crate::lockdown`).
+/// call has no connection, so no lockdown (`crate::lockdown`), and is the
+/// local user's.
 pub fn gate(
     approval: &ApprovalConfig,
     overrides: &BTreeMap<String, CapabilityOverride>,
@@ -141,7 +146,14 @@ pub fn gate(
     }
     let over = overrides::find_override(overrides, &descriptor.id, &capability.id);
     let network = crate::network_grant::call_grant(capability, overrides::network_lines(over));
-    let decision = approval::decide(approval, descriptor, capability, &tool, network.as_ref());
+    let decision = approval::decide(
+        approval,
+        Caller::the_local_user(),
+        descriptor,
+        capability,
+        &tool,
+        network.as_ref(),
+    );
     let policy = approval::CallPolicy::new(decision, network.as_ref());
     approval::authorize_call(&policy, &tool, approver)
 }

@@ -55,14 +55,33 @@ pub(crate) fn installed(id: &str, capabilities: &[&str]) -> InstalledModule {
 }
 
 /// Records each call it is given and answers with the input (or with
-/// `fail_with`, when set).
+/// `fail_with`, when set), and each refusal it is told of.
 #[derive(Debug, Default)]
 pub(crate) struct RecordingInvoker {
     pub(crate) calls: std::sync::Mutex<Vec<InvokeCall>>,
     pub(crate) fail_with: std::sync::Mutex<Option<InvokeFailure>>,
+    pub(crate) refusals: std::sync::Mutex<Vec<Refused>>,
+}
+
+/// A refusal as the toolbox reported it to its invoker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub(crate) tool: String,
+    pub(crate) kind: String,
+    pub(crate) rule: Option<String>,
+    pub(crate) principal: Option<String>,
 }
 
 impl Invoker for RecordingInvoker {
+    fn refused(&self, call: &crate::audit::RefusedCall<'_>) {
+        self.refusals.lock().unwrap().push(Refused {
+            tool: call.tool.to_owned(),
+            kind: call.kind.to_string(),
+            rule: call.rule.map(str::to_owned),
+            principal: call.principal.map(str::to_owned),
+        });
+    }
+
     async fn invoke(&self, call: InvokeCall) -> Result<super::Invoked, InvokeFailure> {
         let output = call.input.clone();
         self.calls.lock().unwrap().push(call);

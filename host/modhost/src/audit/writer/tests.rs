@@ -592,3 +592,83 @@ fn a_head_at_the_largest_numbers_does_not_stop_the_writer() {
         assert_eq!(tools, 30, "field {field}");
     }
 }
+
+/// Records taken by the writer thread a batch at a time, each with its
+/// own config, are written in one chain in the order submitted, rotated
+/// where each one's own bound says, and copied line for line where each
+/// one's own config says.
+#[test]
+fn records_written_in_batches_keep_order_chain_rotation_and_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let layout = HomeLayout::new(dir.path().join("home"));
+    let copy = dir.path().join("copy.jsonl");
+    let rotating = AuditConfig {
+        max_file_bytes: 4096,
+        ..AuditConfig::default()
+    };
+    let copied = AuditConfig {
+        max_file_bytes: 4096,
+        copy_to: Some(copy.display().to_string()),
+        ..AuditConfig::default()
+    };
+    let log = AuditLog::new(&layout);
+    // Submitted faster than the thread wakes: batches of many records.
+    for i in 0..300 {
+        let config = if i % 3 == 0 { &copied } else { &rotating };
+        log.submit(config, entry(&format!("t{i}")));
+    }
+    log.flush();
+    let all = records(&layout);
+    assert_eq!(all.len(), 300);
+    assert_chained(&all);
+    for (i, (_, record)) in all.iter().enumerate() {
+        assert_eq!(record.entry.tool.as_deref(), Some(format!("t{i}").as_str()));
+    }
+    assert!(files::rotated(&layout).unwrap().len() >= 2);
+    for file in files::all(&layout).unwrap() {
+        let size = std::fs::metadata(&file.path).unwrap().len();
+        assert!(size <= 4096, "{}: {size}", file.path.display());
+    }
+    let expected: Vec<&str> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 == 0)
+        .map(|(_, (line, _))| line.as_str())
+        .collect();
+    let copies = std::fs::read_to_string(&copy).unwrap();
+    assert_eq!(copies.lines().collect::<Vec<_>>(), expected);
+}
+
+/// A batch whose records cannot be written loses each one as a record at
+/// a time would: every one counted, the next record written preceded by a
+/// `gap` with the count.
+#[test]
+fn a_batch_that_cannot_be_written_counts_every_record_in_the_gap() {
+    let (dir, layout, config) = log_of(5, 1 << 20);
+    let path = layout.audit_log_path();
+    let aside = dir.path().join("aside.jsonl");
+    std::fs::rename(&path, &aside).unwrap();
+    std::os::unix::fs::symlink(&aside, &path).unwrap();
+    {
+        let failing = AuditLog::new(&layout);
+        let batch: Vec<(AuditConfig, Entry)> = (0..3)
+            .map(|i| (config.clone(), entry(&format!("lost {i}"))))
+            .collect();
+        failing.writer.append_all(&batch);
+    }
+    std::fs::remove_file(&path).unwrap();
+    std::fs::rename(&aside, &path).unwrap();
+    let log = AuditLog::new(&layout);
+    let batch = vec![
+        (config.clone(), entry("after 1")),
+        (config.clone(), entry("after 2")),
+    ];
+    log.writer.append_all(&batch);
+    let all = records(&layout);
+    assert_eq!(all.len(), 8);
+    assert_chained(&all);
+    let gap = all[5].1.entry.gap.clone().expect("a gap record");
+    assert_eq!(gap.records, 3);
+    assert_eq!(all[6].1.entry.tool.as_deref(), Some("after 1"));
+    assert_eq!(all[7].1.entry.tool.as_deref(), Some("after 2"));
+}
