@@ -148,6 +148,12 @@ const NOT_A_KIND: &[&str] = &[
     // An audit record's outcome (modhost::audit::Outcome), not a kind.
     r#"Outcome::Failed => "failed","#,
     r#"Outcome::Cancelled => "cancelled","#,
+    // A `/metrics` label of how an HTTP call ended (modhost_mcp::http), not a kind.
+    r#"CallResult::Cancelled => "cancelled","#,
+    // RFC 6750's `error` code in a `WWW-Authenticate` challenge.
+    r#"RefusalKind::InvalidRequest => Some("invalid_request"),"#,
+    // A column of the kernel's /proc/net/tcp header (a TCP timer).
+    r#"    "timeout","#,
 ];
 
 /// Every error-kind word is written once, in `modproto/src/error_kind.rs`:
