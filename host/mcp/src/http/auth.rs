@@ -1,7 +1,7 @@
 //! Who an HTTP request is from: `modhost mcp --http`'s authentication.
 //!
 //! Every request to the MCP endpoint goes through
-//! [`Authenticator::authenticate_request`] before its body is read. It
+//! `Authenticator::authenticate_request` before its body is read. It
 //! yields the [`Caller`] that approval rules, tool filtering, quotas and
 //! the audit log then name, or an [`AuthRefusal`] the transport sends as
 //! is (status and `WWW-Authenticate`).
@@ -139,11 +139,11 @@ impl Authenticator {
     /// The caller of a request with `headers`, or why it is refused.
     ///
     /// This cannot see a token in the query string: prefer
-    /// [`Self::authenticate_request`] wherever the URI is at hand.
+    /// `Self::authenticate_request` wherever the URI is at hand.
     ///
     /// With nothing configured a request is refused here: only its
     /// connection can say whether it is the local user's
-    /// ([`Self::authenticate_request`]).
+    /// (`Self::authenticate_request`).
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, AuthRefusal> {
         if !self.is_configured() {
             return Err(self.refusal(
