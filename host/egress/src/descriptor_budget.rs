@@ -19,8 +19,9 @@ pub(crate) const PER_CONNECTION: u64 = 8;
 pub(crate) const RESERVED: u64 = 256;
 
 /// Raise the soft descriptor limit to the hard one; the soft limit in force
-/// afterwards (`None` when it cannot be read: no bound from it).
-pub(crate) fn raise_limit() -> Option<u64> {
+/// afterwards (`None` when it cannot be read: no bound from it). Also what
+/// `modhost mcp --http` sizes its connection table by.
+pub fn raise_limit() -> Option<u64> {
     #[cfg(target_os = "linux")]
     {
         use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};

@@ -40,6 +40,7 @@ mod splice;
 
 pub use address_class::{AddressClass, classify, embedded_v4};
 pub use contacts::{Contacts, MAX_ENTRIES, Refusal};
+pub use descriptor_budget::raise_limit as raise_descriptor_limit;
 pub use error::EgressError;
 pub use grant::{CallGrant, HostGrant, Target};
 pub use proxy::{Proxy, REFUSAL_HEADER, Resolver, Settings, Ticket};

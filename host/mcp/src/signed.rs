@@ -205,7 +205,7 @@ impl SigningKey {
         // `f_type` is narrower on 32-bit targets.
         #[allow(clippy::unnecessary_cast)]
         let magic = filesystem.f_type as i64;
-        if let Some(name) = kernel_filesystem(magic) {
+        if let Some(name) = modhost_sandbox::mount_table::kernel_filesystem_named(magic) {
             return Err(refuse(KeyProblem::KernelFile { filesystem: name }));
         }
         let user = rustix::process::geteuid().as_raw();
@@ -410,33 +410,6 @@ fn fix_for(path: &Path, problem: &KeyProblem) -> String {
              tokens still alive may have been sealed with"
         ),
     }
-}
-
-/// The name of the kernel filesystem whose `statfs` magic is `magic`, if
-/// it is one: files there are made by the kernel (process environments,
-/// device attributes, debug knobs), never an operator's key.
-fn kernel_filesystem(magic: i64) -> Option<&'static str> {
-    const KERNEL_MAGIC: &[(i64, &str)] = &[
-        (0x9fa0, "proc"),
-        (0x6265_6572, "sysfs"),
-        (0x0027_e0eb, "cgroup"),
-        (0x6367_7270, "cgroup2"),
-        (0x7363_6673, "securityfs"),
-        (0x6462_6720, "debugfs"),
-        (0x7472_6163, "tracefs"),
-        (0xcafe_4a11, "bpf"),
-        (0x6265_6570, "configfs"),
-        (0xde5e_81e4, "efivarfs"),
-        (0x6165_676c, "pstore"),
-        (0x6573_5543, "fusectl"),
-        (0x4249_4e4d, "binfmt_misc"),
-        (0xf97c_ff8c, "selinuxfs"),
-        (0x6e73_6673, "nsfs"),
-    ];
-    KERNEL_MAGIC
-        .iter()
-        .find(|(m, _)| *m == magic)
-        .map(|(_, name)| *name)
 }
 
 #[cfg(test)]

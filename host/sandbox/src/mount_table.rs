@@ -91,6 +91,16 @@ const KERNEL_MAGIC: &[(i64, &str)] = &[
     (0x6e73_6673, "nsfs"),
 ];
 
+/// The kernel filesystem whose `statfs` magic is `magic`, if it is one:
+/// its files are the kernel's (process environments, device attributes,
+/// debug knobs), never a project's or an operator's.
+pub fn kernel_filesystem_named(magic: i64) -> Option<&'static str> {
+    KERNEL_MAGIC
+        .iter()
+        .find(|(m, _)| *m == magic)
+        .map(|&(_, name)| name)
+}
+
 /// One line of the mount table: what is mounted where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Mount {
@@ -320,11 +330,7 @@ impl MountTable {
         if let Some(name) = rustix::fs::statfs(path).ok().and_then(|fs| {
             // `f_type` is narrower on 32-bit targets.
             #[allow(clippy::unnecessary_cast)]
-            let magic = fs.f_type as i64;
-            KERNEL_MAGIC
-                .iter()
-                .find(|(m, _)| *m == magic)
-                .map(|&(_, name)| name)
+            kernel_filesystem_named(fs.f_type as i64)
         }) {
             return Some(name);
         }

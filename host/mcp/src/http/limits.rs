@@ -100,7 +100,7 @@ impl HttpLimits {
     /// descriptor limit leaves (raised to its hard limit first); the limit
     /// in force.
     pub(crate) fn within_descriptor_limit(mut self) -> (HttpLimits, Option<u64>) {
-        let limit = raise_descriptor_limit();
+        let limit = modhost_egress::raise_descriptor_limit();
         if let Some(limit) = limit {
             let room = limit.saturating_sub(RESERVED_DESCRIPTORS).max(16);
             let room = usize::try_from(room).unwrap_or(usize::MAX);
@@ -116,22 +116,6 @@ impl HttpLimits {
         }
         (self, limit)
     }
-}
-
-/// Raise the soft descriptor limit to the hard one; the soft limit after.
-fn raise_descriptor_limit() -> Option<u64> {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    if limit.current != limit.maximum {
-        let _ = setrlimit(
-            Resource::Nofile,
-            Rlimit {
-                current: limit.maximum,
-                maximum: limit.maximum,
-            },
-        );
-    }
-    getrlimit(Resource::Nofile).current
 }
 
 #[cfg(test)]
