@@ -28,6 +28,7 @@ const CHECKED_SECTIONS: &[&str] = &[
     "host/sandbox/",
     "host/runner/",
     "host/egress/",
+    "host/distribution/",
     "host/modhost/",
     "host/mcp/",
     "host/cli/",

@@ -23,7 +23,16 @@ fn tree_of(package: &str, args: &[&str]) -> Vec<String> {
         .to_path_buf();
     let output = Command::new(&cargo)
         .current_dir(workspace)
-        .args(["tree", "--offline", "-p", package, "-e", "normal"])
+        // Proc macros run in the compiler: their own dependencies (anyhow
+        // under prost-derive, say) never reach the library's code.
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            package,
+            "-e",
+            "normal,no-proc-macro",
+        ])
         .args(["--prefix", "none", "--format", "{p}"])
         .args(args)
         .output()

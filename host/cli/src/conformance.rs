@@ -2,9 +2,19 @@
 //! (`modconform`) on one module: static checks over its descriptor, then the
 //! behavioural battery against the live executable.
 //!
-//! The target is an installed module id, or a path to an executable or a
-//! WebAssembly component (any argument with a `/`, or a file that exists when
-//! no module has that id).
+//! The target is anything `modhost install` takes: an installed module id;
+//! a path (any argument with a `/`, or one that exists when no module has
+//! that id) to an executable, a WebAssembly component, a module folder (what
+//! `modhost new` writes) or a `.tar.gz` / `.tgz` / `.zip` archive of one; or
+//! an `https://` (with `--sha256`) or `oci://` URL. A folder, an archive and
+//! a URL are staged exactly as install stages them
+//! (`modhost::staged_module`, the install path's own copy, unpacking and
+//! module lookup; a URL first through `Host::fetch_source`, its digest and
+//! signature policy checked), in a temporary folder outside the home that is
+//! removed afterwards: nothing is installed, and an archive install would
+//! refuse is refused with the same reason. A bare executable or component
+//! runs where it lies (its knowledge files beside it), unless `--sha256`
+//! asks for its digest to be checked: then the checked copy runs.
 //! Every finding is reported, each with severity, capability, reason and
 //! remedy. Exit 0 when no finding is an error, 1 otherwise, 2 when the
 //! target cannot be checked at all.
@@ -32,6 +42,8 @@ use modconform::{BatteryOptions, ConformanceReport, Finding, check_module_with};
 use modhost::conformance_caller::{
     ConformanceRoots, NativeCaller, PlannedCaller, describe, unnamed_root_findings,
 };
+use modhost::fetch_source::FetchRequest;
+use modhost::staged_module::{StagedModule, is_archive, stage_module};
 use modhost::{Host, Transport};
 use modhost_sandbox::ConfinementMode;
 use modproto::Descriptor;
@@ -41,8 +53,25 @@ use super::exit_code::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// An installed module id, or a path to a module executable.
+    /// An installed module id; a module executable, `.wasm` component,
+    /// module folder or `.tar.gz` / `.zip` archive; or an `https://` or
+    /// `oci://` URL of one.
     target: String,
+    /// The id to check it as, choosing among several executables in a
+    /// folder or archive (as `install --id`).
+    #[arg(long)]
+    id: Option<String>,
+    /// The expected sha256 of the file, archive or https download (required
+    /// for https://); nothing is checked on mismatch.
+    #[arg(long, value_name = "HEX")]
+    sha256: Option<String>,
+    /// For a URL: a signature or Sigstore bundle (a path or https URL).
+    #[arg(long, value_name = "PATH-OR-URL")]
+    signature: Option<String>,
+    /// For a URL: check it even though `[signatures]` requires a signature
+    /// it does not have.
+    #[arg(long)]
+    allow_unsigned: bool,
     /// One JSON object: module, path, conforms, error and warning counts, findings.
     #[arg(long)]
     json: bool,
@@ -59,10 +88,15 @@ struct Target {
     transport: Transport,
     /// Where its knowledge files live.
     folder: Option<PathBuf>,
+    /// What the operator named (a path or URL), for the report.
+    shown: PathBuf,
+    /// The staged copy of a folder, archive or URL, removed when the check
+    /// is done.
+    _staged: Option<StagedModule>,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
-    let target = resolve(host, &args.target).await?;
+    let target = resolve(host, args).await?;
     #[cfg(feature = "wasm")]
     let wasm_engine = match target.transport {
         Transport::Component => match host.engines().wasm() {
@@ -104,11 +138,16 @@ pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
         }
     };
     let overrides = args.source_roots.map();
-    let source_roots = modhost::grants::merge_source_roots(&host.config().source_roots, &overrides);
+    // The roots this module would be granted: a root another module's
+    // lockfile entry brings is not its.
+    let source_roots = modhost::grants::merge_source_roots(
+        &host.config().source_roots_for(&target.label),
+        &overrides,
+    );
     let binaries = host.config().binaries.clone();
     let scratch_path = scratch.path().join("home");
     let home = host.home().to_path_buf();
-    let program_for_output = target.program.clone();
+    let program_for_output = target.shown.clone();
     #[cfg(feature = "wasm")]
     let runtime = tokio::runtime::Handle::current();
     // The battery blocks on child processes (or on component calls driven on
@@ -270,9 +309,29 @@ fn battery<C: PlannedCaller>(
     Ok(verdict)
 }
 
-/// An installed module by id, else a path.
-async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
+/// An installed module by id, else a URL, a folder or archive (staged),
+/// or a file (where it lies).
+async fn resolve(host: &Host, args: &Args) -> anyhow::Result<Target> {
+    let raw = args.target.as_str();
     let as_path = Path::new(raw);
+    if raw.contains("://") {
+        // Fetched as install fetches it (digest, signature policy), then
+        // staged from the fetched file; the download goes when staged.
+        let fetched = host
+            .fetch_source(
+                &FetchRequest {
+                    source: raw.to_owned(),
+                    sha256: args.sha256.clone(),
+                    signature: args.signature.clone(),
+                    allow_unsigned: args.allow_unsigned,
+                },
+                &crate::download_progress::DownloadProgress::for_stderr(),
+            )
+            .await?;
+        let staged = stage_module(&fetched.file, args.id.as_deref(), None)?;
+        drop(fetched);
+        return Ok(staged_target(staged, raw.into()));
+    }
     if !raw.contains('/') {
         match host.module(raw).await {
             Ok(module) if module.program.is_file() => {
@@ -281,6 +340,8 @@ async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
                     program: module.program.clone(),
                     transport: module.transport,
                     folder: module.knowledge_dir().map(Path::to_path_buf),
+                    shown: module.program.clone(),
+                    _staged: None,
                 });
             }
             Ok(module) => anyhow::bail!(
@@ -291,21 +352,46 @@ async fn resolve(host: &Host, raw: &str) -> anyhow::Result<Target> {
                     .map(|e| e.message)
                     .unwrap_or_else(|| "not found".into())
             ),
-            Err(e) if !as_path.is_file() => return Err(e.into()),
+            Err(e) if std::fs::symlink_metadata(as_path).is_err() => return Err(e.into()),
             Err(_) => {}
         }
     }
-    let program = std::fs::canonicalize(as_path)
-        .with_context(|| format!("{raw} is neither an installed module nor a readable file"))?;
-    anyhow::ensure!(program.is_file(), "{} is not a file", program.display());
-    let label = program
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| raw.to_owned());
+    let program = std::fs::canonicalize(as_path).with_context(|| {
+        format!("{raw} is neither an installed module nor a readable file or folder")
+    })?;
+    if program.is_dir() || is_archive(&program) || (program.is_file() && args.sha256.is_some()) {
+        let staged = stage_module(&program, args.id.as_deref(), args.sha256.as_deref())?;
+        return Ok(staged_target(staged, program));
+    }
+    anyhow::ensure!(
+        program.is_file(),
+        "{} is neither a file nor a folder",
+        program.display()
+    );
+    let label = args.id.clone().unwrap_or_else(|| {
+        program
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| raw.to_owned())
+    });
     Ok(Target {
         label,
         transport: Transport::of_path(&program),
         folder: program.parent().map(Path::to_path_buf),
+        shown: program.clone(),
         program,
+        _staged: None,
     })
+}
+
+/// The target a staged module is; `shown` is what the operator named.
+fn staged_target(staged: StagedModule, shown: PathBuf) -> Target {
+    Target {
+        label: staged.id.clone(),
+        program: staged.program.clone(),
+        transport: staged.transport,
+        folder: Some(staged.folder.clone()),
+        shown,
+        _staged: Some(staged),
+    }
 }

@@ -1,13 +1,18 @@
 //! `modhost install PATH [--id ID] [--sha256 HEX] [--upgrade] [--force]`,
 //! and `modhost install --mcp FOLDER|ARCHIVE [--id ID] [--env NAME=VALUE]...
-//! [--upgrade] [-- COMMAND ARGS...]` for an existing MCP server ([`mcp`]).
+//! [--upgrade] [-- COMMAND ARGS...]` for an existing MCP server ([`mcp`]),
+//! and `modhost install --bundled [NAME...] [--upgrade]` for the modules
+//! shipped with modhost ([`bundled`]).
 //!
 //! Refused (exit 2, nothing written) when the module would be broken,
 //! refused or nonconforming, listing every finding with its remedy; with
 //! `--force` it is installed unpinned and the findings are printed on
 //! stderr. An installed id is replaced only with `--upgrade`.
 
+mod bundled;
 mod mcp;
+mod remote;
+mod report;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,13 +23,16 @@ use modhost::{Host, InstallRequest};
 pub struct Args {
     /// A local native executable, `.wasm` component, module folder, or
     /// `.tar.gz` / `.zip` archive holding one (at its top or in one
-    /// top-level folder); with --mcp, the folder holding an MCP server's
-    /// code, or such an archive of it.
-    path: PathBuf,
+    /// top-level folder); an `https://` URL of such a file (with --sha256);
+    /// an `oci://registry/repository:tag` or `@sha256:…` reference; with
+    /// --mcp, the folder holding an MCP server's code, or such an archive of it.
+    #[arg(required_unless_present = "bundled")]
+    path: Option<PathBuf>,
     /// The module id (default: the file name without extension).
     #[arg(long)]
     id: Option<String>,
-    /// The expected sha256 of the file (or archive); nothing is installed on mismatch.
+    /// The expected sha256 of the file (or archive); nothing is installed
+    /// on mismatch. Required for an https:// source.
     #[arg(long, value_name = "HEX", conflicts_with = "mcp")]
     sha256: Option<String>,
     /// Replace the installed module of the same id (its state is kept; the
@@ -35,46 +43,85 @@ pub struct Args {
     /// invocable until reviewed and pinned (`modhost pin ID`).
     #[arg(long, conflicts_with = "mcp")]
     force: bool,
+    /// For a remote source: its signature or Sigstore bundle, a local
+    /// file or an https:// URL (checked against `[signatures]`).
+    #[arg(long, value_name = "FILE|URL", conflicts_with = "mcp")]
+    signature: Option<String>,
+    /// For a remote source: install without a verified signature although
+    /// `[signatures]` requires one.
+    #[arg(long, conflicts_with = "mcp")]
+    allow_unsigned: bool,
     #[command(flatten)]
     mcp: mcp::McpArgs,
+    #[command(flatten)]
+    bundled: bundled::BundledArgs,
 }
 
 pub async fn run(host: &Host, args: &Args) -> anyhow::Result<ExitCode> {
-    if args.mcp.mcp {
-        return mcp::run(host, &args.path, args.id.clone(), args.upgrade, &args.mcp).await;
+    if args.bundled.bundled.is_some() {
+        return bundled::run(host, &args.bundled, args.upgrade).await;
+    }
+    let Some(path) = &args.path else {
+        anyhow::bail!("name what to install: a PATH, or --bundled");
+    };
+    // A local `.json` file is a server.json entry, a `.mcpb` an MCP bundle
+    // (an MCP server whose manifest names its command): no module is either.
+    let remote = remote::is_remote(path);
+    let server_json = !remote && modhost::server_json::is_server_json(path);
+    let bundle = modhost::mcpb::is_bundle(path);
+    let entry_args = crate::server_json::InstallArgs {
+        id: args.id.clone(),
+        upgrade: args.upgrade,
+        sha256: args.sha256.clone(),
+        signature: args.signature.clone(),
+        allow_unsigned: args.allow_unsigned,
+    };
+    if (server_json || bundle) && args.force {
+        anyhow::bail!(
+            "--force is not for a server.json or an MCP bundle: a bundle is installed as an MCP server, its tools listed and pinned"
+        );
+    }
+    if (server_json || (bundle && !remote)) && (args.sha256.is_some() || args.signature.is_some()) {
+        anyhow::bail!(
+            "--sha256 and --signature are for a remote source: a server.json carries its package's sha256, and a local bundle is read as it is"
+        );
+    }
+    if server_json {
+        return crate::server_json::install(host, path, entry_args).await;
+    }
+    if bundle && remote {
+        return crate::server_json::install_remote_bundle(host, path, entry_args).await;
+    }
+    if args.mcp.mcp || bundle {
+        return mcp::run(host, path, args.id.clone(), args.upgrade, &args.mcp).await;
+    }
+    if remote::is_remote(path) {
+        let wanted = remote::RemoteInstall {
+            id: args.id.clone(),
+            sha256: args.sha256.clone(),
+            signature: args.signature.clone(),
+            allow_unsigned: args.allow_unsigned,
+            force: args.force,
+            upgrade: args.upgrade,
+        };
+        return remote::run(host, path, &wanted).await;
+    }
+    if args.signature.is_some() {
+        anyhow::bail!(
+            "--signature is checked for an https:// or oci:// source; {} is local, and installing it is your approval (nothing was installed)",
+            path.display()
+        );
     }
     let report = host
         .install(InstallRequest {
-            source: args.path.clone(),
+            source: path.clone(),
             id: args.id.clone(),
             sha256: args.sha256.clone(),
             force: args.force,
             upgrade: args.upgrade,
+            provenance: None,
         })
         .await?;
-    for finding in &report.findings {
-        eprintln!("{finding}");
-    }
-    let module = &report.module;
-    let version = module.version.as_deref().unwrap_or("-");
-    match &report.replaced {
-        Some(old) => outln!(
-            "upgraded {} {} -> {version} at {}",
-            module.id,
-            old.version.as_deref().unwrap_or("-"),
-            module.path.display()
-        ),
-        None => outln!(
-            "installed {} {version} at {}",
-            module.id,
-            module.path.display()
-        ),
-    }
-    if !report.pinned {
-        eprintln!(
-            "warning: {} is installed UNPINNED (--force past the errors above): it is not invocable until you fix it, or review it and run `modhost pin {}`",
-            module.id, module.id
-        );
-    }
+    report::print_report(&report);
     Ok(ExitCode::SUCCESS)
 }

@@ -28,21 +28,25 @@ mod color;
 mod conformance;
 mod describe;
 mod doctor;
+mod download_progress;
 mod enable;
 mod exit_code;
 mod install;
 mod invoke;
 mod knowledge;
 mod list;
+mod lock;
 mod mcp;
 mod new;
 mod output_format;
 mod pin;
 mod remove;
 mod runtime_end;
+mod server_json;
 mod source_roots;
 #[cfg(feature = "wasm")]
 mod status_line;
+mod sync;
 mod termination;
 mod token;
 mod tools;
@@ -116,6 +120,12 @@ enum Command {
     Audit(audit::Args),
     /// Make a static bearer token for `modhost mcp --http` (and its config.toml lines).
     Token(token::Args),
+    /// Converge this home to a lockfile (modhost.toml): all or nothing.
+    Sync(sync::Args),
+    /// Write a lockfile (modhost.toml) from this home.
+    Lock(lock::Args),
+    /// Write an MCP registry server.json entry for a module.
+    ServerJson(server_json::Args),
 }
 
 #[derive(Debug, clap::Args)]
@@ -136,6 +146,7 @@ impl Command {
                 | Command::Doctor(_)
                 | Command::Mcp(_)
                 | Command::Audit(_)
+                | Command::Lock(_)
         )
     }
 }
@@ -266,6 +277,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Pin(args) => pin::pin(&host, &args).await,
         Command::Unpin(args) => pin::unpin(&host, &args).await,
         Command::Conformance(args) => conformance::run(&host, &args).await,
+        Command::Sync(args) => sync::run(&host, &args).await,
+        Command::Lock(args) => lock::run(&host, &args).await,
+        Command::ServerJson(args) => server_json::run(&host, &args).await,
         Command::Doctor(_)
         | Command::New(_)
         | Command::Completions(_)

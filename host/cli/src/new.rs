@@ -68,7 +68,7 @@ struct File {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let name = &args.name;
     anyhow::ensure!(
-        modhost::discovery::is_module_id(name),
+        modhost::module_id::is_module_id(name),
         "{name:?} is not a valid module id: lowercase letters, digits, '-' and '_', starting with a letter, at most 64 characters"
     );
     let target = args.dir.join(name);

@@ -39,6 +39,7 @@
 //! [telemetry]                      # see crate::telemetry (off by default)
 //! [quotas]                         # see crate::quota
 //! [http]                           # see crate::http_config (`modhost mcp --http`)
+//! [signatures]                     # see crate::signature_policy (remote modules' signers)
 //! ```
 //!
 //! Design decisions: a missing file is an empty configuration (a fresh home
@@ -123,6 +124,20 @@ pub struct Config {
     /// [`crate::http_config`]).
     #[serde(default)]
     pub http: crate::http_config::HttpConfig,
+    /// Remote sources: extra CAs, download bounds (see
+    /// [`crate::distribution_config`]).
+    #[serde(default)]
+    pub distribution: crate::distribution_config::DistributionConfig,
+    /// Which signatures a remote module must carry (see
+    /// [`crate::signature_policy`]).
+    #[serde(default)]
+    pub signatures: crate::signature_policy::SignaturePolicyConfig,
+    /// The source roots `config.sync.toml` brings that `config.toml` does
+    /// not name, by name: the modules whose lockfile entries bring each.
+    /// Such a root is granted to those modules only
+    /// ([`Config::source_roots_for`]); `config.toml`'s are every module's.
+    #[serde(skip)]
+    pub(crate) managed_roots: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 fn default_warm_processes() -> bool {
@@ -146,6 +161,9 @@ impl Default for Config {
             telemetry: Default::default(),
             quotas: Default::default(),
             http: Default::default(),
+            distribution: Default::default(),
+            signatures: Default::default(),
+            managed_roots: BTreeMap::new(),
         }
     }
 }
@@ -288,15 +306,109 @@ pub enum ConfigError {
 
 impl Config {
     /// Read `path`; a file that does not exist is the default configuration.
+    /// What `modhost sync` manages beside it (`config.sync.toml`, see
+    /// [`crate::managed_config`]) joins it.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Config::parse(&text, path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
-            Err(source) => Err(ConfigError::Read {
-                path: path.to_path_buf(),
-                source,
-            }),
+        let mut config = match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        config.join_managed(&path.with_file_name(crate::home::MANAGED_CONFIG_FILE))?;
+        Ok(config)
+    }
+
+    /// Join the managed file at `path` (when there is one): its source
+    /// roots to `[source_roots]`, its rules to `[[approval.rules]]`, each
+    /// for its module. A root name given two paths is an error naming both.
+    fn join_managed(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let Some(managed) =
+            crate::managed_config::ManagedConfig::read(path).map_err(|message| {
+                ConfigError::Parse {
+                    path: path.to_path_buf(),
+                    message,
+                }
+            })?
+        else {
+            return Ok(());
+        };
+        let mut named_by: BTreeMap<String, String> = BTreeMap::new();
+        for (module, entry) in &managed.modules {
+            // Its rules and roots are one module's: a key that is no module
+            // id (the host's own names included) would make them another's.
+            if !crate::module_id::is_module_id(module) || crate::install::is_reserved_id(module) {
+                return Err(invalid(format!(
+                    "[modules.{module:?}] is not a module id; the file is written by `modhost sync`: sync again"
+                )));
+            }
+            for (name, root) in &entry.source_roots {
+                if !is_root_name(name) || !root.is_absolute() {
+                    return Err(invalid(format!(
+                        "module {module}: source root {name} = {:?}: a name is letters, digits, '-' and '_', and the path must be absolute",
+                        root.display().to_string()
+                    )));
+                }
+                match self.source_roots.get(name) {
+                    Some(known) if known != root => {
+                        let from = named_by
+                            .get(name)
+                            .cloned()
+                            .unwrap_or_else(|| "config.toml".into());
+                        return Err(invalid(format!(
+                            "module {module} names source root {name} = {:?}, and {from} names it {:?}; give the root one path (or another name) in the lockfile and sync again",
+                            root.display().to_string(),
+                            known.display().to_string()
+                        )));
+                    }
+                    known => {
+                        // A root config.toml names stays every module's;
+                        // one only the lockfile brings is its entries'.
+                        if known.is_none() || named_by.contains_key(name) {
+                            self.managed_roots
+                                .entry(name.clone())
+                                .or_default()
+                                .insert(module.clone());
+                        }
+                        named_by.insert(name.clone(), format!("module {module}"));
+                        self.source_roots.insert(name.clone(), root.clone());
+                    }
+                }
+            }
+            self.approval
+                .rules
+                .extend(entry.approval.iter().map(|rule| rule.to_rule(module)));
         }
+        let problems = self.approval.problems();
+        if !problems.is_empty() {
+            return Err(invalid(problems.join("; ")));
+        }
+        Ok(())
+    }
+
+    /// The source roots module `module` may be granted: every root
+    /// `config.toml` names, and of those only a lockfile brings
+    /// (`config.sync.toml`), the ones `module`'s own entry brings. An entry
+    /// grants its module a folder, never another module that declares a
+    /// root of the same name.
+    pub fn source_roots_for(&self, module: &str) -> BTreeMap<String, PathBuf> {
+        self.source_roots
+            .iter()
+            .filter(|(name, _)| {
+                self.managed_roots
+                    .get(*name)
+                    .is_none_or(|owners| owners.contains(module))
+            })
+            .map(|(name, path)| (name.clone(), path.clone()))
+            .collect()
     }
 
     /// Parse the text of a config file; `path` is only used in messages.
@@ -348,6 +460,8 @@ impl Config {
             config.telemetry.problems(),
             config.quotas.problems(),
             config.http.problems(),
+            config.distribution.problems(),
+            config.signatures.problems(),
         ]
         .concat();
         if !observing.is_empty() {

@@ -62,6 +62,7 @@ use crate::config::{Limits, PinsMode};
 use crate::contract::{ContractReport, ContractStanding};
 use crate::describe_cache::{self, DescribeCache, DescribeKey};
 use crate::home::HomeLayout;
+use crate::module_id::is_module_id;
 use crate::module_tree::{self, TreeError, TreeState};
 use crate::pins::{PinCovers, PinStanding, Pins, PinsError};
 use crate::snapshot;
@@ -382,16 +383,6 @@ impl InstalledModule {
     pub fn is_invocable(&self) -> bool {
         self.status == ModuleStatus::Enabled && self.descriptor.is_some()
     }
-}
-
-/// Whether `id` is a valid module id: lowercase ASCII letters, digits, `-`
-/// and `_`, starting with a letter, at most 64 characters.
-pub fn is_module_id(id: &str) -> bool {
-    id.len() <= 64
-        && id.starts_with(|c: char| c.is_ascii_lowercase())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
 }
 
 /// Something under `modules/` that looks like a module, before describe.
@@ -1218,7 +1209,12 @@ pub(crate) fn watched_paths(layout: &HomeLayout, discovered: &[InstalledModule])
         .flatten()
         .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_symlink()))
         .map(|entry| entry.path());
-    let mut paths = vec![layout.config_path(), layout.pins_path(), modules.clone()];
+    let mut paths = vec![
+        layout.config_path(),
+        layout.managed_config_path(),
+        layout.pins_path(),
+        modules.clone(),
+    ];
     paths.extend(links);
     paths.extend(discovered.iter().filter_map(|m| m.folder.clone()));
     paths

@@ -62,6 +62,14 @@ pub enum HostError {
         path: PathBuf,
         findings: Vec<modconform::Finding>,
     },
+    /// A remote source could not be fetched, or its bytes or signature did
+    /// not check out; nothing was installed.
+    #[error(transparent)]
+    Distribution(#[from] modhost_distribution::DistributionError),
+    /// A server.json entry or MCP bundle that cannot be honoured, with why
+    /// and what to do instead.
+    #[error(transparent)]
+    ServerJson(#[from] crate::server_json::error::ServerJsonError),
 }
 
 fn error_count(findings: &[modconform::Finding]) -> String {
@@ -93,4 +101,26 @@ impl HostError {
 /// below; empty for none.
 pub(crate) fn render_findings(findings: &[modconform::Finding]) -> String {
     findings.iter().map(|f| format!("\n{f}")).collect()
+}
+
+/// A file install could not receive: the same errors wherever a file is
+/// read into staging (install, conformance).
+impl From<crate::install::DigestError> for HostError {
+    fn from(error: crate::install::DigestError) -> Self {
+        use crate::install::DigestError;
+        match error {
+            DigestError::Mismatch {
+                path,
+                expected,
+                actual,
+            } => HostError::Sha256Mismatch {
+                path,
+                expected,
+                actual,
+            },
+            DigestError::Read { path, source } => HostError::io("read", &path, source),
+            DigestError::Write { path, source } => HostError::io("write", &path, source),
+            malformed @ DigestError::Malformed { .. } => HostError::Refused(malformed.to_string()),
+        }
+    }
 }

@@ -292,8 +292,9 @@ pub fn plan(
                     _ => "the operator configured no path for it".into(),
                 },
                 remedy: format!(
-                    "set `{} = \"/absolute/path\"` (outside the workspace and the modhost home) under [binaries] in {}",
+                    "set `{} = \"{}\"` (outside the workspace and the modhost home) under [binaries] in {}",
                     name,
+                    system_program(name).unwrap_or_else(|| "/absolute/path".into()),
                     context.layout.config_path().display()
                 ),
             }),
@@ -403,6 +404,27 @@ fn outside_module_writes(binary: PathBuf, context: GrantContext<'_>) -> Result<P
         "{} lies in {place}, where modules write: one could replace it, and this call would run its bytes",
         binary.display()
     ))
+}
+
+/// `name` in the system's own program folders (`/usr/bin`, `/bin`, which
+/// only its administrator writes): the path a remedy suggests. Only
+/// suggested: a binary is granted only as `[binaries]` names it.
+fn system_program(name: &str) -> Option<String> {
+    // A declared name is the module author's: `/tmp/x` or `../../tmp/x`
+    // joined to `/usr/bin` would name a program outside those folders.
+    if !is_plain_file_name(name) {
+        return None;
+    }
+    ["/usr/bin", "/bin"]
+        .iter()
+        .map(|dir| Path::new(dir).join(name))
+        .find(|path| path.is_file())
+        .map(|path| path.display().to_string())
+}
+
+/// One file name: no `/`, not `.` or `..`.
+fn is_plain_file_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/')
 }
 
 fn resolve_binary(path: &Path) -> Result<PathBuf, String> {
@@ -785,6 +807,21 @@ mod tests {
         let file = f.data.join("db.sqlite");
         std::fs::write(&file, b"x").unwrap();
         assert_eq!(resolve_source_root(&file).unwrap(), file);
+    }
+
+    /// The attack: a module declaring a binary named by a path, so the
+    /// remedy's suggested line would point outside `/usr/bin` and `/bin`.
+    #[test]
+    fn a_remedy_suggests_only_a_program_in_the_system_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let planted = dir.path().join("sh");
+        std::fs::write(&planted, b"#!/bin/sh\n").unwrap();
+        let absolute = planted.display().to_string();
+        let climbing = format!("../..{absolute}");
+        for name in [absolute.as_str(), climbing.as_str(), ".", ".."] {
+            assert_eq!(system_program(name), None, "{name}");
+        }
+        assert_eq!(system_program("sh").as_deref(), Some("/usr/bin/sh"));
     }
 
     #[test]

@@ -4,13 +4,18 @@
 //! else the XDG data directory (`$XDG_DATA_HOME/modhost`, falling back to
 //! `~/.local/share/modhost`). The layout is fixed (`modules/`, `state/`,
 //! `artifacts/`, `spill/`, `cache/`, `staging/`, `audit/`, `config.toml`,
-//! `secrets.toml`, `pins.json`, `.lock`); this module is the only place that spells its
-//! paths, so no other code joins path fragments onto the home by hand.
+//! `config.sync.toml`, `secrets.toml`, `pins.json`, `.lock`); this module is
+//! the only place that spells its paths, so no other code joins path
+//! fragments onto the home by hand.
 
 use std::path::{Path, PathBuf};
 
 /// The file of the secrets' values (`crate::secrets`), in the home.
 pub const SECRETS_FILE: &str = "secrets.toml";
+
+/// The file `modhost sync` writes beside `config.toml` (see
+/// [`HomeLayout::managed_config_path`]).
+pub const MANAGED_CONFIG_FILE: &str = "config.sync.toml";
 
 /// The marker file that disables a module with its own folder.
 pub const DISABLED_MARKER: &str = ".disabled";
@@ -152,6 +157,13 @@ impl HomeLayout {
     /// `config.toml`.
     pub fn config_path(&self) -> PathBuf {
         self.root.join("config.toml")
+    }
+
+    /// `config.sync.toml`: the source roots and approval rules a lockfile
+    /// brings with its modules, written only by `modhost sync` and read
+    /// together with `config.toml` (see `crate::managed_config`).
+    pub fn managed_config_path(&self) -> PathBuf {
+        self.root.join(MANAGED_CONFIG_FILE)
     }
 
     /// `secrets.toml`: the values of the secrets the operator grants

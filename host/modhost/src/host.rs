@@ -308,6 +308,10 @@ impl Host {
     pub fn with_source_roots(mut self, source_roots: &BTreeMap<String, PathBuf>) -> Host {
         self.config.source_roots =
             grants::merge_source_roots(&self.config.source_roots, source_roots);
+        // A root the command line names is the operator's, for every module.
+        for name in source_roots.keys() {
+            self.config.managed_roots.remove(name);
+        }
         self
     }
 
@@ -431,7 +435,8 @@ impl Host {
         let Some(descriptor) = &module.descriptor else {
             return Ok(GrantPlan::default());
         };
-        let sources = grants::merge_source_roots(&self.config.source_roots, source_roots);
+        let sources =
+            grants::merge_source_roots(&self.config.source_roots_for(&module.id), source_roots);
         let context = GrantContext {
             layout: &self.layout,
             home: self.layout.root(),

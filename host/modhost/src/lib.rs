@@ -94,6 +94,8 @@
 //! - [`discovery`], [`contract`] and [`pins`]: what is installed, which
 //!   contract governs it, and the operator's approval of its exact bytes;
 //! - [`grants`]: which paths a call's roots and binaries resolve to;
+//! - [`staged_module`]: a module folder, archive or file staged as install
+//!   stages it, to check without installing (`modhost conformance`);
 //! - [`secrets`]: the operator's secrets file, which secret a call gets,
 //!   and what `modhost describe` shows of them (names, never values);
 //! - [`storage_bound`]: the bound on a module's `state` and `artifacts`
@@ -103,6 +105,9 @@
 //! - [`tools`]: every enabled capability as an agent tool, its policy, its
 //!   call, and [`tools::export()`] to a provider's shape;
 //! - [`host`]: [`Host`] and the workspace rules;
+//! - [`lockfile`], [`sync`] and [`managed_config`]: a fleet's module set
+//!   (`modhost.toml`), converging a home to it all or nothing and writing it
+//!   from a home, and the roots and rules it brings (`config.sync.toml`);
 //! - [`audit`], [`quota`] and [`telemetry`]: the record of every call
 //!   (`[audit]`, read back by `modhost audit`), how often and how many at
 //!   once (`[quotas]`), and traces and metrics over OTLP (`[telemetry]`).
@@ -128,19 +133,26 @@ pub mod contract;
 pub(crate) mod describe_cache;
 pub mod discovery;
 pub(crate) mod discovery_memo;
+pub mod distribution_config;
 pub(crate) mod error;
+pub mod fetch_source;
 pub mod grants;
 pub mod home;
 pub mod home_lock;
 pub mod host;
 pub mod http_config;
 pub(crate) mod install;
+pub(crate) mod install_origin;
 pub(crate) mod invoke;
 pub mod knowledge;
 pub mod lockdown;
+pub mod lockfile;
 pub(crate) mod manage;
+pub mod managed_config;
 pub(crate) mod mcp_install;
+pub mod mcpb;
 pub(crate) mod module_error;
+pub mod module_id;
 pub(crate) mod module_tree;
 pub mod network_config;
 pub(crate) mod network_grant;
@@ -150,8 +162,12 @@ pub mod quota;
 pub(crate) mod redact;
 pub(crate) mod request;
 pub mod secrets;
+pub mod server_json;
+pub mod signature_policy;
 pub(crate) mod snapshot;
+pub mod staged_module;
 pub mod storage_bound;
+pub mod sync;
 pub mod telemetry;
 pub mod tools;
 pub(crate) mod user_home;
@@ -175,6 +191,6 @@ pub use modhost_runner::RunError;
 pub use modhost_runner::{NotificationSink, Transport};
 pub use network_grant::NetworkView;
 pub use overrides::OverrideError;
-pub use pins::{PinCovers, PinOutcome, PinRecord, PinsError};
+pub use pins::{PinCovers, PinOutcome, PinProvenance, PinRecord, PinsError};
 pub use redact::mask_log_line;
 pub use user_home::user_homes;

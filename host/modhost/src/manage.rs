@@ -42,12 +42,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::describe_cache::{DescribeCache, DescribeKey};
-use crate::discovery::{self, DISABLED_MARKER, InstalledModule, is_module_id};
+use crate::discovery::{self, DISABLED_MARKER, InstalledModule};
 use crate::home_lock::HomeLock;
 use crate::host::{Host, HostError};
-use crate::install::{self, ArchiveFormat, ArchiveLimits, DigestError};
+use crate::install::{self, ArchiveFormat, ArchiveLimits};
+use crate::module_id::is_module_id;
 use crate::module_tree;
-use crate::pins::{PinOutcome, PinRecord, PinStanding, Pins, PinsError};
+use crate::pins::{PinOutcome, PinProvenance, PinRecord, PinStanding, Pins, PinsError};
 use modhost_runner::Transport;
 
 /// What `install` is asked to do.
@@ -65,6 +66,9 @@ pub struct InstallRequest {
     pub force: bool,
     /// Replace the installed module of the same id (its state is kept).
     pub upgrade: bool,
+    /// Where the (fetched) bytes came from and who signed them, recorded
+    /// with the pin; `source` is then the fetched local file.
+    pub provenance: Option<PinProvenance>,
 }
 
 /// What `install` did.
@@ -87,12 +91,100 @@ pub struct ReplacedModule {
     pub version: Option<String>,
 }
 
-/// What [`Host::stage_and_move`] installed.
-struct Staged {
-    id: String,
-    findings: Vec<modconform::Finding>,
-    pinned: bool,
-    replaced: Option<ReplacedModule>,
+/// An install checked in its own staging folder and not yet moved into
+/// `modules/`: what [`Host::prepare_install`] makes and
+/// [`Host::place_prepared`] moves into place. `install` prepares one and
+/// commits it at once; `sync` prepares every module of a lockfile before it
+/// commits any, so that one bad entry changes nothing. Dropping it removes
+/// its staging folder (and `staging/` once no install is using it).
+#[derive(Debug)]
+pub(crate) struct PreparedInstall {
+    /// The module id it installs as.
+    pub(crate) id: String,
+    /// The module's folder in staging, and its entry file there.
+    folder: PathBuf,
+    program: PathBuf,
+    descriptor: Option<modproto::Descriptor>,
+    /// The descriptor as the module sent it (for the describe cache).
+    value: Option<serde_json::Value>,
+    pub(crate) findings: Vec<modconform::Finding>,
+    /// Whether it is pinned (it conforms; not when forced past errors).
+    pub(crate) conforms: bool,
+    /// The tree digest of `folder`.
+    pub(crate) digest: String,
+    /// What the pin records as its source.
+    origin: String,
+    provenance: Option<PinProvenance>,
+    /// What occupied the id under `modules/` when it was prepared; it must
+    /// still be so when it is placed.
+    pub(crate) installed: Option<PathBuf>,
+    /// Held for its drop, which removes the staging folder.
+    _staging: StagingFolder,
+}
+
+/// One install's staging folder, removed (with `staging/` when empty) on drop.
+#[derive(Debug)]
+struct StagingFolder {
+    path: PathBuf,
+    root: PathBuf,
+}
+
+impl Drop for StagingFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+        // `staging/` itself goes too once no install is using it (removing
+        // a folder that is not empty fails, and then it stays).
+        let _ = std::fs::remove_dir(&self.root);
+    }
+}
+
+/// A prepared module moved into `modules/<id>/`, the module it replaced
+/// aside under a hidden name: undone by [`Placed::undo`], made final by
+/// [`Placed::finish`]. Both need the home's lock that placed it.
+#[derive(Debug)]
+pub(crate) struct Placed {
+    target: PathBuf,
+    /// The replaced module's path and where it stands aside.
+    aside: Option<(PathBuf, PathBuf)>,
+}
+
+impl Placed {
+    /// Put the home back as it was before the module was placed.
+    pub(crate) fn undo(self, layout: &crate::home::HomeLayout, lock: &HomeLock) {
+        let _ = std::fs::remove_dir_all(&self.target);
+        if let Some((old, aside)) = &self.aside {
+            let _ = std::fs::rename(aside, old);
+        }
+        crate::snapshot::remove_unused(layout, lock);
+    }
+
+    /// Remove the replaced module (once the new one is in place and pinned).
+    pub(crate) fn finish(self, layout: &crate::home::HomeLayout, lock: &HomeLock) {
+        if let Some((_, aside)) = &self.aside {
+            let removed = match std::fs::symlink_metadata(aside) {
+                Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(aside),
+                _ => std::fs::remove_file(aside),
+            };
+            if let Err(e) = removed {
+                tracing::warn!(
+                    "could not remove the replaced module at {}: {e}",
+                    aside.display()
+                );
+            }
+            // Its approved snapshot goes too, unless another pin names it.
+            crate::snapshot::remove_unused(layout, lock);
+        }
+    }
+}
+
+/// What placing a prepared module does to `pins.json`.
+#[derive(Debug)]
+pub(crate) enum PinChange {
+    /// Pin these bytes.
+    Pin(Box<PinRecord>),
+    /// Not approved (forced past findings): no pin, and the one of the
+    /// module it replaced goes.
+    Unpin(String),
 }
 
 /// What `remove` did.
@@ -208,6 +300,40 @@ impl Host {
         request: InstallRequest,
         origin: Option<String>,
     ) -> Result<InstallReport, HostError> {
+        // What a killed commit left under `modules/` is settled first
+        // (`sync/leftovers.rs`), so the install sees the home as committed.
+        self.sweep_commit_leftovers()?;
+        let prepared = self.prepare_install(&request, origin).await?;
+        // The version being replaced, for the report (read before any change).
+        let replaced_version = match &prepared.installed {
+            Some(_) => Some(self.module(&prepared.id).await.ok().and_then(|m| m.version)),
+            None => None,
+        };
+        let id = prepared.id.clone();
+        let findings = prepared.findings.clone();
+        let pinned = prepared.conforms;
+        self.commit_prepared(&prepared)?;
+        // The staging folder goes before the report is made.
+        drop(prepared);
+        Ok(InstallReport {
+            module: self.module(&id).await?,
+            findings,
+            pinned,
+            replaced: replaced_version.map(|version| ReplacedModule { version }),
+        })
+    }
+
+    /// Everything of an install that touches nothing outside its staging
+    /// folder: read the source once (checking `--sha256`), copy or unpack
+    /// it, describe it there confined, check it as the host would, digest
+    /// its tree. Refused as `install` refuses (an installed id without
+    /// `upgrade`, findings without `force`); nothing in `modules/`,
+    /// `pins.json` or the snapshots changes.
+    pub(crate) async fn prepare_install(
+        &self,
+        request: &InstallRequest,
+        origin: Option<String>,
+    ) -> Result<PreparedInstall, HostError> {
         let source = &request.source;
         let meta = std::fs::metadata(source).map_err(|e| HostError::io("read", source, e))?;
         if meta.is_dir() {
@@ -228,40 +354,28 @@ impl Host {
         }
 
         let staging_root = self.layout().staging_dir();
-        let staging = staging_root.join(crate::request::new_request_id());
-        create_staging(&staging).map_err(|e| HostError::io("create", &staging, e))?;
-        let result = async {
-            let received = match meta.is_file() {
-                true => Some(receive(&request, &staging)?),
-                false => None,
-            };
-            self.stage_and_move(&request, received.as_ref(), &staging, origin)
-                .await
-        }
-        .await;
-        let _ = std::fs::remove_dir_all(&staging);
-        // `staging/` itself goes too once no install is using it (removing
-        // a folder that is not empty fails, and then it stays).
-        let _ = std::fs::remove_dir(&staging_root);
-        let staged = result?;
-        Ok(InstallReport {
-            module: self.module(&staged.id).await?,
-            findings: staged.findings,
-            pinned: staged.pinned,
-            replaced: staged.replaced,
-        })
+        let staging = StagingFolder {
+            path: staging_root.join(crate::request::new_request_id()),
+            root: staging_root,
+        };
+        create_staging(&staging.path).map_err(|e| HostError::io("create", &staging.path, e))?;
+        let received = match meta.is_file() {
+            true => Some(receive(request, &staging.path)?),
+            false => None,
+        };
+        self.stage(request, received.as_ref(), staging, origin)
+            .await
     }
 
     /// Copy, unpack or copy the folder into `staging`, describe there, check
-    /// it as the host would, move into place (aside the module it replaces),
-    /// pin.
-    async fn stage_and_move(
+    /// it as the host would, digest its tree.
+    async fn stage(
         &self,
         request: &InstallRequest,
         received: Option<&Received>,
-        staging: &Path,
+        staging: StagingFolder,
         origin: Option<String>,
-    ) -> Result<Staged, HostError> {
+    ) -> Result<PreparedInstall, HostError> {
         let source = &request.source;
         let sha256 = received.map(|r| r.sha256.as_str());
         let nothing_installed =
@@ -274,7 +388,7 @@ impl Host {
                     .file_name()
                     .map(PathBuf::from)
                     .unwrap_or_else(|| "module".into());
-                let unpacked = staging.join("unpacked");
+                let unpacked = staging.path.join("unpacked");
                 install::copy_folder(source, &unpacked.join(&name))
                     .map_err(|e| nothing_installed(&e))?;
                 let preferred = request.id.clone().unwrap_or_else(|| stem_of(&name));
@@ -283,7 +397,7 @@ impl Host {
                 (located.folder, located.program)
             }
             (Some(format), Some(received)) => {
-                let unpacked = staging.join("unpacked");
+                let unpacked = staging.path.join("unpacked");
                 install::extract(&received.path, format, &unpacked, ArchiveLimits::default())
                     .map_err(|e| nothing_installed(&e))?;
                 let located = install::locate_module(&unpacked, request.id.as_deref())
@@ -291,7 +405,7 @@ impl Host {
                 (located.folder, located.program)
             }
             (None, Some(received)) => {
-                let folder = staging.join("module");
+                let folder = staging.path.join("module");
                 std::fs::create_dir_all(&folder)
                     .map_err(|e| HostError::io("create", &folder, e))?;
                 let stem = stem_of(source);
@@ -310,7 +424,6 @@ impl Host {
         };
         let id = request.id.clone().unwrap_or_else(|| stem_of(&program));
         check_new_id(&id)?;
-        let target = self.layout().module_dir(&id);
         let installed = taken_path(self.layout(), &id);
         if let Some(path) = &installed
             && !request.upgrade
@@ -321,11 +434,6 @@ impl Host {
                 source.display()
             )));
         }
-        // The version being replaced, for the report (read before any change).
-        let replaced_version = match &installed {
-            Some(_) => Some(self.module(&id).await.ok().and_then(|m| m.version)),
-            None => None,
-        };
 
         // Described where it stands, confined like any call. A module that
         // does not answer (or answers no descriptor) is a finding like any
@@ -377,22 +485,93 @@ impl Host {
         // The whole tree is what is approved; a link out of it is refused.
         let (_, digest) =
             module_tree::walk_and_digest(&folder).map_err(|e| nothing_installed(&e))?;
+        let origin = format!(
+            "{} ({})",
+            origin
+                .or_else(|| request.provenance.as_ref().map(|p| p.origin.source.clone()))
+                .unwrap_or_else(|| std::path::absolute(source)
+                    .unwrap_or_else(|_| source.clone())
+                    .display()
+                    .to_string()),
+            match sha256 {
+                Some(sha256) => format!("sha256 {sha256}"),
+                None => format!("folder, tree digest {digest}"),
+            }
+        );
+        Ok(PreparedInstall {
+            id,
+            folder,
+            program,
+            descriptor,
+            value,
+            findings,
+            conforms,
+            digest,
+            origin,
+            provenance: request.provenance.clone(),
+            installed,
+            _staging: staging,
+        })
+    }
 
+    /// Move one prepared module into place and pin it, under the home's
+    /// lock; any failure leaves the home as it was.
+    fn commit_prepared(&self, prepared: &PreparedInstall) -> Result<(), HostError> {
+        let nothing_installed =
+            |e: &dyn std::fmt::Display| HostError::Refused(format!("{e}; nothing was installed"));
         let modules = self.layout().modules_dir();
         std::fs::create_dir_all(&modules).map_err(|e| HostError::io("create", &modules, e))?;
         let lock = HomeLock::acquire(self.home())?;
+        let placed = self.place_prepared(prepared, &lock)?;
+        // Installing is the operator approving these bytes: record where they
+        // came from, their sha256, and pin them. A pin that cannot be written
+        // undoes the install rather than leave an unpinned module behind. A
+        // module installed with --force despite its findings is not approved:
+        // it stays unpinned (and a pin of the module it replaced goes).
+        let pinned = Pins::load_locked(self.home(), &lock).and_then(|mut pins| {
+            match prepared.pin_change() {
+                PinChange::Pin(record) => pins.pin(*record),
+                PinChange::Unpin(id) => pins.unpin(&id).map(|_| ()),
+            }
+        });
+        if let Err(e) = pinned {
+            placed.undo(self.layout(), &lock);
+            return Err(nothing_installed(&e));
+        }
+        placed.finish(self.layout(), &lock);
+        drop(lock);
+        self.seed_describe_cache(prepared);
+        Ok(())
+    }
+
+    /// Move `prepared` into `modules/<id>/` under `lock` (the caller holds
+    /// it until the pins are written): checked again that what occupies the
+    /// id is what it was prepared against, its snapshot stored (when it is
+    /// to be pinned), the module it replaces aside. On failure the home is
+    /// as it was.
+    pub(crate) fn place_prepared(
+        &self,
+        prepared: &PreparedInstall,
+        lock: &HomeLock,
+    ) -> Result<Placed, HostError> {
+        let nothing_installed =
+            |e: &dyn std::fmt::Display| HostError::Refused(format!("{e}; nothing was installed"));
+        let id = &prepared.id;
+        let folder = &prepared.folder;
+        let target = self.layout().module_dir(id);
+        let modules = self.layout().modules_dir();
         // Taken meanwhile by a parallel install, or replaced by a parallel
         // upgrade: checked again under the lock.
-        let taken = taken_path(self.layout(), &id);
-        if taken.is_some() != installed.is_some() {
+        let taken = taken_path(self.layout(), id);
+        if taken.is_some() != prepared.installed.is_some() {
             return Err(HostError::ModuleExists {
                 id: id.clone(),
                 path: taken.unwrap_or_else(|| target.clone()),
             });
         }
         // What a pinned module runs; an unpinned one runs nothing yet.
-        if conforms {
-            crate::snapshot::ensure(self.layout(), &folder, &digest)
+        if prepared.conforms {
+            crate::snapshot::ensure(self.layout(), folder, &prepared.digest)
                 .map_err(|e| nothing_installed(&e))?;
         }
         // The operator's switch outlives the bytes: a disabled module stays
@@ -418,87 +597,40 @@ impl Host {
             }
             None => None,
         };
-        let restore = |error: HostError| {
+        // rename(2) onto an existing non-empty directory fails, so a racing
+        // install of the same id cannot be overwritten.
+        if let Err(e) = std::fs::rename(folder, &target) {
             if let Some((old, aside)) = &aside {
                 let _ = std::fs::rename(aside, old);
             }
-            crate::snapshot::remove_unused(self.layout(), &lock);
-            error
-        };
-        // rename(2) onto an existing non-empty directory fails, so a racing
-        // install of the same id cannot be overwritten.
-        if let Err(e) = std::fs::rename(&folder, &target) {
-            return Err(restore(HostError::io(
-                "move the staged module to",
-                &target,
-                e,
-            )));
+            crate::snapshot::remove_unused(self.layout(), lock);
+            return Err(HostError::io("move the staged module to", &target, e));
         }
+        Ok(Placed { target, aside })
+    }
 
-        // Installing is the operator approving these bytes: record where they
-        // came from, their sha256, and pin them. A pin that cannot be written
-        // undoes the install rather than leave an unpinned module behind. A
-        // module installed with --force despite its findings is not approved:
-        // it stays unpinned (and a pin of the module it replaced goes).
-        let origin = format!(
-            "{} ({})",
-            origin.unwrap_or_else(|| std::path::absolute(source)
-                .unwrap_or_else(|_| source.clone())
-                .display()
-                .to_string()),
-            match sha256 {
-                Some(sha256) => format!("sha256 {sha256}"),
-                None => format!("folder, tree digest {digest}"),
-            }
-        );
-        let pinned = Pins::load_locked(self.home(), &lock).and_then(|mut pins| match &descriptor {
-            Some(descriptor) if conforms => {
-                pins.pin(PinRecord::new(descriptor, &digest, Some(origin)))
-            }
-            _ => pins.unpin(&id).map(|_| ()),
-        });
-        if let Err(e) = pinned {
-            let _ = std::fs::remove_dir_all(&target);
-            return Err(restore(nothing_installed(&e)));
-        }
-        if let Some((_, aside)) = &aside {
-            let removed = match std::fs::symlink_metadata(aside) {
-                Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(aside),
-                _ => std::fs::remove_file(aside),
-            };
-            if let Err(e) = removed {
-                tracing::warn!(
-                    "could not remove the replaced module at {}: {e}",
-                    aside.display()
-                );
-            }
-            // Its approved snapshot goes too, unless another pin names it.
-            crate::snapshot::remove_unused(self.layout(), &lock);
-        }
-        drop(lock);
-        // Seed the describe cache so the first `list` does not run it again.
-        let entry = program.strip_prefix(&folder).unwrap_or(&program);
-        if let Some(value) = &value {
+    /// Seed the describe cache so the first `list` does not run it again.
+    pub(crate) fn seed_describe_cache(&self, prepared: &PreparedInstall) {
+        let entry = prepared
+            .program
+            .strip_prefix(&prepared.folder)
+            .unwrap_or(&prepared.program);
+        if let Some(value) = &prepared.value {
             let cache = DescribeCache::load(self.layout());
             let _ = cache.store_result(
                 &DescribeKey {
-                    name: &id,
+                    name: &prepared.id,
                     entry,
-                    digest: &digest,
+                    digest: &prepared.digest,
                 },
                 value,
             );
         }
-        Ok(Staged {
-            id,
-            findings,
-            pinned: conforms,
-            replaced: replaced_version.map(|version| ReplacedModule { version }),
-        })
     }
 
     /// Remove `id`; its state stays unless `purge`.
     pub async fn remove(&self, id: &str, purge: bool) -> Result<RemoveReport, HostError> {
+        self.sweep_commit_leftovers()?;
         let module = self.module(id).await?;
         let lock = HomeLock::acquire(self.home())?;
         // A pinned module whose files are already gone only loses its pin
@@ -545,6 +677,21 @@ impl Host {
     }
 }
 
+impl PreparedInstall {
+    /// What placing it does to `pins.json`.
+    pub(crate) fn pin_change(&self) -> PinChange {
+        match &self.descriptor {
+            Some(descriptor) if self.conforms => {
+                let mut record =
+                    PinRecord::new(descriptor, &self.digest, Some(self.origin.clone()));
+                record.provenance = self.provenance.clone();
+                PinChange::Pin(Box::new(record))
+            }
+            _ => PinChange::Unpin(self.id.clone()),
+        }
+    }
+}
+
 /// The conformance kit's static checks of `descriptor`, its knowledge files
 /// read from `folder` (what is being installed). A bare executable carries
 /// no knowledge files, so one its descriptor names is missing, and the
@@ -581,22 +728,8 @@ struct Received {
 /// unpacked, described and pinned is this copy, never the source again.
 fn receive(request: &InstallRequest, staging: &Path) -> Result<Received, HostError> {
     let path = staging.join("received");
-    let sha256 = install::receive(&request.source, &path, request.sha256.as_deref()).map_err(
-        |e| match e {
-            DigestError::Mismatch {
-                path,
-                expected,
-                actual,
-            } => HostError::Sha256Mismatch {
-                path,
-                expected,
-                actual,
-            },
-            DigestError::Read { path, source } => HostError::io("read", &path, source),
-            DigestError::Write { path, source } => HostError::io("write", &path, source),
-            malformed @ DigestError::Malformed { .. } => HostError::Refused(malformed.to_string()),
-        },
-    )?;
+    let sha256 = install::receive(&request.source, &path, request.sha256.as_deref())
+        .map_err(HostError::from)?;
     Ok(Received { path, sha256 })
 }
 
@@ -615,7 +748,7 @@ fn create_staging(dir: &Path) -> std::io::Result<()> {
 
 /// What already occupies the id `id` under `modules/`: its folder, or a
 /// bare file named after it (a module is named by its folder or file).
-fn taken_path(layout: &crate::home::HomeLayout, id: &str) -> Option<PathBuf> {
+pub(crate) fn taken_path(layout: &crate::home::HomeLayout, id: &str) -> Option<PathBuf> {
     let modules = layout.modules_dir();
     [modules.join(id), modules.join(format!("{id}.wasm"))]
         .into_iter()
@@ -674,8 +807,14 @@ impl crate::Host {
         let lock = HomeLock::acquire(self.home()).map_err(PinsError::from)?;
         let mut pins = Pins::load_locked(self.home(), &lock)?;
         let before = pins.standing(descriptor, digest);
-        let source = pins.get(id).and_then(|r| r.source.clone());
-        let record = PinRecord::new(descriptor, digest, source);
+        // Where the bytes came from stays with the module across re-pins
+        // (an operator's edit of its grants, say): `lock` and `server-json`
+        // read it, and the tree digest says whether the bytes changed.
+        let earlier = pins.get(id);
+        let source = earlier.and_then(|r| r.source.clone());
+        let provenance = earlier.and_then(|r| r.provenance.clone());
+        let mut record = PinRecord::new(descriptor, digest, source);
+        record.provenance = provenance;
         pins.pin(record.clone())?;
         // The snapshot of an earlier pin of this module may be unused now.
         crate::snapshot::remove_unused(self.layout(), &lock);

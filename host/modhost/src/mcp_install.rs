@@ -139,9 +139,25 @@ struct Listed {
 impl Host {
     /// Install the MCP server in `request.source` as a module of the
     /// bridge, listing its tools confined, and pin it; see the module docs.
+    /// A `.mcpb` bundle is read by [`crate::mcpb`], its command taken from
+    /// its `manifest.json`.
     pub async fn install_mcp(
         &self,
         request: McpInstallRequest,
+    ) -> Result<McpInstallReport, HostError> {
+        if crate::mcpb::detect::is_bundle(&request.source) {
+            return self.install_mcpb(request, None).await;
+        }
+        self.install_mcp_recorded(request, crate::install_origin::Recorded::default())
+            .await
+    }
+
+    /// [`Host::install_mcp`], the pin recording `recorded` (where a bundle's
+    /// bytes came from) rather than the source folder.
+    pub(crate) async fn install_mcp_recorded(
+        &self,
+        request: McpInstallRequest,
+        recorded: crate::install_origin::Recorded,
     ) -> Result<McpInstallReport, HostError> {
         let source = &request.source;
         let meta = std::fs::metadata(source).map_err(|e| HostError::io("read", source, e))?;
@@ -255,9 +271,13 @@ impl Host {
             };
             let origin = format!(
                 "{}, an MCP server run as {run_as}",
-                std::path::absolute(source)
-                    .unwrap_or_else(|_| source.clone())
-                    .display(),
+                match &recorded.origin {
+                    Some(origin) => origin.clone(),
+                    None => std::path::absolute(source)
+                        .unwrap_or_else(|_| source.clone())
+                        .display()
+                        .to_string(),
+                }
             );
             let install = self
                 .install_from(
@@ -267,6 +287,7 @@ impl Host {
                         sha256: None,
                         force: false,
                         upgrade: request.upgrade,
+                        provenance: recorded.provenance.clone(),
                     },
                     Some(origin),
                 )

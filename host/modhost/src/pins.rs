@@ -96,6 +96,29 @@ pub struct PinRecord {
     /// Where the module was installed from, when `modhost install` pinned it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// For bytes fetched from a remote source (`install https://…`,
+    /// `oci://…`, `sync`): where exactly, their sha256, and what signature
+    /// vouched for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<PinProvenance>,
+}
+
+/// Where remote bytes came from and who vouched for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinProvenance {
+    #[serde(flatten)]
+    pub origin: modhost_distribution::Origin,
+    /// sha256 of the fetched file (for OCI, of the layer), hex.
+    pub sha256: String,
+    /// The verified signature, when one was checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<modhost_distribution::signature::Verified>,
+    /// Where the signature or Sigstore bundle was read from (`--signature`,
+    /// a lockfile's `signature`: an https URL or a path), when the operator
+    /// named one: what `modhost lock` writes back so another host checks
+    /// the same signature. Set by the caller of `Host::fetch_source`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature_source: Option<String>,
 }
 
 impl PinRecord {
@@ -114,6 +137,7 @@ impl PinRecord {
                 .unwrap_or_else(|| "1".into()),
             pinned_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
             source,
+            provenance: None,
         }
     }
 }
@@ -356,6 +380,22 @@ impl LockedPins<'_> {
     /// Record `record`, replacing any earlier pin of the same module, and save.
     pub(crate) fn pin(&mut self, record: PinRecord) -> Result<(), PinsError> {
         self.pins.file.modules.insert(record.module.clone(), record);
+        self.pins.save()
+    }
+
+    /// Record every one of `records` and remove the pins of `unpinned`,
+    /// saving once: a reader sees all of these changes or none (`sync`).
+    pub(crate) fn change_all(
+        &mut self,
+        records: Vec<PinRecord>,
+        unpinned: &[String],
+    ) -> Result<(), PinsError> {
+        for module in unpinned {
+            self.pins.file.modules.remove(module);
+        }
+        for record in records {
+            self.pins.file.modules.insert(record.module.clone(), record);
+        }
         self.pins.save()
     }
 

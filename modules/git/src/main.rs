@@ -91,9 +91,30 @@ fn module() -> Module {
 
 /// The granted git over the granted workspace.
 fn open(ctx: &mut Ctx) -> Result<Git, ModError> {
-    let binary = ctx.binary(GIT)?.to_owned();
+    let binary = ctx
+        .binary(GIT)
+        .map_err(|missing| missing.with_remedy(grant_remedy(SYSTEM_GITS)))?
+        .to_owned();
     let workspace = ctx.root(WORKSPACE)?.path().to_owned();
     Git::open(&binary, &workspace)
+}
+
+/// Where a system's package manager puts git.
+const SYSTEM_GITS: &[&str] = &["/usr/bin/git", "/bin/git"];
+
+/// What the operator does when git is not granted, in one line: the line
+/// to add, naming the git this system has. The host never grants a program
+/// the operator did not name (`[binaries]`), so the module says how, and
+/// does not look for one itself.
+fn grant_remedy(candidates: &[&str]) -> String {
+    let git = candidates
+        .iter()
+        .find(|path| std::path::Path::new(path).is_file())
+        .copied()
+        .unwrap_or("/absolute/path/of/git");
+    format!(
+        "grant git to this module: add `git = \"{git}\"` under [binaries] in the modhost home's config.toml (the host's message names the file), then call again"
+    )
 }
 
 /// Reads the workspace and runs git; writes `writes` (artifacts) too.

@@ -344,3 +344,17 @@ fn a_linked_worktree_is_refused_with_why() {
         "{err}"
     );
 }
+
+/// Not granted git, the module says in one line which line grants it,
+/// naming the git this system has, and a placeholder when it has none.
+#[test]
+fn the_remedy_for_a_missing_git_is_the_line_that_grants_it() {
+    let remedy = crate::grant_remedy(&["/nonexistent/git", "/usr/bin/git"]);
+    assert!(!remedy.contains('\n'), "{remedy}");
+    assert!(
+        remedy.contains("`git = \"/usr/bin/git\"` under [binaries]"),
+        "{remedy}"
+    );
+    let remedy = crate::grant_remedy(&["/nonexistent/git"]);
+    assert!(remedy.contains("/absolute/path/of/git"), "{remedy}");
+}

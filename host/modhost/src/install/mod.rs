@@ -31,7 +31,7 @@ pub(crate) const RESERVED_IDS: &[&str] = &[
 ];
 
 /// Whether `id` is reserved. Names starting with `.` are hidden and never
-/// valid module ids anyway (see [`crate::discovery::is_module_id`]).
+/// valid module ids anyway (see [`crate::module_id::is_module_id`]).
 pub(crate) fn is_reserved_id(id: &str) -> bool {
     id.starts_with('.') || RESERVED_IDS.contains(&id)
 }
