@@ -10,6 +10,7 @@
 //! sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 //! tree = "…"                      # optional: the module tree digest the pin must be
 //! signer = "release@example.com"  # optional: who the verified signature must name
+//! issuer = "https://accounts.example.com"  # optional, keyless: the signer's certificate issuer
 //! signature = "https://releases.example.com/sessions-1.4.0.tar.gz.sig"  # optional (https sources)
 //! enabled = true                  # default true
 //! source_roots = { transcripts = "/srv/sessions" }
@@ -98,6 +99,9 @@ pub struct LockedModule {
     pub tree: Option<String>,
     /// Who the verified signature must name.
     pub signer: Option<String>,
+    /// The OIDC issuer a keyless signer's certificate must name (the same
+    /// identity under another issuer is someone else).
+    pub issuer: Option<String>,
     /// The signature or Sigstore bundle of an `https://` source, as written:
     /// an `https://` URL or a path relative to the lockfile's folder
     /// ([`Lockfile::signature_location`] resolves it).
@@ -107,6 +111,25 @@ pub struct LockedModule {
     pub approval: Vec<ModuleRule>,
     /// The entry's line in the file (for messages).
     pub line: usize,
+}
+
+impl LockedModule {
+    /// Whether `verified` is the signer this entry names: the same identity
+    /// or key and, when the entry names an issuer, the same issuer (one
+    /// email under two issuers is two signers).
+    pub(crate) fn names_the_signer(
+        &self,
+        verified: Option<&modhost_distribution::signature::Verified>,
+    ) -> bool {
+        let Some(verified) = verified else {
+            return false;
+        };
+        self.signer.as_deref() == Some(verified.signer.as_str())
+            && self
+                .issuer
+                .as_ref()
+                .is_none_or(|issuer| verified.issuer.as_ref() == Some(issuer))
+    }
 }
 
 /// Where a module's bytes come from.
@@ -170,6 +193,8 @@ struct RawModule {
     #[serde(default)]
     signer: Option<String>,
     #[serde(default)]
+    issuer: Option<String>,
+    #[serde(default)]
     signature: Option<String>,
     #[serde(default = "enabled_by_default")]
     enabled: bool,
@@ -200,6 +225,8 @@ struct WrittenModule<'a> {
     tree: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     signer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    issuer: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     signature: Option<&'a str>,
     enabled: bool,
@@ -276,6 +303,7 @@ impl Lockfile {
                 sha256,
                 tree,
                 signer,
+                issuer,
                 signature,
                 enabled,
                 source_roots,
@@ -287,6 +315,7 @@ impl Lockfile {
                 sha256,
                 tree,
                 signer,
+                issuer,
                 signature,
                 enabled,
                 source_roots,
@@ -340,6 +369,7 @@ impl Lockfile {
                     sha256: m.sha256.as_deref(),
                     tree: m.tree.as_deref(),
                     signer: m.signer.as_deref(),
+                    issuer: m.issuer.as_deref(),
                     signature: m.signature.as_deref(),
                     enabled: m.enabled,
                     source_roots: &m.source_roots,
@@ -381,6 +411,7 @@ struct Fields {
     sha256: Option<String>,
     tree: Option<String>,
     signer: Option<String>,
+    issuer: Option<String>,
     signature: Option<String>,
     enabled: bool,
     source_roots: BTreeMap<String, PathBuf>,
@@ -428,6 +459,11 @@ fn check_module(
     {
         return Err(at(
             "signer = \"\" names nobody; leave it out or name the signer (an identity or sha256:<key fingerprint>)".into(),
+        ));
+    }
+    if fields.issuer.is_some() && fields.signer.is_none() {
+        return Err(at(
+            "issuer names whose certificate the signer's is, and no signer is named; name the signer too (as `modhost lock` writes them)".into(),
         ));
     }
     let text = fields.source.trim().to_owned();
@@ -516,6 +552,7 @@ fn check_module(
         sha256,
         tree,
         signer: fields.signer,
+        issuer: fields.issuer,
         signature: fields.signature,
         enabled: fields.enabled,
         source_roots: fields.source_roots,
@@ -731,5 +768,40 @@ source = "modules/notes"
         )
         .unwrap_err();
         assert!(err.contains("a root has one path"), "{err}");
+    }
+
+    /// One email under two issuers is two signers: a lockfile naming the
+    /// issuer accepts only that one; naming none, the identity alone.
+    #[test]
+    fn a_signer_is_the_identity_and_the_issuer_the_lockfile_names() {
+        use modhost_distribution::signature::{SignatureKind, Verified};
+        let lockfile = Lockfile::parse(
+            "version = 1\n\n[[module]]\nid = \"a\"\nsource = \"https://example.org/a\"\nsha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\nsigner = \"alice@example.org\"\nissuer = \"https://issuer.one\"\n",
+            Path::new("/srv/modhost.toml"),
+        )
+        .unwrap();
+        let mut entry = lockfile.modules[0].clone();
+        let signed_by = |issuer: &str| Verified {
+            kind: SignatureKind::Keyless,
+            signer: "alice@example.org".into(),
+            issuer: Some(issuer.into()),
+            digest: "sha256:00".into(),
+        };
+        assert!(entry.names_the_signer(Some(&signed_by("https://issuer.one"))));
+        assert!(!entry.names_the_signer(Some(&signed_by("https://issuer.two"))));
+        assert!(!entry.names_the_signer(None));
+        entry.issuer = None;
+        assert!(entry.names_the_signer(Some(&signed_by("https://issuer.two"))));
+        // An issuer without a signer names nobody.
+        let refused = Lockfile::parse(
+            "version = 1\n\n[[module]]\nid = \"a\"\nsource = \"https://example.org/a\"\nsha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"\nissuer = \"https://issuer.one\"\n",
+            Path::new("/srv/modhost.toml"),
+        );
+        assert!(
+            refused
+                .unwrap_err()
+                .to_string()
+                .contains("no signer is named")
+        );
     }
 }

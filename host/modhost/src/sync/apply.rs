@@ -152,11 +152,21 @@ async fn prepare_one(
             .as_ref()
             .and_then(|p| p.signature.as_ref());
         match verified {
-            Some(verified) if verified.signer == *signer => {}
+            Some(_) if entry.names_the_signer(verified) => {}
             Some(verified) => {
                 return Err(HostError::Refused(format!(
-                    "it is signed by {}, and the lockfile says signer = {signer:?}",
-                    verified.signer
+                    "it is signed by {}{}, and the lockfile says signer = {signer:?}{}",
+                    verified.signer,
+                    verified
+                        .issuer
+                        .as_deref()
+                        .map(|i| format!(" (issuer {i})"))
+                        .unwrap_or_default(),
+                    entry
+                        .issuer
+                        .as_deref()
+                        .map(|i| format!(", issuer = {i:?}"))
+                        .unwrap_or_default(),
                 )));
             }
             None => {

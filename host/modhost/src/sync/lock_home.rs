@@ -90,17 +90,15 @@ impl Host {
                 .filter(|p| p.signature.is_some() && matches!(source, LockedSource::Https(_)))
                 .and_then(|p| p.signature_source.as_deref())
                 .map(|named| relative_to(named, &folder));
+            let verified = pin.provenance.as_ref().and_then(|p| p.signature.as_ref());
             modules.push(LockedModule {
                 id: id.clone(),
                 source,
                 source_text,
                 sha256,
                 tree: Some(pin.digest.clone()),
-                signer: pin
-                    .provenance
-                    .as_ref()
-                    .and_then(|p| p.signature.as_ref())
-                    .map(|s| s.signer.clone()),
+                signer: verified.map(|s| s.signer.clone()),
+                issuer: verified.and_then(|s| s.issuer.clone()),
                 signature,
                 enabled: !disabled,
                 source_roots: brings.source_roots,

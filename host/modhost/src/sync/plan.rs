@@ -366,10 +366,8 @@ fn differs(pin: &PinRecord, entry: &LockedModule, local: Option<&LocalDigest>) -
         return Some("the lockfile names a signature, and its pin shows none verified".into());
     }
     if let Some(signer) = &entry.signer {
-        let have = provenance
-            .and_then(|p| p.signature.as_ref())
-            .map(|s| s.signer.as_str());
-        if have != Some(signer.as_str()) {
+        let verified = provenance.and_then(|p| p.signature.as_ref());
+        if !entry.names_the_signer(verified) {
             return Some(format!("its pin does not show the signer {signer}"));
         }
     }
