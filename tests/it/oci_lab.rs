@@ -529,23 +529,10 @@ fn hostile_answer(
     blob: HostileBlob,
     stop: &std::sync::atomic::AtomicBool,
 ) {
-    use std::io::{Read, Write};
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let Ok(connection) = rustls::ServerConnection::new(config) else {
+    use std::io::Write;
+    let Some((mut tls, head)) = crate::tls_lab::accept_request(stream, config) else {
         return;
     };
-    let mut tls = rustls::StreamOwned::new(connection, stream);
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match tls.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
     let mut words = head.split_whitespace();
     let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
     let body_too = method != "HEAD";

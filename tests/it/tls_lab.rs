@@ -358,28 +358,42 @@ impl Drop for MisbehavingServer {
     }
 }
 
+/// A TLS connection of a scripted server, its request head read (up to the
+/// blank line, at most 16 KiB); `None` when the handshake or the read fails.
+pub fn accept_request(
+    stream: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+) -> Option<(
+    rustls::StreamOwned<rustls::ServerConnection, TcpStream>,
+    String,
+)> {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let Ok(connection) = rustls::ServerConnection::new(config) else {
+        return None;
+    };
+    let mut tls = rustls::StreamOwned::new(connection, stream);
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+        match tls.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return None,
+        }
+    }
+    Some((tls, String::from_utf8_lossy(&head).into_owned()))
+}
+
 fn serve(
     stream: TcpStream,
     config: Arc<rustls::ServerConfig>,
     behaviour: Misbehaviour,
     stop: &AtomicBool,
 ) {
-    let _ = stream.set_nonblocking(false);
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-    let Ok(connection) = rustls::ServerConnection::new(config) else {
+    let Some((mut tls, _head)) = accept_request(stream, config) else {
         return;
     };
-    let mut tls = rustls::StreamOwned::new(connection, stream);
-    // Read the request head (up to the blank line).
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
-        match tls.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return,
-        }
-    }
     let started = Instant::now();
     let going = || !stop.load(Ordering::Relaxed) && started.elapsed() < MISBEHAVE_FOR;
     let chunk = vec![b'x'; 64 * 1024];

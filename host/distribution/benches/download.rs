@@ -10,6 +10,9 @@
 //! A missing nginx or curl skips the benchmark with a message (benches are
 //! not tests: `tests/it/distribution_https.rs` fails instead).
 
+#[path = "support/test_ca.rs"]
+mod test_ca;
+
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -130,27 +133,7 @@ struct Lab {
 
 impl Lab {
     fn start(dir: &Path, nginx: &Path) -> Lab {
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign];
-        // Distinct names: a certificate whose issuer is its own subject
-        // looks self-signed to curl (OpenSSL).
-        ca_params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "modhost bench CA");
-        let ca =
-            rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().unwrap())
-                .unwrap();
-        let ca_pem = dir.join("ca.pem");
-        std::fs::write(&ca_pem, ca.pem()).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "127.0.0.1");
-        let cert = params.signed_by(&key, &ca).unwrap();
-        std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
-        std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+        let ca_pem = test_ca::write_ca_and_server_cert(dir);
         let root = dir.join("www");
         std::fs::create_dir_all(&root).unwrap();
         let port = TcpListener::bind("127.0.0.1:0")
