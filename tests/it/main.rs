@@ -56,6 +56,7 @@ mod mcp_http_replicas;
 mod mcp_live;
 mod mcp_robustness;
 mod mcp_server_modules;
+mod mcp_session_servers;
 mod mcp_stdio;
 mod memory_bound;
 mod misbehaving;

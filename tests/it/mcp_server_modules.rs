@@ -27,15 +27,15 @@ use crate::mcp_stdio::McpStdio;
 use crate::net_lab::LoopbackService;
 use crate::support::{Home, Run, module_binary, write_file};
 
-const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 
-fn servers_dir() -> PathBuf {
+pub(crate) fn servers_dir() -> PathBuf {
     crate::support::tests_dir().join("mcp").join("servers")
 }
 
 /// Fail (never skip) when `what` at `path` is not installed.
 #[track_caller]
-fn require(what: &str, path: &Path) {
+pub(crate) fn require(what: &str, path: &Path) {
     if path.exists() {
         return;
     }
@@ -75,7 +75,7 @@ fn node() -> PathBuf {
 
 /// A fresh home granting `python3` and `node` to modules, with `extra`
 /// config lines.
-fn server_home(extra: &str) -> Home {
+pub(crate) fn server_home(extra: &str) -> Home {
     let home = Home::new();
     home.write_config(&format!(
         "[binaries]\npython3 = {:?}\nnode = {:?}\n{extra}",
@@ -88,13 +88,13 @@ fn server_home(extra: &str) -> Home {
 
 /// Calls of `module` run without asking (each tool runs an interpreter,
 /// which the default policy asks about).
-fn allow(module: &str) -> String {
+pub(crate) fn allow(module: &str) -> String {
     format!("[[approval.rules]]\nmodule = {module:?}\ndecision = \"allow\"\n")
 }
 
 /// `to` made a copy of `from` by hard links (cheap; the install copies it
 /// for real).
-fn linked_copy(from: &Path, to: &Path) {
+pub(crate) fn linked_copy(from: &Path, to: &Path) {
     let status = Command::new("cp")
         .arg("-al")
         .arg(from)
@@ -149,7 +149,7 @@ fn install_mcp(home: &Home, source: &Path, id: &str, env: &[&str], command: &[&s
 }
 
 /// [`install_mcp`] with more flags (`--upgrade`).
-fn install_mcp_with(
+pub(crate) fn install_mcp_with(
     home: &Home,
     source: &Path,
     id: &str,
@@ -211,7 +211,7 @@ fn install_tiny_typescript(home: &Home, id: &str) -> Value {
 
 /// Edit module `id`'s manifest with `edit`, then approve the edit
 /// (`modhost pin`), as the operator grants a tool.
-fn grant(home: &Home, id: &str, edit: impl FnOnce(String) -> String) {
+pub(crate) fn grant(home: &Home, id: &str, edit: impl FnOnce(String) -> String) {
     let path = home.modules().join(id).join("mcp-server.toml");
     let text = std::fs::read_to_string(&path).expect("read the manifest");
     std::fs::write(&path, edit(text)).expect("write the manifest");
@@ -221,7 +221,7 @@ fn grant(home: &Home, id: &str, edit: impl FnOnce(String) -> String) {
 /// The manifest edit that declares the workspace root (`access`) and names
 /// it in `reads` of each of `reads` and in `writes` of each of `writes`
 /// (tools still as installed).
-fn workspace_for<'a>(
+pub(crate) fn workspace_for<'a>(
     access: &'a str,
     reads: &'a [&'a str],
     writes: &'a [&'a str],

@@ -15,16 +15,23 @@ driven by the Python SDK's own client (`mcp.ClientSession` over stdio), its
   memory cgroup), runs initialize, tools/list (checked against the pinned
   snapshot) and the one tools/call, and ends it.
 
+- session: the same server installed a second time with `--lifetime
+  session`, served by `modhost mcp`: one confined server process for the
+  whole connection (confined to the union of its tools' grants), each call
+  one `tools/list` check and one `tools/call` on it.
+
 - fresh, unconfined: the same client starting the server afresh for every
   call itself (spawn, initialize, the call; its closing not counted), with
   no host and no confinement: the server's own start-up, which per call
   pays anyway.
 
-Rounds alternate the six (each round in a rotated order) so machine drift
+Rounds alternate the eight (each round in a rotated order) so machine drift
 touches all alike. Prints each one's p50 and p90 over all calls, and per
 server the ratio of the per-call p50 to the persistent p50 (the price of
 "no call sees another's data") and to the fresh, unconfined p50 (the part
-of it modhost adds: the bridge, confinement, the pinned tools checked).
+of it modhost adds: the bridge, confinement, the pinned tools checked), and
+the ratio of the session p50 to the persistent p50 (what a session costs
+over the SDK's own persistent client: the host's pipeline per call).
 Figures are for reading, ratios for comparing: this is not a test.
 
 Needs tests/setup (the servers, the SDK venvs) and the binaries, built with
@@ -85,6 +92,8 @@ def install(home: Path, scratch: Path) -> None:
         f'[binaries]\npython3 = "{python_interpreter()}"\nnode = "{node()}"\n'
         '[[approval.rules]]\nmodule = "tiny"\ndecision = "allow"\n'
         '[[approval.rules]]\nmodule = "tinyts"\ndecision = "allow"\n'
+        '[[approval.rules]]\nmodule = "tinysess"\ndecision = "allow"\n'
+        '[[approval.rules]]\nmodule = "tinytssess"\ndecision = "allow"\n'
         "[lockdown]\nenabled = false\n"
     )
     py_source = scratch / "tiny-py"
@@ -94,9 +103,12 @@ def install(home: Path, scratch: Path) -> None:
     ts_source.mkdir()
     subprocess.run(["cp", "-al", str(HERE / "ts" / "node_modules"), str(ts_source / "node_modules")], check=True)
     shutil.copy(SERVERS / "tiny_server.mjs", ts_source / "tiny_server.mjs")
+    session = ["--lifetime", "session"]
     for source, id, env, command in [
         (py_source, "tiny", ["--env", "PYTHONPATH={module}"], ["python3", "{module}/tiny_server.py"]),
         (ts_source, "tinyts", [], ["node", "{module}/tiny_server.mjs"]),
+        (py_source, "tinysess", ["--env", "PYTHONPATH={module}", *session], ["python3", "{module}/tiny_server.py"]),
+        (ts_source, "tinytssess", session, ["node", "{module}/tiny_server.mjs"]),
     ]:
         subprocess.run(
             [str(MODHOST), "--home", str(home), "install", "--mcp", str(source), "--id", id,
@@ -179,9 +191,11 @@ def main() -> None:
             "python, persistent": (measure, python_server, "echo"),
             "python, fresh, unconfined": (measure_fresh, python_server, "echo"),
             "python, per call (modhost)": (measure, served, "tiny__tiny_echo"),
+            "python, session (modhost)": (measure, served, "tinysess__tinysess_echo"),
             "typescript, persistent": (measure, typescript_server, "echo"),
             "typescript, fresh, unconfined": (measure_fresh, typescript_server, "echo"),
             "typescript, per call (modhost)": (measure, served, "tinyts__tinyts_echo"),
+            "typescript, session (modhost)": (measure, served, "tinytssess__tinytssess_echo"),
         }
         times: dict[str, list[float]] = {name: [] for name in ways}
         names = list(ways)
@@ -197,9 +211,11 @@ def main() -> None:
         per_call = statistics.median(times[f"{server}, per call (modhost)"])
         persistent = statistics.median(times[f"{server}, persistent"])
         fresh = statistics.median(times[f"{server}, fresh, unconfined"])
+        session = statistics.median(times[f"{server}, session (modhost)"])
         print(
             f"  {server}: per call (modhost) / persistent, p50: {per_call / persistent:.1f}x;"
-            f" per call (modhost) / fresh, unconfined, p50: {per_call / fresh:.2f}x"
+            f" per call (modhost) / fresh, unconfined, p50: {per_call / fresh:.2f}x;"
+            f" session (modhost) / persistent, p50: {session / persistent:.2f}x"
         )
 
 

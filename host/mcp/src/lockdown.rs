@@ -33,9 +33,22 @@ pub(crate) const META_LOCKDOWN: &str = "dev.modhost/lockdown";
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionLockdown {
     entered: Mutex<Option<Lockdown>>,
+    /// The connection's `session` MCP server processes
+    /// (`modhost::SessionScope`), retired when the lockdown is entered: each
+    /// was started with grants from before it.
+    sessions: Option<modhost::SessionScope>,
 }
 
 impl ConnectionLockdown {
+    /// The lockdown of a connection whose `session` MCP server processes
+    /// live in `sessions`.
+    pub(crate) fn with_sessions(sessions: modhost::SessionScope) -> ConnectionLockdown {
+        ConnectionLockdown {
+            entered: Mutex::default(),
+            sessions: Some(sessions),
+        }
+    }
+
     /// The lockdown the connection is in, if any.
     pub(crate) fn current(&self) -> Option<Lockdown> {
         self.entered
@@ -56,6 +69,10 @@ impl ConnectionLockdown {
             lockdown.since
         );
         *entered = Some(lockdown);
+        drop(entered);
+        if let Some(sessions) = &self.sessions {
+            sessions.retire_processes();
+        }
     }
 }
 

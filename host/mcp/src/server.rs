@@ -108,6 +108,10 @@ pub(crate) struct Connection<B> {
     live: bool,
     running: HashMap<Id, AbortHandle>,
     calls: JoinSet<()>,
+    /// The processes of this connection's `session` MCP server modules
+    /// (`modhost::SessionScope`): a stdio connection has one, ended with
+    /// it; over HTTP every call runs per call.
+    server_sessions: Option<modhost::SessionScope>,
 }
 
 /// Serve MCP over `reader`/`writer` until `reader` reaches EOF. Every call
@@ -184,6 +188,7 @@ where
     } else {
         Caller::remote(principal, Vec::new())
     };
+    let sessions = modhost::SessionScope::new();
     let mut connection = Connection {
         backend,
         outbox,
@@ -197,10 +202,11 @@ where
         caller: Arc::new(caller),
         name_caller: false,
         listeners,
-        lockdown: Arc::new(ConnectionLockdown::default()),
+        lockdown: Arc::new(ConnectionLockdown::with_sessions(sessions.clone())),
         live,
         running: HashMap::new(),
         calls: JoinSet::new(),
+        server_sessions: Some(sessions),
     };
     let mut reader = reader;
     let mut framer = LineFramer::new(MAX_LINE_BYTES);
@@ -231,6 +237,11 @@ where
         writer_task.abort();
     }
     connection.calls.shutdown().await;
+    // The connection's session processes (and whatever they started) go
+    // with it.
+    if let Some(sessions) = &connection.server_sessions {
+        sessions.end();
+    }
     // After EOF the subscriptions' closing results and the last responses
     // are written, unless a stop comes first (a client that stopped
     // reading would hold either for ever).
@@ -666,11 +677,16 @@ impl<B: Backend> Connection<B> {
         let caller = Arc::clone(&self.caller);
         let name_caller = self.name_caller;
         let task_id = id.clone();
+        let sessions = self.server_sessions.clone();
         let handle = self
             .calls
             .spawn(with_remote_parent(traceparent, tracestate, async move {
                 let asked = (&outbox, questions.as_ref());
-                let response = run_call(backend.as_ref(), &caller, call, asked, &state).await;
+                let running = run_call(backend.as_ref(), &caller, call, asked, &state);
+                let response = match &sessions {
+                    Some(sessions) => sessions.run(running).await,
+                    None => running.await,
+                };
                 let message = match response {
                     Ok(outcome) => {
                         // Entered before the result goes out (`lockdown.rs`).
@@ -1164,6 +1180,7 @@ impl<B: Backend> Connection<B> {
             live: parts.live,
             running: HashMap::new(),
             calls: JoinSet::new(),
+            server_sessions: None,
         }
     }
 

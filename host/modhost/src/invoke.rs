@@ -102,6 +102,11 @@ pub struct InvokeRequest {
     /// principal): what the audit record names. `None`: the pipeline
     /// names what the policy says for the principal.
     pub(crate) allowed_by: Option<String>,
+    /// The client connection's session (`crate::session_server`): a call
+    /// of an MCP server module marked `session` runs on the connection's
+    /// process of it, confined to the union of the module's grants. `None`,
+    /// the default, runs every call per call.
+    pub session: Option<crate::SessionScope>,
 }
 
 impl InvokeRequest {
@@ -901,14 +906,38 @@ impl Host {
         let (progress, relay) = redactor.relay(request.progress.as_ref());
         let running = async {
             let run = async {
-                let ran = runner::run(
-                    self.engines(),
-                    module.transport,
-                    &module.program,
-                    &call,
-                    progress.as_ref(),
-                )
-                .await;
+                // A `session` MCP server's call on its connection's
+                // process, when there is one to use (`crate::session_server`).
+                let in_session = match &request.session {
+                    Some(scope) => {
+                        let session = crate::session_server::SessionCall {
+                            scope,
+                            module,
+                            descriptor,
+                            source_roots: &request.source_roots,
+                            workspace: workspace.as_deref(),
+                            lockdown: request.lockdown.as_ref(),
+                            params: &params,
+                            call: &call,
+                        };
+                        self.run_in_session(session, progress.as_ref()).await
+                    }
+                    None => None,
+                };
+                let ran = match in_session {
+                    Some(session) => (session.ran, Some(session.held)),
+                    None => {
+                        let ran = runner::run(
+                            self.engines(),
+                            module.transport,
+                            &module.program,
+                            &call,
+                            progress.as_ref(),
+                        )
+                        .await;
+                        (ran, None)
+                    }
+                };
                 drop(progress);
                 ran
             };
@@ -924,6 +953,16 @@ impl Host {
             None => Some(running.await),
         };
         drop(instance);
+        // A call served by its connection's session process ran with the
+        // union that process holds: its record names that, not the call's
+        // own narrower plan.
+        let ran = ran.map(|(ran, held)| {
+            if let Some(held) = held {
+                facts.granted_parts(&held.roots, &held.binaries, held.network.as_ref());
+                facts.received_secrets(held.secrets.into_iter());
+            }
+            ran
+        });
         // Everything the module said, masked before any of it is looked at,
         // kept or passed on: what follows builds outcomes and errors from
         // masked data only.

@@ -97,6 +97,22 @@ pub struct McpInstallRequest {
     /// Replace the installed module of the same id, keeping the grants of
     /// the tools still listed.
     pub upgrade: bool,
+    /// How long one server process lives, written as `[server] lifetime`
+    /// (`--lifetime`); `None` keeps what the operator's manifest, or the
+    /// module upgraded, says (per call when neither says).
+    pub lifetime: Option<McpLifetime>,
+}
+
+/// How long one MCP server process lives (`[server] lifetime` of
+/// `mcp-server.toml`, `crate::session_server`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpLifetime {
+    /// A fresh process for every call, with that call's grants (the default).
+    Call,
+    /// One process for a client connection of `modhost mcp` over stdio,
+    /// confined to the union of every tool's grants.
+    Session,
 }
 
 /// What `install --mcp` did.
@@ -116,6 +132,8 @@ pub struct McpInstallReport {
     /// (its grants installed as written) rather than the install writing
     /// one that grants nothing.
     pub operator_manifest: bool,
+    /// How long one server process lives, as the installed manifest says.
+    pub lifetime: McpLifetime,
 }
 
 /// How an upgrade's tools differ from the ones it replaced.
@@ -298,6 +316,11 @@ impl Host {
         let _ = std::fs::remove_dir_all(&staging);
         let _ = std::fs::remove_dir(&staging_root);
         let (install, listed, id, command, operator_manifest) = result?;
+        let lifetime = if crate::session_server::manifest_says_session(&listed.manifest) {
+            McpLifetime::Session
+        } else {
+            McpLifetime::Call
+        };
         let manifest = install
             .module
             .folder
@@ -311,6 +334,7 @@ impl Host {
             manifest,
             command,
             operator_manifest,
+            lifetime,
         })
     }
 
@@ -387,6 +411,7 @@ impl Host {
             "manifest": shipped.manifest,
             "pinned_tools": shipped.tools,
             "max_output_bytes": limits.max_output_bytes,
+            "lifetime": request.lifetime,
         });
         let line = serde_json::to_string(&Request::new(1, LIST_METHOD, Some(params)))
             .map_err(|e| HostError::Refused(format!("could not encode the request: {e}")))?;

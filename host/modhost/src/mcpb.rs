@@ -157,6 +157,7 @@ impl Host {
                     env,
                     bridge: request.bridge.clone(),
                     upgrade: request.upgrade,
+                    lifetime: request.lifetime,
                 },
                 recorded,
             )

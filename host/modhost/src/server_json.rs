@@ -182,6 +182,7 @@ impl Host {
                             env: env.clone(),
                             bridge: request.bridge.clone(),
                             upgrade: request.upgrade,
+                            lifetime: None,
                         },
                         Some(fetched.provenance.clone()),
                     )

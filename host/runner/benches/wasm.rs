@@ -6,7 +6,11 @@
 //! 2. The first call after a host restart with a warm compiled cache: a fresh
 //!    engine, load, one call (target: <= 5 ms).
 //!
-//! Builds the `echo` guest itself (profile `wasm-test`, like the tests).
+//! Builds the `echo` guest itself (profile `wasm-test`, like the tests);
+//! `ECHO_COMPONENT=PATH` measures the SDK's echo example instead (built
+//! for release: what `tests/mcp/bench_mcp_http.py` serves), answering
+//! [`SDK_REQUEST`] as the host would send it: that benchmark's floor, the
+//! cost of a fresh instance per call with nothing of the host around it.
 //! Run: `cargo bench -p modhost-runner --bench wasm`
 //! (`--profile dev` for a quick look; figures are then pessimistic).
 
@@ -27,6 +31,8 @@ const WARMUP: usize = 100;
 const RESTARTS: usize = 20;
 const REQUEST: &str =
     r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"capability":"echo","input":{"x":1}}}"#;
+/// The request the host sends the SDK's echo example (`echo.echo`).
+const SDK_REQUEST: &str = r#"{"jsonrpc":"2.0","id":1,"method":"invoke","params":{"protocol":"1.0","contract_version":"1.0","request_id":"bench","capability":"echo.echo","input":{"message":"hello"},"roots":{},"binaries":{},"deadline_ms":30000,"max_output_bytes":1048576}}"#;
 
 /// The `echo` guest, built first (a nested `$CARGO build --target
 /// wasm32-wasip2 --profile wasm-test -p files -p modhost-guests`, as the
@@ -104,7 +110,13 @@ fn report(label: &str, samples: &mut [Duration]) -> Duration {
 }
 
 fn main() {
-    let echo = echo_component();
+    let sdk_echo = std::env::var_os("ECHO_COMPONENT").map(PathBuf::from);
+    let request = if sdk_echo.is_some() {
+        SDK_REQUEST
+    } else {
+        REQUEST
+    };
+    let echo = sdk_echo.unwrap_or_else(echo_component);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -122,7 +134,7 @@ fn main() {
         started.elapsed().as_secs_f64() * 1e3
     );
     let call = Call {
-        request_line: REQUEST,
+        request_line: request,
         limits: CallLimits::default(),
         grants: &[],
         executables: &[],
@@ -157,7 +169,7 @@ fn main() {
             let stdout = MemoryOutputPipe::new(1 << 20);
             let mut builder = WasiCtxBuilder::new();
             builder
-                .stdin(MemoryInputPipe::new(format!("{REQUEST}\n")))
+                .stdin(MemoryInputPipe::new(format!("{request}\n")))
                 .stdout(stdout.clone());
             let mut store = Store::new(
                 &bare_engine,
@@ -167,12 +179,17 @@ fn main() {
                 },
             );
             let command = pre.instantiate_async(&mut store).await.unwrap();
-            command
-                .wasi_cli_run()
-                .call_run(&mut store)
-                .await
-                .unwrap()
-                .unwrap();
+            // The SDK's `serve` ends with `exit(0)`, which wasmtime
+            // returns as an error carrying the status.
+            match command.wasi_cli_run().call_run(&mut store).await {
+                Ok(ran) => ran.unwrap(),
+                Err(e) => assert_eq!(
+                    e.downcast_ref::<wasmtime_wasi::I32Exit>()
+                        .map(|exit| exit.0),
+                    Some(0),
+                    "{e:?}"
+                ),
+            }
             let line = stdout.contents();
             let elapsed = t.elapsed();
             assert!(line.starts_with(b"{"));

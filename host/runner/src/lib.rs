@@ -25,7 +25,9 @@
 //!   [`Exchange`] or a [`RunError`]; progress goes to a [`NotificationSink`].
 //! - [`native::start_blocking`] starts a module from a
 //!   [`native::SpawnSpec`] without a call (the conformance caller), and
-//!   [`native::WarmPool`] keeps processes started ahead of their calls.
+//!   [`native::WarmPool`] keeps processes started ahead of their calls;
+//!   [`native::resident::Resident`] keeps one process for call after call
+//!   (a `session` MCP server module, started as a cold call is).
 //! - `wasm::WasmEngine` (feature `wasm`): compile, keep and run components;
 //!   `wasm::watch_compiles` lets a test see a compile happen.
 //! - [`file_identity`] (what a file is, cheaply: the pin and cache key) and

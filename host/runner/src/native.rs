@@ -46,10 +46,11 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
-use super::{Call, Exchange, NotificationSink, RunError, framing};
+use super::{Call, CallLimits, Exchange, NotificationSink, RunError, framing};
 
 pub mod group;
 mod process;
+pub mod resident;
 pub mod warm;
 #[cfg(test)]
 mod warm_tests;
@@ -235,22 +236,7 @@ async fn answer(
                 host_warnings,
             })
         }
-        Err(Failure::Timeout) => Err(RunError::Timeout {
-            deadline_ms: limits.deadline.as_millis() as u64,
-            stderr_tail,
-        }),
-        Err(Failure::OutputLimit) => Err(RunError::OutputLimit {
-            limit: limits.max_output_bytes,
-            stderr_tail,
-        }),
-        Err(Failure::Bad(problem)) => Err(RunError::BadResponse {
-            problem,
-            stderr_tail,
-        }),
-        Err(Failure::NoResponse(exit)) => Err(RunError::Crashed {
-            status: describe_status(exit.or(status)),
-            stderr_tail,
-        }),
+        Err(failure) => Err(failure.into_error(&limits, status, stderr_tail)),
     }
 }
 
@@ -309,6 +295,37 @@ enum Failure {
     Bad(String),
     /// stdout closed before a response; the exit status if already known.
     NoResponse(Option<ExitStatus>),
+}
+
+impl Failure {
+    /// The error a call that ended so reports, whether its process served
+    /// one call or several (`resident.rs`); `status` is the exit status
+    /// once its group is dead, when known.
+    fn into_error(
+        self,
+        limits: &CallLimits,
+        status: Option<ExitStatus>,
+        stderr_tail: String,
+    ) -> RunError {
+        match self {
+            Failure::Timeout => RunError::Timeout {
+                deadline_ms: limits.deadline.as_millis() as u64,
+                stderr_tail,
+            },
+            Failure::OutputLimit => RunError::OutputLimit {
+                limit: limits.max_output_bytes,
+                stderr_tail,
+            },
+            Failure::Bad(problem) => RunError::BadResponse {
+                problem,
+                stderr_tail,
+            },
+            Failure::NoResponse(exit) => RunError::Crashed {
+                status: describe_status(exit.or(status)),
+                stderr_tail,
+            },
+        }
+    }
 }
 
 async fn write_request(mut stdin: pipe::Sender, line: &str) {

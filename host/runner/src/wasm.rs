@@ -1614,6 +1614,64 @@ pub(crate) mod tests {
         }
     }
 
+    /// Slots keep the read/write extent an earlier call grew their memory
+    /// to (no guard pages, `pool.rs`): an instance whose memory is one page
+    /// must still trap reading past it, where an earlier call of the same
+    /// component grew memory and left a byte. Each call flips a coin on
+    /// the clock: grow 16 pages and write there, or read there at its
+    /// initial size; a read that returns is the attack working.
+    #[tokio::test]
+    async fn memory_an_earlier_call_grew_is_beyond_the_reach_of_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = own_engine();
+        let text = r#"(component
+            (import "wasi:clocks/monotonic-clock@0.2.0" (instance $clock (export "now" (func (result u64)))))
+            (core func $now (canon lower (func $clock "now")))
+            (core module $m
+                (import "host" "now" (func $now (result i64)))
+                (memory 1)
+                (func (export "run") (result i32)
+                    (local $t i64)
+                    (local.set $t (call $now))
+                    (if (i64.eqz (i64.and (i64.xor (i64.shr_u (local.get $t) (i64.const 4))
+                                                   (i64.shr_u (local.get $t) (i64.const 11)))
+                                          (i64.const 1)))
+                        (then
+                            (drop (memory.grow (i32.const 16)))
+                            (i32.store8 (i32.const 327680) (i32.const 65))
+                            (return (i32.const 0))))
+                    ;; Past the one page this instance has: must trap.
+                    (drop (i32.load8_u (i32.const 327680)))
+                    (i32.const 1)))
+            (core instance $host (export "now" (func $now)))
+            (core instance $i (instantiate $m (with "host" (instance $host))))
+            (func $run (result (result)) (canon lift (core func $i "run")))
+            (instance $cli (export "run" (func $run)))
+            (export "wasi:cli/run@0.2.0" (instance $cli)))"#;
+        let component = engine
+            .load_async(&write_component(dir.path(), "grow_or_peek", text))
+            .await
+            .unwrap();
+        let (mut grew, mut trapped) = (0, 0);
+        for call in 0..200 {
+            let err = call_on(&engine, &component, json!({}), &[], LONG)
+                .await
+                .unwrap_err();
+            let message = err.to_string();
+            if message.contains("out of bounds memory access") {
+                trapped += 1;
+            } else {
+                // Ran to its end without a word: it grew memory.
+                assert_eq!(err.kind(), "bad_response", "call {call}: {message}");
+                grew += 1;
+            }
+            if grew > 4 && trapped > 4 {
+                return;
+            }
+        }
+        panic!("the coin never settled both ways: {grew} grew, {trapped} trapped");
+    }
+
     #[tokio::test]
     async fn a_call_beyond_the_pool_waits_for_a_slot_instead_of_failing() {
         // Every slot held by a guest that sleeps until its deadline.

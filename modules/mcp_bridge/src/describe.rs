@@ -81,12 +81,16 @@ pub(crate) fn descriptor(manifest: &Manifest, pinned: &PinnedTools) -> Descripto
     } else {
         manifest.title.clone()
     };
-    let description = if manifest.description.is_empty() {
+    let description = if !manifest.description.is_empty() {
+        manifest.description.clone()
+    } else if manifest.server.lifetime == crate::manifest::Lifetime::Session {
+        format!(
+            "The MCP server {server_name}, run by modhost once per client connection of `modhost mcp` over stdio (session), confined to the union of its tools' grants; once per call elsewhere."
+        )
+    } else {
         format!(
             "The MCP server {server_name}, run by modhost once per call, confined to the call's grants."
         )
-    } else {
-        manifest.description.clone()
     };
     Descriptor {
         id: manifest.id.clone(),

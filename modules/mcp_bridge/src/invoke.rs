@@ -27,9 +27,10 @@ use modproto::{
 
 use crate::describe::{self, capability_id};
 use crate::error::{BridgeError, BridgeKind};
-use crate::pinned;
+use crate::manifest::Manifest;
+use crate::pinned::{self, PinnedTools};
 use crate::server::{CallRoot, Server, ServerSpec, with_exit};
-use crate::session::{Relay, server_refused};
+use crate::session::{Relay, ServerRpcError, Session, server_refused};
 
 /// Run the call `params` of the module in `folder`; notifications go to
 /// `out` as they come.
@@ -39,29 +40,7 @@ pub(crate) fn invoke(
     out: &mut dyn Write,
 ) -> Result<InvokeResult, BridgeError> {
     let (manifest, pinned) = describe::load(folder)?;
-    let tool = pinned
-        .names()
-        .into_iter()
-        .find(|name| capability_id(&manifest.id, name) == params.capability)
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            BridgeError::protocol(
-                ModuleErrorKind::UnknownCapability,
-                format!(
-                    "this MCP server has no tool for capability {:?}",
-                    params.capability
-                ),
-            )
-            .with_remedy(format!(
-                "call one of: {}",
-                pinned
-                    .names()
-                    .iter()
-                    .map(|n| capability_id(&manifest.id, n))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        })?;
+    let tool = tool_of(&manifest, &pinned, &params.capability)?;
     let grant = manifest.grant(&tool);
     let roots: Vec<CallRoot> = grant
         .root_order()
@@ -78,27 +57,76 @@ pub(crate) fn invoke(
     let mut relay = Relayed { out };
     let outcome = (|| {
         session.initialize(&mut relay)?;
-        let listed = session.list_tools(&mut relay)?;
-        let changes = pinned::compare(&pinned.tools, &listed);
-        if !changes.is_empty() {
-            return Err(BridgeError::new(
-                BridgeKind::ToolsChanged,
-                format!(
-                    "the MCP server's tools are not the ones pinned at install, so {tool:?} was not called"
-                ),
-            )
-            .with_problems(changes.problems())
-            .with_remedy(format!(
-                "review what changed, then list and pin the tools again: `modhost install --mcp FOLDER --id {} --upgrade -- COMMAND ARGS...`",
-                manifest.id
-            )));
-        }
+        check_pinned(&mut session, &manifest, &pinned, &tool, &mut relay)?;
         session.call_tool(&tool, &params.input, &params.request_id, &mut relay)
     })();
     let outcome = outcome.map_err(|e| with_exit(e, &mut server));
     server.end(session);
-    match outcome? {
-        Ok(result) => crate::tool_result::map(&result, &spec.roots),
+    answered(outcome?, &spec.roots)
+}
+
+/// The MCP tool behind `capability`, a tool of the pinned snapshot.
+pub(crate) fn tool_of(
+    manifest: &Manifest,
+    pinned: &PinnedTools,
+    capability: &str,
+) -> Result<String, BridgeError> {
+    pinned
+        .names()
+        .into_iter()
+        .find(|name| capability_id(&manifest.id, name) == capability)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            BridgeError::protocol(
+                ModuleErrorKind::UnknownCapability,
+                format!("this MCP server has no tool for capability {capability:?}"),
+            )
+            .with_remedy(format!(
+                "call one of: {}",
+                pinned
+                    .names()
+                    .iter()
+                    .map(|n| capability_id(&manifest.id, n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })
+}
+
+/// `tools/list` compared with the pinned snapshot: any difference refuses
+/// the call of `tool`.
+pub(crate) fn check_pinned<W: Write>(
+    session: &mut Session<W>,
+    manifest: &Manifest,
+    pinned: &PinnedTools,
+    tool: &str,
+    relay: &mut dyn Relay,
+) -> Result<(), BridgeError> {
+    let listed = session.list_tools(relay)?;
+    let changes = pinned::compare(&pinned.tools, &listed);
+    if changes.is_empty() {
+        return Ok(());
+    }
+    Err(BridgeError::new(
+        BridgeKind::ToolsChanged,
+        format!(
+            "the MCP server's tools are not the ones pinned at install, so {tool:?} was not called"
+        ),
+    )
+    .with_problems(changes.problems())
+    .with_remedy(format!(
+        "review what changed, then list and pin the tools again: `modhost install --mcp FOLDER --id {} --upgrade -- COMMAND ARGS...`",
+        manifest.id
+    )))
+}
+
+/// The invoke result of the server's answer to `tools/call`.
+pub(crate) fn answered(
+    outcome: Result<serde_json::Value, ServerRpcError>,
+    roots: &[CallRoot],
+) -> Result<InvokeResult, BridgeError> {
+    match outcome {
+        Ok(result) => crate::tool_result::map(&result, roots),
         Err(error) if error.code == -32602 => Err(BridgeError::protocol(
             ModuleErrorKind::InvalidInput,
             format!("the MCP server refused the arguments: {}", error.message),
@@ -110,8 +138,8 @@ pub(crate) fn invoke(
 
 /// Progress and log lines of the server, written to the bridge's stdout as
 /// modhost notifications.
-struct Relayed<'a> {
-    out: &'a mut dyn Write,
+pub(crate) struct Relayed<'a> {
+    pub(crate) out: &'a mut dyn Write,
 }
 
 impl Relayed<'_> {

@@ -66,6 +66,10 @@ pub(crate) struct ListParams {
     pub(crate) pinned_tools: Option<String>,
     /// The longest line read from the server.
     pub(crate) max_output_bytes: u64,
+    /// `install --mcp --lifetime`: set in the manifest written; `None`
+    /// keeps what the operator's (or the upgraded) manifest says.
+    #[serde(default)]
+    pub(crate) lifetime: Option<crate::manifest::Lifetime>,
 }
 
 /// What the bridge answers.
@@ -197,6 +201,7 @@ pub(crate) fn list(folder: &Path, params: &ListParams) -> Result<Listed, BridgeE
     let mut changes = None;
     if let Some(previous) = previous {
         if !written_by_operator {
+            fresh.server.lifetime = previous.server.lifetime;
             fresh.roots = previous.roots.clone();
             fresh.title = previous.title.clone();
             fresh.description = previous.description.clone();
@@ -218,6 +223,9 @@ pub(crate) fn list(folder: &Path, params: &ListParams) -> Result<Listed, BridgeE
     }
     for name in &names {
         fresh.tools.entry(name.clone()).or_default();
+    }
+    if let Some(lifetime) = params.lifetime {
+        fresh.server.lifetime = lifetime;
     }
     let tools_text = serde_json::to_string_pretty(&snapshot).map_err(|e| {
         BridgeError::new(

@@ -106,6 +106,31 @@ pub(crate) struct ServerCommand {
     /// Variables set for the server on top of the bridge's own environment.
     #[serde(default)]
     pub(crate) env: BTreeMap<String, String>,
+    /// How long one server process lives: a call (the default) or, where
+    /// the host keeps a session, a client connection ([`Lifetime`]).
+    #[serde(default, skip_serializing_if = "Lifetime::is_call")]
+    pub(crate) lifetime: Lifetime,
+}
+
+/// How long one server process lives.
+///
+/// `session` is the operator's choice, written here where the pin covers
+/// it; the host reads it (only this key) from the approved snapshot and
+/// keeps one process per client connection of `modhost mcp` over stdio,
+/// confined to the union of every tool's grants. Everywhere else calls
+/// still run per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Lifetime {
+    #[default]
+    Call,
+    Session,
+}
+
+impl Lifetime {
+    pub(crate) fn is_call(&self) -> bool {
+        *self == Lifetime::Call
+    }
 }
 
 /// A root tools may be granted.
@@ -246,7 +271,9 @@ pub(crate) fn render(manifest: &Manifest) -> String {
 const HEADER: &str = "\
 # mcp-server.toml: how modhost runs this MCP server, and what each tool is granted.
 #
-# Every call of a tool starts the server afresh, confined to that tool's grants.
+# Every call of a tool starts the server afresh, confined to that tool's grants;
+# with [server] lifetime = \"session\", one server serves a whole `modhost mcp` stdio
+# connection, confined to the union of every tool's grants (see MODULES.md).
 # [tools.NAME] grants one tool (a tool without a table gets nothing):
 #   reads / writes   roots declared under [roots.NAME] (kind = workspace | source | state | artifacts)
 #   network          false, true (any public host) or [\"host:port\", ...]

@@ -16,8 +16,9 @@
 //!   and never reads waits on its pipe until the deadline, rather than
 //!   filling memory), and is never joined: a server's child still holding
 //!   the pipe cannot keep the bridge from answering.
-//! - **Bounded conversation.** While the bridge waits for an answer the
-//!   server may ask at most [`MAX_SERVER_REQUESTS`] things of it, and
+//! - **Bounded conversation.** While the bridge waits for an answer (each
+//!   wait counted afresh, so a session's calls do not use up each other's
+//!   bound) the server may ask at most [`MAX_SERVER_REQUESTS`] things of it, and
 //!   `tools/list` is followed for at most [`MAX_PAGES`] pages, no cursor
 //!   twice and no tool name twice: nothing a server sends makes the bridge
 //!   work without end short of the deadline.
@@ -29,8 +30,9 @@
 //!   request (sampling, elicitation) with "method not found": the bridge
 //!   has no model to lend and no person to ask.
 
+use std::hash::{BuildHasher, RandomState};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 
 use modproto::{LogParams, ProgressParams};
 use serde_json::{Map, Value, json};
@@ -50,9 +52,9 @@ pub(crate) const KNOWN_REVISIONS: &[&str] =
 /// unreasonable.
 const MAX_PAGES: usize = 100;
 
-/// How many requests (`roots/list`, `ping`, ...) the server may send during
-/// one session: a few are normal, an endless stream is a server keeping
-/// the bridge busy answering until the deadline.
+/// How many requests (`roots/list`, `ping`, ...) the server may send while
+/// the bridge waits for one answer: a few are normal, an endless stream is
+/// a server keeping the bridge busy answering until the deadline.
 pub(crate) const MAX_SERVER_REQUESTS: usize = 1000;
 
 /// How many lines the reading thread reads ahead of the bridge: a server
@@ -153,12 +155,14 @@ pub(crate) struct Session<W: Write> {
     to_server: W,
     incoming: Receiver<Incoming>,
     next_id: i64,
+    /// Set for a server kept between calls: the ids the server sees are
+    /// then drawn from a keyed hash of `next_id`, so it cannot write the
+    /// answer to a request before it is asked.
+    unpredictable: Option<RandomState>,
     roots: Vec<OfferedRoot>,
     /// The token the call's `tools/call` carries: progress under it is the
     /// call's.
     progress_token: Option<String>,
-    /// Requests of the server answered so far ([`MAX_SERVER_REQUESTS`]).
-    answered: usize,
 }
 
 impl<W: Write> std::fmt::Debug for Session<W> {
@@ -176,9 +180,46 @@ impl<W: Write> Session<W> {
             to_server,
             incoming,
             next_id: 1,
+            unpredictable: None,
             roots,
             progress_token: None,
-            answered: 0,
+        }
+    }
+
+    /// Give every later request an id the server cannot guess from the
+    /// ids it saw: for a server kept between calls, which could otherwise
+    /// write the answers to the next call's requests before they are sent.
+    pub(crate) fn use_unpredictable_ids(&mut self) {
+        self.unpredictable = Some(RandomState::new());
+    }
+
+    /// Whether the server wrote anything (or closed its output) since the
+    /// bridge last read from it, looked at without waiting. Between calls of
+    /// a session, any output makes the server unusable: it is never taken
+    /// as the next call's answer.
+    pub(crate) fn wrote_unasked(&self) -> bool {
+        match self.incoming.try_recv() {
+            Ok(_) | Err(TryRecvError::Disconnected) => true,
+            Err(TryRecvError::Empty) => false,
+        }
+    }
+
+    /// The id of the next request: a counter, or with
+    /// [`Session::use_unpredictable_ids`] the counter hashed with a random
+    /// key (SipHash, keyed from the operating system's randomness), cut to
+    /// a positive integer below 2^53 so that a server in any language reads
+    /// it exactly.
+    fn take_id(&mut self) -> i64 {
+        let counter = self.next_id;
+        self.next_id += 1;
+        match &self.unpredictable {
+            None => counter,
+            Some(key) => {
+                let hashed = key.hash_one(counter) & ((1 << 53) - 1);
+                // Two requests may in principle draw the same id: harmless,
+                // a response is matched only to the one request awaited.
+                i64::try_from(hashed).unwrap_or(1).max(1)
+            }
         }
     }
 
@@ -307,8 +348,10 @@ impl<W: Write> Session<W> {
         params: &Value,
         relay: &mut dyn Relay,
     ) -> Result<Result<Value, ServerRpcError>, BridgeError> {
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.take_id();
+        // Counted per wait: what the server asked during an earlier request
+        // (of this call or an earlier call of a session) does not count.
+        let mut answered = 0usize;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
         loop {
             let (object, message) = self.next_message()?;
@@ -316,8 +359,8 @@ impl<W: Write> Session<W> {
             let has_id = object.contains_key("id");
             match object.get("method") {
                 Some(Value::String(asked)) if has_id => {
-                    self.answered += 1;
-                    if self.answered > MAX_SERVER_REQUESTS {
+                    answered += 1;
+                    if answered > MAX_SERVER_REQUESTS {
                         return Err(BridgeError::new(
                             BridgeKind::BadMessage,
                             format!(

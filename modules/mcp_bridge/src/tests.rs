@@ -624,6 +624,70 @@ fn a_server_asking_for_its_roots_without_end_is_cut_off() {
     assert_eq!(answers, crate::session::MAX_SERVER_REQUESTS);
 }
 
+/// The bound on a server's requests is per wait: a server that asks 600
+/// things before each of two answers (as a session's server may in each of
+/// its calls) is within it both times; the count does not carry over.
+#[test]
+fn a_server_asking_within_the_bound_before_each_answer_is_served_every_time() {
+    let mut lines = Vec::new();
+    for (id, result) in [
+        (1, json!({"protocolVersion": "2025-06-18"})),
+        (2, json!({"tools": []})),
+    ] {
+        for n in 0..600 {
+            lines.push(json!({"jsonrpc": "2.0", "id": format!("p{id}-{n}"), "method": "ping"}));
+        }
+        lines.push(json!({"jsonrpc": "2.0", "id": id, "result": result}));
+    }
+    let mut session = scripted(&lines, Vec::new());
+    session.initialize(&mut Collected::default()).unwrap();
+    let listed = session.list_tools(&mut Collected::default());
+    assert!(listed.is_ok(), "{listed:?}");
+}
+
+/// Attack: a server kept between calls writes the answer to the bridge's
+/// next request before it is asked, guessing its id from the ids it saw.
+/// With unpredictable ids the guess answers a request the bridge did not
+/// send, which is refused, never taken as the answer.
+#[test]
+fn an_answer_written_for_a_guessed_id_is_refused_when_ids_are_unpredictable() {
+    let mut session = scripted(
+        &[json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "2025-06-18"}})],
+        Vec::new(),
+    );
+    session.use_unpredictable_ids();
+    let error = session.initialize(&mut Collected::default()).unwrap_err();
+    assert_eq!(
+        error.kind,
+        Kind::Bridge(BridgeKind::BadMessage),
+        "{error:?}"
+    );
+    assert!(error.message.contains("did not send"), "{error:?}");
+    let sent: Value = serde_json::from_str(
+        String::from_utf8(session.sent().clone())
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    let id = sent["id"].as_i64().expect("a numeric id");
+    assert!(id > 0 && id < (1 << 53), "{id}");
+}
+
+/// Whether a session's server wrote since its last answer is seen without
+/// waiting: nothing pending is not, a pending line or an ended output is.
+#[test]
+fn output_written_unasked_is_seen_without_waiting() {
+    let (sender, receiver) = channel();
+    let session: Session<Vec<u8>> = Session::new(Vec::new(), receiver, Vec::new());
+    assert!(!session.wrote_unasked());
+    sender.send(Incoming::Line(b"{}".to_vec())).unwrap();
+    assert!(session.wrote_unasked());
+    drop(sender);
+    assert!(session.wrote_unasked());
+}
+
 /// Attack: pagination tricks in `tools/list`. A cursor that comes back (a
 /// loop), a later page that lists a pinned tool again with another
 /// definition (which a by-name comparison would let mask the first), and

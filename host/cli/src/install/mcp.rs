@@ -1,5 +1,5 @@
 //! `modhost install --mcp FOLDER|ARCHIVE [--id ID] [--env NAME=VALUE]...
-//! [--bridge PATH] [--upgrade] [--json] [-- COMMAND ARGS...]`: an existing
+//! [--bridge PATH] [--lifetime call|session] [--upgrade] [--json] [-- COMMAND ARGS...]`: an existing
 //! stdio MCP server as a module (`modhost::McpInstallRequest`). The command
 //! may be left out when the folder carries the operator's own
 //! `mcp-server.toml`.
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
-use modhost::{Host, McpInstallRequest};
+use modhost::{Host, McpInstallRequest, McpLifetime};
 use serde_json::json;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -39,6 +39,14 @@ pub struct McpArgs {
         requires = "mcp"
     )]
     bridge: Option<PathBuf>,
+    /// With --mcp: how long one server process lives. `call` (the
+    /// default): a fresh process per call, with that call's grants.
+    /// `session`: one process per `modhost mcp` stdio connection, confined
+    /// to the union of every tool's grants (see MODULES.md, "What session
+    /// weakens"). Without it, the folder's mcp-server.toml (or, with
+    /// --upgrade, the installed module) decides.
+    #[arg(long, value_name = "call|session", requires = "mcp")]
+    lifetime: Option<Lifetime>,
     /// With --mcp: print the report as JSON.
     #[arg(long, requires = "mcp")]
     json: bool,
@@ -47,6 +55,13 @@ pub struct McpArgs {
     /// module's folder, an argument `{roots}` the call's granted roots).
     #[arg(last = true, value_name = "COMMAND")]
     server_command: Vec<String>,
+}
+
+/// `--lifetime`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Lifetime {
+    Call,
+    Session,
 }
 
 pub async fn run(
@@ -87,6 +102,10 @@ pub async fn run(
             env,
             bridge,
             upgrade,
+            lifetime: args.lifetime.map(|lifetime| match lifetime {
+                Lifetime::Call => McpLifetime::Call,
+                Lifetime::Session => McpLifetime::Session,
+            }),
         })
         .await?;
     let module = &report.install.module;
@@ -106,6 +125,7 @@ pub async fn run(
             "pinned": report.install.pinned,
             "command": command,
             "operator_manifest": report.operator_manifest,
+            "lifetime": report.lifetime,
         }))?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -114,8 +134,14 @@ pub async fn run(
     } else {
         "installed"
     };
+    let lifetime = match report.lifetime {
+        McpLifetime::Session => {
+            "one process per `modhost mcp` stdio connection, confined to the union of its tools' grants (per call elsewhere)"
+        }
+        _ => "started afresh for every call",
+    };
     outln!(
-        "{verb} {} {version} at {}: an MCP server, started afresh for every call",
+        "{verb} {} {version} at {}: an MCP server, {lifetime}",
         module.id,
         module.folder.as_deref().unwrap_or(&module.path).display()
     );

@@ -28,11 +28,21 @@ pub(crate) struct CallFacts {
 impl CallFacts {
     /// The call was granted `plan`'s roots and binaries, and `network`.
     pub(crate) fn granted(&mut self, plan: &GrantPlan, network: Option<&CallGrant>) {
+        self.granted_parts(&plan.roots, &plan.binaries, network);
+    }
+
+    /// The call gets `roots`, `binaries` and `network`: a plan's, or the
+    /// union a `session` process it ran on holds (`crate::session_server`).
+    pub(crate) fn granted_parts(
+        &mut self,
+        roots: &[modhost_runner::Grant],
+        binaries: &std::collections::BTreeMap<String, std::path::PathBuf>,
+        network: Option<&CallGrant>,
+    ) {
         if !self.recording {
             return;
         }
-        let roots = plan
-            .roots
+        let roots = roots
             .iter()
             .map(|grant| {
                 let path = GrantedPath {
@@ -42,8 +52,7 @@ impl CallFacts {
                 (grant.name.clone(), path)
             })
             .collect();
-        let binaries = plan
-            .binaries
+        let binaries = binaries
             .iter()
             .map(|(name, path)| (name.clone(), path.display().to_string()))
             .collect();

@@ -64,6 +64,7 @@ impl Invoker for HostInvoker {
 
     async fn invoke(&self, call: InvokeCall) -> Result<Invoked, InvokeFailure> {
         let Some(module) = self.modules.get(&call.module) else {
+            crate::SessionScope::end_module_in_current(&call.module);
             return Err(InvokeFailure {
                 kind: modproto::HostErrorKind::UnknownModule.into(),
                 message: format!("module {:?} is no longer installed", call.module),
@@ -85,6 +86,8 @@ impl Invoker for HostInvoker {
             lockdown: call.lockdown,
             principal: call.principal,
             allowed_by: call.allowed_by,
+            // The connection's session, when the call runs in one.
+            session: crate::SessionScope::current(),
             ..InvokeRequest::new(&call.module, &call.capability, call.input)
         };
         let invocation = self.host.invoke_module(module, request);
@@ -117,7 +120,22 @@ impl Invoker for HostInvoker {
                     network: outcome.network,
                 })
             }
-            Err(e) => Err(failure(&e)),
+            Err(e) => {
+                // Refused for the module itself: its session process, if
+                // the connection has one, does not run on with its grants.
+                if matches!(
+                    e,
+                    InvokeError::ModuleBroken { .. }
+                        | InvokeError::ModuleDisabled { .. }
+                        | InvokeError::ContractRefused { .. }
+                        | InvokeError::Nonconforming { .. }
+                        | InvokeError::Unpinned { .. }
+                        | InvokeError::Changed { .. }
+                ) {
+                    crate::SessionScope::end_module_in_current(&call.module);
+                }
+                Err(failure(&e))
+            }
         }
     }
 }

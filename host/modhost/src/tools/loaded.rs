@@ -319,7 +319,12 @@ impl<I: Invoker> Loaded<I> {
             refused.principal = principal;
             self.record_refusal(&refused);
             return match self.withdrawn.get(name) {
-                Some(withdrawn) => withdrawn.answer(),
+                Some(withdrawn) => {
+                    // Its module's session process, if the connection has
+                    // one, does not run on with its grants.
+                    crate::SessionScope::end_module_in_current(&withdrawn.tool.module);
+                    withdrawn.answer()
+                }
                 None => Err(CallError::UnknownTool(name.to_owned())),
             };
         };
